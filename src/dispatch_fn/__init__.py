@@ -1,0 +1,1 @@
+"""Duly dispatcher: recurring duties become one task per period, once, without a lock."""

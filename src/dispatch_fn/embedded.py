@@ -1,0 +1,44 @@
+"""The embedded PostgreSQL used when no ``DATABASE_URL`` is given (local runs only).
+
+``pgserver`` ships PostgreSQL in a wheel, so a fresh clone needs no server; it is
+a development dependency and is never bundled into the Lambda artifact.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dispatch_fn.errors import ConfigurationError
+
+_DATA_DIR_VARIABLE = "DULY_PGDATA"
+
+
+def default_data_dir() -> Path:
+    """The checkout's git-ignored ``.duly/pgdata``, or ``$DULY_PGDATA``."""
+    if explicit := os.environ.get(_DATA_DIR_VARIABLE):
+        return Path(explicit)
+    package_dir = Path(__file__).resolve().parent
+    checkout = package_dir.parent.parent
+    base = checkout if (checkout / "pyproject.toml").is_file() else Path.cwd()
+    return base / ".duly" / "pgdata"
+
+
+def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
+    """Start (or join) the embedded server and return a DSN for it.
+
+    A persistent server keeps running after this process exits, so the next
+    ``invoke`` finds its data (and its tasks) where the last one left them.
+    """
+    try:
+        import pgserver  # noqa: PLC0415 - development-only dependency, loaded on demand
+    except ImportError as exc:  # pragma: no cover - exercised only without dev deps
+        raise ConfigurationError(
+            "DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
+            "installed; set DATABASE_URL or install the development dependencies"
+        ) from exc
+    target = data_dir or default_data_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    server: Any = pgserver.get_server(target, cleanup_mode=None if persistent else "stop")
+    return str(server.get_uri())

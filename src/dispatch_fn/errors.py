@@ -1,0 +1,47 @@
+"""Every exception the dispatcher raises on purpose, in one place.
+
+Input the project refuses derives from ``ValueError``; callers route on the
+exception *type*, never on its message.
+"""
+
+from __future__ import annotations
+
+
+class PeriodError(ValueError):
+    """The period engine refused an input."""
+
+
+class UnknownFrequencyError(PeriodError):
+    """A frequency that is not one of ``FREQUENCIES``."""
+
+
+class UnknownTimezoneError(PeriodError):
+    """A time zone name that is not an IANA zone in the bundled tz database."""
+
+
+class NaiveDatetimeError(PeriodError):
+    """A datetime without a time zone where an instant is required."""
+
+
+class InvalidDayCountError(PeriodError):
+    """A day count that is not a plain ``int`` (booleans included)."""
+
+
+class UnknownAnchorError(PeriodError):
+    """A due anchor other than ``period_start`` or ``period_end``."""
+
+
+class MalformedPeriodKeyError(PeriodError):
+    """A period key that is not the exact spelling for its frequency."""
+
+
+class YearOutOfRangeError(PeriodError):
+    """A year outside 1583-9999 was read or would be emitted."""
+
+
+class EventError(ValueError):
+    """An invocation event the handler refuses; nothing was written."""
+
+
+class ConfigurationError(RuntimeError):
+    """The function's environment or credentials are unusable."""

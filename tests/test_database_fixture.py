@@ -1,0 +1,25 @@
+"""The test database fixture itself: isolated, migrated databases."""
+
+from __future__ import annotations
+
+import psycopg
+
+from dispatch_fn.migrate import apply_migrations
+
+
+def test_each_test_gets_a_migrated_empty_database(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    row = conn.execute("SELECT count(*) FROM duly_duty").fetchone()
+    assert row == (0,)
+
+
+def test_migrate_twice_is_a_no_op(db_url: str) -> None:
+    with psycopg.connect(db_url) as connection:
+        assert apply_migrations(connection) == []
+
+
+def test_migrate_applies_everything_to_an_empty_database(server_dsn: str, db_url: str) -> None:
+    with psycopg.connect(db_url, autocommit=True) as connection:
+        connection.execute("DROP TABLE duly_task, duly_duty, duly_schema_migration")
+    with psycopg.connect(db_url) as connection:
+        assert apply_migrations(connection) == ["0001_schema"]
+        assert apply_migrations(connection) == []
