@@ -14,8 +14,9 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -110,3 +111,17 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     with psycopg.connect(db_url, autocommit=True) as connection:
         yield connection
 
+
+
+@pytest.fixture
+def invoke(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Call ``lambda_handler`` against this test's database, as Lambda would."""
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    from dispatch_fn import app  # noqa: PLC0415 - after the environment is set
+
+    def call(event: object, context: object = None) -> dict[str, Any]:
+        return app.lambda_handler(event, context)
+
+    yield call
+    # The warm connection belongs to this test's database, which is about to go.
+    app._connections.discard()  # noqa: SLF001

@@ -1,0 +1,101 @@
+"""Local commands: ``python -m dispatch_fn migrate | invoke EVENT_FILE | demo``.
+
+Each honours ``DATABASE_URL``; without it they use the embedded PostgreSQL kept
+in the checkout's git-ignored ``.duly/`` directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import psycopg
+
+from dispatch_fn import embedded
+from dispatch_fn.errors import ConfigurationError, EventError
+from dispatch_fn.migrate import apply_migrations
+
+_EXIT_REFUSED = 2
+_EXIT_CONFIGURATION = 3
+
+
+def _database_url() -> tuple[str, bool]:
+    """The DSN to use, and whether it is the embedded server."""
+    if url := os.environ.get("DATABASE_URL"):
+        return url, False
+    return embedded.start(), True
+
+
+def _migrate(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        return apply_migrations(conn)
+
+
+def _cmd_migrate(_: argparse.Namespace) -> int:
+    dsn, _embedded = _database_url()
+    applied = _migrate(dsn)
+    print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
+    return 0
+
+
+def _cmd_invoke(args: argparse.Namespace) -> int:
+    path = Path(args.event_file)
+    try:
+        event = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot read event {str(path)!r}: {exc}", file=sys.stderr)
+        return _EXIT_REFUSED
+    dsn, is_embedded = _database_url()
+    if is_embedded:
+        # A fresh checkout's embedded database has no schema yet.
+        _migrate(dsn)
+    os.environ["DATABASE_URL"] = dsn
+    # stdout is the report; EMF metrics only mean something inside Lambda.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    from dispatch_fn.app import lambda_handler  # noqa: PLC0415 - after DATABASE_URL is set
+
+    try:
+        report = lambda_handler(event, None)
+    except EventError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _EXIT_REFUSED
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _EXIT_CONFIGURATION
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _cmd_demo(_: argparse.Namespace) -> int:
+    from dispatch_fn import demo  # noqa: PLC0415 - only this command needs it
+
+    dsn, _embedded = _database_url()
+    _migrate(dsn)
+    demo.run_demo(dsn)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run one command; return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m dispatch_fn", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("migrate", help="apply pending schema migrations").set_defaults(
+        run=_cmd_migrate
+    )
+    invoke = commands.add_parser("invoke", help="run lambda_handler on an event file")
+    invoke.add_argument("event_file", help="a JSON event, e.g. events/backfill-13-months.json")
+    invoke.set_defaults(run=_cmd_invoke)
+    commands.add_parser(
+        "demo", help="seed a demo organisation and run the dispatcher"
+    ).set_defaults(run=_cmd_demo)
+    args = parser.parse_args(argv)
+    status: int = args.run(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

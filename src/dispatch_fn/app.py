@@ -1,0 +1,106 @@
+"""The Lambda entry point: an event in, a run, a JSON report out.
+
+Only translation lives here — event to request, report to JSON and metrics;
+what a run does is ``dispatch.run``'s business.
+"""
+
+from __future__ import annotations
+
+if not __package__:  # pragma: no cover - only when Lambda loads the built artifact
+    # Lambda imports this file as the top-level module ``app``: CodeUri is the
+    # package directory itself. Register that directory as the ``dispatch_fn``
+    # package so every module keeps its one import spelling.
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    _here = Path(__file__).resolve().parent
+    _spec = importlib.util.spec_from_file_location(
+        "dispatch_fn", _here / "__init__.py", submodule_search_locations=[str(_here)]
+    )
+    assert _spec is not None and _spec.loader is not None  # noqa: S101 - file is beside us
+    sys.modules["dispatch_fn"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["dispatch_fn"])
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from dispatch_fn import dispatch
+from dispatch_fn.database import ConnectionCache
+from dispatch_fn.errors import EventError
+from dispatch_fn.events import parse_event
+from dispatch_fn.settings import Settings
+
+# Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the
+# report (``python -m dispatch_fn invoke``); CloudWatch collects both streams.
+logger = Logger(
+    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"), stream=sys.stderr
+)
+metrics = Metrics(
+    namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Duly"),
+    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"),
+)
+_connections = ConnectionCache()
+
+
+@metrics.log_metrics
+def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+    """Run the dispatch the event asks for and return its report."""
+    started = time.monotonic()
+    settings = Settings.from_environ(os.environ)
+    try:
+        request = parse_event(
+            event, current_time=datetime.now(UTC), max_window_days=settings.max_window_days
+        )
+    except EventError as refused:
+        metrics.add_metric("RefusedEvents", MetricUnit.Count, 1)
+        logger.error("event refused", extra={"problem": str(refused)})
+        raise
+    logger.append_keys(
+        mode=request.mode,
+        clock=request.now.isoformat(),
+        request_id=getattr(context, "aws_request_id", None),
+        dry_run=request.dry_run,
+    )
+    logger.info("run started")
+    conn = _connections.get(settings)
+    try:
+        report = dispatch.run(
+            conn,
+            request,
+            chunk_size=settings.chunk_size,
+            should_stop=_deadline(context, settings.reserve_ms),
+        )
+    except Exception:
+        # The connection may be mid-transaction or dead; a warm retry starts clean.
+        _connections.discard()
+        raise
+    result = report.as_json()
+    result["duration_ms"] = round((time.monotonic() - started) * 1000)
+    _emit_metrics(result)
+    logger.info("run finished", extra={"report": result})
+    return result
+
+
+def _deadline(context: Any, reserve_ms: int) -> Callable[[], bool]:
+    remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return lambda: False
+    return lambda: remaining() < reserve_ms
+
+
+def _emit_metrics(result: dict[str, Any]) -> None:
+    metrics.add_metric("DutiesRead", MetricUnit.Count, result["duties_read"])
+    metrics.add_metric("TasksCreated", MetricUnit.Count, result["tasks_created"])
+    metrics.add_metric("TasksExisting", MetricUnit.Count, result["tasks_existing"])
+    metrics.add_metric("Faults", MetricUnit.Count, sum(result["fault_counts"].values()))
+    metrics.add_metric("Degraded", MetricUnit.Count, int(result["degraded"]))
+    metrics.add_metric("Incomplete", MetricUnit.Count, int(not result["complete"]))
+    metrics.add_metric("DurationMs", MetricUnit.Milliseconds, result["duration_ms"])

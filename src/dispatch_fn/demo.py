@@ -1,0 +1,142 @@
+"""``python -m dispatch_fn demo``: a small organisation, dispatched four times.
+
+Seeds ``org-demo`` (replacing any earlier demo rows), then runs the handler as
+the schedule would, the same run again, and a 13-month backfill twice, printing
+what each run did per zone and frequency.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+ORGANIZATION = "org-demo"
+
+# (id, name, form, status, frequency, zone, anchor, offset, lead, effective_from, effective_to)
+_DUTIES: list[tuple[Any, ...]] = [
+    ("duty-sh-monthly", "File the emissions return", "recurring", "active", "monthly",
+     "Asia/Shanghai", "period_start", 4, 7, None, None),
+    ("duty-sh-daily", "Check the kiln log", "recurring", "active", "daily",
+     "Asia/Shanghai", "period_start", 0, 0, None, None),
+    ("duty-la-weekly", "Reconcile the petty cash", "recurring", "active", "weekly",
+     "America/Los_Angeles", "period_end", 0, 2, None, None),
+    ("duty-la-quarterly", "Quarterly safety walk", "recurring", "active", "quarterly",
+     "America/Los_Angeles", "period_end", -14, 21, None, None),
+    ("duty-berlin-monthly", "Submit the VAT pre-return", "recurring", "active", "monthly",
+     "Europe/Berlin", "period_end", 10, 10, None, None),
+    ("duty-berlin-semiannual", "Works council report", "recurring", "active", "semiannual",
+     "Europe/Berlin", "period_start", 30, 14, None, None),
+    ("duty-santiago-daily", "Open the site diary", "recurring", "active", "daily",
+     "America/Santiago", "period_start", 0, 0, None, None),
+    ("duty-santiago-fortnightly", "Payroll cut-off", "recurring", "active", "fortnightly",
+     "America/Santiago", "period_end", -2, 3, None, None),
+    ("duty-auckland-fortnightly", "Review the hazard register", "recurring", "active",
+     "fortnightly", "Pacific/Auckland", "period_start", 3, 5, None, None),
+    ("duty-auckland-monthly", "Board pack", "recurring", "active", "monthly",
+     "Pacific/Auckland", "period_end", -5, 7, date(2025, 3, 1), None),
+    ("duty-utc-annual", "Renew the operating licence", "recurring", "active", "annual",
+     "UTC", "period_start", 90, 30, None, None),
+    ("duty-utc-weekly", "Rotate the on-call pager", "recurring", "active", "weekly",
+     "UTC", "period_start", 0, 1, None, date(2026, 6, 30)),
+    ("duty-utc-future", "New regulator's monthly return", "recurring", "active", "monthly",
+     "UTC", "period_start", 14, 7, date(2030, 1, 1), None),
+    ("duty-standing-policy", "Keep the fire policy current", "standing", "active", None,
+     "UTC", "period_start", 0, 7, None, None),
+    ("duty-one-off-audit", "Respond to the 2026 audit", "one_off", "active", None,
+     "Europe/Berlin", "period_start", 0, 7, None, None),
+    ("duty-paused-weekly", "Weekly stand-up notes", "recurring", "paused", "weekly",
+     "Europe/Berlin", "period_start", 0, 1, None, None),
+    ("duty-retired-monthly", "Fax the monthly figures", "recurring", "retired", "monthly",
+     "UTC", "period_start", 0, 7, None, None),
+    ("duty-broken-zone", "Inspect the rover", "recurring", "active", "monthly",
+     "Mars/Olympus", "period_start", 0, 7, None, None),
+]  # fmt: skip
+
+
+def seed(conn: psycopg.Connection[Any]) -> None:
+    """Replace the demo organisation's duties and tasks with the fresh seed."""
+    with conn.transaction():
+        conn.execute("DELETE FROM duly_task WHERE organization_id = %s", (ORGANIZATION,))
+        conn.execute("DELETE FROM duly_duty WHERE organization_id = %s", (ORGANIZATION,))
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id,"
+                " business_unit_id, source, frequency, timezone, due_anchor, due_offset_days,"
+                " lead_days, effective_from, effective_to)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (d[0], ORGANIZATION, d[1], d[2], d[3], f"owner-{n % 4}", f"bu-{n % 2}",
+                     "catalog" if n % 3 else "assigned", d[4], d[5], d[6], d[7], d[8], d[9], d[10])
+                    for n, d in enumerate(_DUTIES)
+                ],
+            )  # fmt: skip
+
+
+def _tasks_by_group(conn: psycopg.Connection[Any]) -> Counter[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT d.timezone, d.frequency, count(*) FROM duly_task t"
+        " JOIN duly_duty d ON d.id = t.duty_id WHERE t.organization_id = %s GROUP BY 1, 2",
+        (ORGANIZATION,),
+    ).fetchall()
+    return Counter({(str(zone), str(freq)): int(n) for zone, freq, n in rows})
+
+
+def _print_run(title: str, report: dict[str, Any], created: Counter[tuple[str, str]]) -> None:
+    window = report["window"]
+    span = f"  window {window['from']} .. {window['to']}" if window else ""
+    print(f"\n## {title}: {report['mode']} at clock {report['now']}{span}")
+    print(
+        f"   duties read {report['duties_read']}, tasks created {report['tasks_created']},"
+        f" already there {report['tasks_existing']}, duties advanced {report['duties_advanced']},"
+        f" degraded {report['degraded']}"
+    )
+    skipped = ", ".join(f"{reason} {n}" for reason, n in report["skipped"].items() if n)
+    print(f"   skipped: {skipped or 'none'}")
+    for fault in report["faults"]:
+        print(f"   fault: {fault['duty_id']} {fault['reason']} ({fault['detail']})")
+    print(f"   {'zone':<22}{'frequency':<13}{'created':>8}")
+    for (zone, frequency), n in sorted(created.items()):
+        print(f"   {zone:<22}{frequency:<13}{n:>8}")
+    if not created:
+        print("   (no new tasks: every owed task already existed)")
+
+
+def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Seed, run the four demo dispatches against ``dsn``, print and return their reports."""
+    os.environ["DATABASE_URL"] = dsn
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    from dispatch_fn.app import lambda_handler  # noqa: PLC0415 - reads DATABASE_URL per call
+
+    clock = (now or datetime.now(UTC)).replace(microsecond=0)
+    this_month = clock.date().replace(day=1)
+    backfill_to = this_month - timedelta(days=1)
+    backfill_from = date(backfill_to.year - 1, backfill_to.month, 1)  # 13 whole months
+    scheduled = {"now": clock.isoformat()}
+    backfill = {"from": backfill_from.isoformat(), "to": backfill_to.isoformat(),
+                "now": clock.isoformat()}  # fmt: skip
+    runs = [
+        ("1. scheduled run", scheduled),
+        ("2. the same run again", scheduled),
+        ("3. 13-month backfill", backfill),
+        ("4. the same backfill again", backfill),
+    ]
+    reports = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        seed(conn)
+        print(f"Seeded {ORGANIZATION}: {len(_DUTIES)} duties in 6 zones, every frequency and form.")
+        for title, event in runs:
+            before = _tasks_by_group(conn)
+            report = lambda_handler(event, None)
+            created = _tasks_by_group(conn) - before
+            _print_run(title, report, created)
+            reports.append(report)
+        total = conn.execute(
+            "SELECT count(*) FROM duly_task WHERE organization_id = %s", (ORGANIZATION,)
+        ).fetchone()
+        print(f"\n{ORGANIZATION} now holds {total[0] if total else 0} tasks.")
+    return reports

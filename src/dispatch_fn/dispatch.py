@@ -1,0 +1,228 @@
+"""One run of the dispatcher against the database: pages, plans, writes, report.
+
+The imperative shell around ``plan``: it reads duties a keyset page at a time,
+asks the planner about each cadence it has not met yet this run, and lets one
+statement per page insert what is owed. Each page is its own short
+transaction, so a run killed at any instant leaves only whole pages behind and
+the next run completes the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, Final
+
+from psycopg import errors as pg_errors
+
+from dispatch_fn import store
+from dispatch_fn.plan import (
+    FAULT_REASONS,
+    SKIP_REASONS,
+    Cadence,
+    CadencePlan,
+    CadenceRefused,
+    Window,
+    classify,
+    plan_cadence,
+)
+from dispatch_fn.store import Connection, Scope
+
+DEFAULT_CHUNK_SIZE: Final = 5000
+# A report lists at most this many faulty duties; the count covers them all.
+FAULT_LIST_LIMIT: Final = 100
+_KNOWN_FORMS: Final = ("recurring", "one_off", "standing")
+# Two runs that touch the same duties can still meet in a deadlock (the
+# UPDATE's row order is the planner's) or, under stricter isolation, a
+# serialization failure; the page is simply tried again.
+_RETRYABLE: Final = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+_ATTEMPTS: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What one invocation asks for: its clock, window, scope and whether to write."""
+
+    now: datetime
+    window: Window | None = None
+    dry_run: bool = False
+    scope: Scope = field(default_factory=Scope)
+
+    @property
+    def mode(self) -> str:
+        """``scheduled`` or ``backfill``."""
+        return "scheduled" if self.window is None else "backfill"
+
+
+@dataclass(slots=True)
+class RunReport:
+    """The outcome of a run, as counted by the database."""
+
+    request: RunRequest
+    duties_read: int = 0
+    tasks_created: int = 0
+    tasks_existing: int = 0
+    duties_advanced: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    faults: list[dict[str, str]] = field(default_factory=list)
+    fault_counts: Counter[str] = field(default_factory=Counter)
+    pages: int = 0
+    retries: int = 0
+    complete: bool = True
+    last_duty_id: str | None = None
+
+    @property
+    def degraded(self) -> bool:
+        """Whether any duty was refused by the engine."""
+        return sum(self.fault_counts.values()) > 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The report of SPEC §5, JSON-serialisable."""
+        window = self.request.window
+        return {
+            "mode": self.request.mode,
+            "now": self.request.now.isoformat(),
+            "window": None
+            if window is None
+            else {"from": _iso(window.from_date), "to": _iso(window.to_date)},
+            "dry_run": self.request.dry_run,
+            "scope": {
+                "organization_id": self.request.scope.organization_id,
+                "duty_ids": None
+                if self.request.scope.duty_ids is None
+                else list(self.request.scope.duty_ids),
+            },
+            "duties_read": self.duties_read,
+            "tasks_created": self.tasks_created,
+            "tasks_existing": self.tasks_existing,
+            "duties_advanced": self.duties_advanced,
+            "skipped": {reason: self.skipped[reason] for reason in SKIP_REASONS},
+            "faults": self.faults,
+            "fault_counts": {reason: self.fault_counts[reason] for reason in FAULT_REASONS},
+            "degraded": self.degraded,
+            "complete": self.complete,
+            "last_duty_id": self.last_duty_id,
+            "pages": self.pages,
+            "retries": self.retries,
+        }
+
+
+def run(
+    conn: Connection,
+    request: RunRequest,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> RunReport:
+    """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
+
+    ``conn`` must be in autocommit mode: each page opens its own transaction.
+    ``should_stop`` is asked before each page; when it says yes the run ends
+    early with ``complete`` False, and the next run picks up the rest.
+    """
+    report = RunReport(request)
+    _count_undispatchable(conn, request.scope, report)
+    plans: dict[Cadence, CadencePlan | CadenceRefused] = {}
+    after: str | None = None
+    while True:
+        if should_stop():
+            report.complete = False
+            break
+        page = store.next_page(conn, request.scope, after, chunk_size)
+        if page is None:
+            break
+        ready: list[tuple[Cadence, CadencePlan]] = []
+        for found in page.cadences:
+            outcome = plans.get(found.cadence)
+            if outcome is None:
+                outcome = _plan_or_refusal(found.cadence, request)
+                plans[found.cadence] = outcome
+            if isinstance(outcome, CadenceRefused):
+                _record_faults(conn, request.scope, page, found, outcome, report)
+            else:
+                ready.append((found.cadence, outcome))
+        if ready:
+            _dispatch_page(conn, request, page, ready, report)
+        report.pages += 1
+        report.last_duty_id = after = page.upto
+    return report
+
+
+def _plan_or_refusal(cadence: Cadence, request: RunRequest) -> CadencePlan | CadenceRefused:
+    try:
+        return plan_cadence(cadence, request.now, request.window)
+    except CadenceRefused as refused:
+        return refused
+
+
+def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> None:
+    unknown_forms = 0
+    for form, status, count in store.count_by_form_and_status(conn, scope):
+        reason = classify(form, status)
+        report.duties_read += count
+        if reason == "unknown_form":
+            unknown_forms += count
+            report.fault_counts[reason] += count
+        elif reason is not None:
+            report.skipped[reason] += count
+    if unknown_forms:
+        for duty_id, form in store.ids_with_form(conn, scope, _KNOWN_FORMS, FAULT_LIST_LIMIT):
+            report.faults.append(
+                {
+                    "duty_id": duty_id,
+                    "reason": "unknown_form",
+                    "detail": f"unknown form {form!r}; expected one of {', '.join(_KNOWN_FORMS)}",
+                }
+            )
+
+
+def _record_faults(
+    conn: Connection,
+    scope: Scope,
+    page: store.Page,
+    found: store.PageCadence,
+    refused: CadenceRefused,
+    report: RunReport,
+) -> None:
+    report.duties_read += found.duties
+    report.fault_counts[refused.reason] += found.duties
+    room = FAULT_LIST_LIMIT - len(report.faults)
+    if room > 0:
+        for duty_id in store.ids_with_cadence(conn, scope, page, found.cadence, room):
+            report.faults.append(
+                {"duty_id": duty_id, "reason": refused.reason, "detail": refused.detail}
+            )
+
+
+def _dispatch_page(
+    conn: Connection,
+    request: RunRequest,
+    page: store.Page,
+    ready: list[tuple[Cadence, CadencePlan]],
+    report: RunReport,
+) -> None:
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            with conn.transaction():
+                result = store.dispatch_page(
+                    conn, request.scope, page, ready, dry_run=request.dry_run
+                )
+            break
+        except _RETRYABLE:
+            if attempt == _ATTEMPTS:
+                raise
+            report.retries += 1
+            time.sleep(0.05 * attempt)
+    report.duties_read += result.duties
+    report.skipped["outside_effective_window"] += result.outside_window
+    report.skipped["nothing_due"] += result.nothing_due
+    report.tasks_created += result.created
+    report.tasks_existing += result.owed - result.created
+    report.duties_advanced += result.advanced
+
+
+def _iso(day: date | None) -> str | None:
+    return None if day is None else day.isoformat()

@@ -1,0 +1,263 @@
+"""The pure planner: which tasks a set of duties owes at a clock, and why not.
+
+Decisions only — no database, no clock, no environment. The database path in
+``store`` asks this module the same questions one cadence at a time
+(``plan_cadence``, ``classify``, ``within``) and lets PostgreSQL apply the
+per-duty answers in bulk, so the rules live here once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any, Final, Protocol
+
+from dispatch_fn import periods
+from dispatch_fn.errors import PeriodError, UnknownFrequencyError
+
+# Ordinary reasons a duty yields no task, and the faults that mark a run degraded.
+SKIP_REASONS: Final = ("standing", "one_off", "not_active", "outside_effective_window", "nothing_due")
+FAULT_REASONS: Final = ("unknown_form", "no_frequency", "unknown_frequency", "invalid_cadence")
+
+# What a null cadence column reads as: the column defaults of ``duly_duty``.
+DEFAULT_TIMEZONE: Final = "UTC"
+DEFAULT_ANCHOR: Final = "period_start"
+DEFAULT_OFFSET_DAYS: Final = 0
+DEFAULT_LEAD_DAYS: Final = 7
+
+
+class WindowLike(Protocol):
+    """Anything with the backfill window's two dates (``to_date`` None: up to today)."""
+
+    @property
+    def from_date(self) -> date: ...
+
+    @property
+    def to_date(self) -> date | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """An inclusive backfill window of local calendar days."""
+
+    from_date: date
+    to_date: date | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cadence:
+    """The duty fields that decide its periods and dates; duties sharing one share a plan."""
+
+    frequency: str | None
+    timezone: str = DEFAULT_TIMEZONE
+    due_anchor: str = DEFAULT_ANCHOR
+    due_offset_days: int = DEFAULT_OFFSET_DAYS
+    lead_days: int = DEFAULT_LEAD_DAYS
+
+    @classmethod
+    def of(cls, duty: Mapping[str, Any]) -> Cadence:
+        """The cadence of a ``duly_duty`` row, null fields read as column defaults."""
+        return cls(
+            frequency=duty.get("frequency"),
+            timezone=_default(duty.get("timezone"), DEFAULT_TIMEZONE),
+            due_anchor=_default(duty.get("due_anchor"), DEFAULT_ANCHOR),
+            due_offset_days=_default(duty.get("due_offset_days"), DEFAULT_OFFSET_DAYS),
+            lead_days=_default(duty.get("lead_days"), DEFAULT_LEAD_DAYS),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A period a cadence may owe, with its dates."""
+
+    period_key: str
+    due_date: date
+    visible_from: date
+
+
+@dataclass(frozen=True, slots=True)
+class CadencePlan:
+    """What every duty of one cadence is owed at one clock, before its own dates apply.
+
+    ``today`` is the duty-local date the effective window is tested on; it is
+    None for a backfill, which has no such test.
+    """
+
+    today: date | None
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A duty the engine refused; the run goes on without it."""
+
+    duty_id: str
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A duty that owes nothing at this clock, with the reason."""
+
+    duty_id: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The planner's answer: task rows to insert and duties that yield none."""
+
+    drafts: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+
+    @property
+    def faults(self) -> list[Skip]:
+        """The skipped duties whose reason is a fault."""
+        return [skip for skip in self.skipped if skip.reason in FAULT_REASONS]
+
+    def skip_counts(self) -> dict[str, int]:
+        """Skipped duties counted per ordinary reason."""
+        counts = Counter(skip.reason for skip in self.skipped if skip.reason in SKIP_REASONS)
+        return dict(sorted(counts.items()))
+
+
+class CadenceRefused(ValueError):  # noqa: N818 - reads as the outcome it is
+    """The engine refused a cadence; ``reason`` is the fault to record."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def classify(form: object, status: object) -> str | None:
+    """Why a duty of this form and status is not dispatched, or None if it is.
+
+    The form is judged first: a standing duty is never dispatched whatever its
+    status, and an unknown form is a broken row even when paused.
+    """
+    if form == "standing":
+        return "standing"
+    if form == "one_off":
+        return "one_off"
+    if form != "recurring":
+        return "unknown_form"
+    if status != "active":
+        return "not_active"
+    return None
+
+
+def within(day: date, effective_from: date | None, effective_to: date | None) -> bool:
+    """Whether ``day`` lies in ``[effective_from, effective_to]``; a null bound is open."""
+    return (effective_from is None or day >= effective_from) and (
+        effective_to is None or day <= effective_to
+    )
+
+
+def plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None = None) -> CadencePlan:
+    """Candidate periods and dates for one cadence; raise ``CadenceRefused`` if it is broken."""
+    if cadence.frequency is None:
+        raise CadenceRefused("no_frequency", "frequency is null; a recurring duty needs one")
+    try:
+        return _plan_cadence(cadence, now, window)
+    except UnknownFrequencyError as exc:
+        raise CadenceRefused("unknown_frequency", str(exc)) from exc
+    except PeriodError as exc:
+        raise CadenceRefused("invalid_cadence", str(exc)) from exc
+
+
+def _plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None) -> CadencePlan:
+    frequency, zone = str(cadence.frequency), cadence.timezone
+    today = periods.local_date(now, zone)
+    if window is None:
+        current = periods.period_key_for(frequency, now, zone)
+        # The current period is owed however the lead compares with today (a
+        # lead of 0 or less would otherwise end the candidate range before now).
+        horizon = max(now, periods.start_of_day(today + timedelta(days=cadence.lead_days), zone))
+        keys = periods.periods_between(frequency, now, horizon, zone)
+    else:
+        last_day = window.to_date if window.to_date is not None else today
+        keys = periods.periods_between(
+            frequency,
+            periods.start_of_day(window.from_date, zone),
+            periods.start_of_day(last_day, zone),
+            zone,
+        )
+    candidates = []
+    for key in keys:
+        due = periods.due_date_for(
+            frequency, key, zone, cadence.due_anchor, cadence.due_offset_days
+        )
+        visible = periods.visible_from_for(due, cadence.lead_days)
+        # Future periods appear once their lead window opens; the current one is
+        # owed even if its own visibility lies ahead (a negative lead).
+        if window is None and key != current and visible > today:
+            continue
+        candidates.append(Candidate(key, due, visible))
+    return CadencePlan(today if window is None else None, tuple(candidates))
+
+
+def plan_dispatch(
+    duties: Iterable[Mapping[str, Any]], now: datetime, window: WindowLike | None = None
+) -> Plan:
+    """Plan a run over ``duties`` (``duly_duty`` rows) at clock ``now``.
+
+    ``window`` None is a scheduled run; otherwise a backfill of that window.
+    """
+    plan = Plan()
+    cadence_plans: dict[Cadence, CadencePlan | CadenceRefused] = {}
+    for duty in duties:
+        duty_id = str(duty["id"])
+        not_dispatched = classify(duty.get("form"), duty.get("status"))
+        if not_dispatched is not None:
+            detail = f"form {duty.get('form')!r}" if not_dispatched == "unknown_form" else ""
+            plan.skipped.append(Skip(duty_id, not_dispatched, detail))
+            continue
+        cadence = Cadence.of(duty)
+        if cadence not in cadence_plans:
+            try:
+                cadence_plans[cadence] = plan_cadence(cadence, now, window)
+            except CadenceRefused as refused:
+                cadence_plans[cadence] = refused
+        outcome = cadence_plans[cadence]
+        if isinstance(outcome, CadenceRefused):
+            plan.skipped.append(Skip(duty_id, outcome.reason, outcome.detail))
+            continue
+        effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
+        if outcome.today is not None and not within(outcome.today, effective_from, effective_to):
+            plan.skipped.append(Skip(duty_id, "outside_effective_window"))
+            continue
+        drafts = [
+            _draft(duty, candidate)
+            for candidate in outcome.candidates
+            if within(candidate.due_date, effective_from, effective_to)
+        ]
+        if not drafts:
+            plan.skipped.append(Skip(duty_id, "nothing_due"))
+        plan.drafts.extend(drafts)
+    return plan
+
+
+def _draft(duty: Mapping[str, Any], candidate: Candidate) -> dict[str, Any]:
+    # Name and business unit are copied, so renaming or transferring a duty
+    # later never rewrites the history its tasks record.
+    return {
+        "organization_id": duty["organization_id"],
+        "duty_id": duty["id"],
+        "owner_id": duty["owner_id"],
+        "business_unit_id": duty.get("business_unit_id"),
+        "subject": duty["name"],
+        "source": duty["source"],
+        "period_key": candidate.period_key,
+        "due_date": candidate.due_date,
+        "visible_from": candidate.visible_from,
+        "status": "open",
+    }
+
+
+def _default[T](value: T | None, default: T) -> T:
+    return default if value is None else value

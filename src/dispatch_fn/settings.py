@@ -1,0 +1,68 @@
+"""The function's configuration, read once per invocation from its environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE
+from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.events import DEFAULT_MAX_WINDOW_DAYS
+
+_SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the handler takes from its environment."""
+
+    database_url: str | None = None
+    secret_arn: str | None = None
+    sslmode: str = "require"
+    uses_rds_proxy: bool = False
+    statement_timeout_ms: int = 300_000
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
+    # Stop starting pages when less than this remains of the invocation, so a
+    # long run reports how far it got instead of being killed mid-page.
+    reserve_ms: int = 30_000
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        """Read and check the environment; raise ``ConfigurationError`` on a bad value."""
+        sslmode = environ.get("DB_SSLMODE", "require")
+        if sslmode not in _SSL_MODES:
+            raise ConfigurationError(
+                f"DB_SSLMODE={sslmode!r}; expected one of {', '.join(_SSL_MODES)}"
+            )
+        return cls(
+            database_url=environ.get("DATABASE_URL") or None,
+            secret_arn=environ.get("DB_SECRET_ARN") or None,
+            sslmode=sslmode,
+            uses_rds_proxy=_flag(environ, "DB_USES_RDS_PROXY"),
+            statement_timeout_ms=_positive(environ, "DB_STATEMENT_TIMEOUT_MS", 300_000),
+            chunk_size=_positive(environ, "DISPATCH_CHUNK_SIZE", DEFAULT_CHUNK_SIZE),
+            max_window_days=_positive(environ, "DISPATCH_MAX_WINDOW_DAYS", DEFAULT_MAX_WINDOW_DAYS),
+            reserve_ms=_positive(environ, "DISPATCH_RESERVE_MS", 30_000),
+        )
+
+
+def _positive(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r}; expected a positive integer") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name}={raw!r}; expected a positive integer")
+    return value
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool:
+    raw = environ.get(name, "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigurationError(f"{name}={raw!r}; expected 'true' or 'false'")
+    return raw == "true"

@@ -1,0 +1,323 @@
+"""The data layer: what the dispatcher reads from and writes to PostgreSQL.
+
+Every statement is composed from the fixed fragments in this module; values
+always travel as bound parameters, never in the SQL text. Sets travel as arrays (``unnest``), never as
+temporary tables, so a run works unchanged through RDS Proxy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Final
+
+import psycopg
+from psycopg import sql
+
+from dispatch_fn.plan import Cadence, CadencePlan
+
+type Connection = psycopg.Connection[tuple[Any, ...]]
+
+# Only these duties are ever dispatched; the partial index duly_duty_dispatchable
+# holds exactly them, so a page is an index range scan.
+_DISPATCHABLE: Final = "d.status = 'active' AND d.form = 'recurring'"
+
+# Null cadence columns read as their column defaults (SPEC §4), the same
+# defaults plan.Cadence.of applies.
+_CADENCE_COLUMNS: Final = """
+    d.frequency,
+    coalesce(d.timezone, 'UTC') AS timezone,
+    coalesce(d.due_anchor, 'period_start') AS due_anchor,
+    coalesce(d.due_offset_days, 0) AS due_offset_days,
+    coalesce(d.lead_days, 7) AS lead_days"""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Limits a run to one organisation and/or a list of duties."""
+
+    organization_id: str | None = None
+    duty_ids: tuple[str, ...] | None = None
+
+    def condition(self) -> sql.Composable:
+        """The scope as a ``WHERE`` conjunct over ``duly_duty d`` (see ``params``)."""
+        parts: list[sql.Composable] = [sql.SQL("true")]
+        if self.organization_id is not None:
+            parts.append(sql.SQL("d.organization_id = %(organization_id)s"))
+        if self.duty_ids is not None:
+            parts.append(sql.SQL("d.id = ANY(%(duty_ids)s)"))
+        return sql.SQL(" AND ").join(parts)
+
+    def params(self) -> dict[str, Any]:
+        """The values ``condition`` refers to."""
+        return {"organization_id": self.organization_id, "duty_ids": list(self.duty_ids or ())}
+
+
+@dataclass(frozen=True, slots=True)
+class PageCadence:
+    """One cadence found in a page, with how many of the page's duties have it."""
+
+    cadence: Cadence
+    duties: int
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A keyset page of dispatchable duties: ids in ``(after, upto]``."""
+
+    after: str | None
+    upto: str
+    cadences: tuple[PageCadence, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkResult:
+    """What the database reported for one chunk."""
+
+    duties: int
+    outside_window: int
+    nothing_due: int
+    owed: int
+    created: int
+    advanced: int
+
+
+def count_by_form_and_status(conn: Connection, scope: Scope) -> list[tuple[Any, Any, int]]:
+    """``(form, status, count)`` for every duty in scope that is not dispatchable."""
+    query = sql.SQL(
+        "SELECT d.form, d.status, count(*) FROM duly_duty d"
+        " WHERE NOT coalesce(" + _DISPATCHABLE + ", false) AND {scope}"
+        " GROUP BY d.form, d.status"
+    ).format(scope=scope.condition())
+    rows = conn.execute(query, scope.params()).fetchall()
+    return [(form, status, int(n)) for form, status, n in rows]
+
+
+def ids_with_form(
+    conn: Connection, scope: Scope, forms_excluded: Sequence[str], limit: int
+) -> list[tuple[str, Any]]:
+    """``(id, form)`` of up to ``limit`` duties in scope whose form is none of these."""
+    query = sql.SQL(
+        "SELECT d.id, d.form FROM duly_duty d"
+        " WHERE (d.form IS NULL OR d.form <> ALL(%(forms)s)) AND {scope}"
+        " ORDER BY d.id LIMIT %(limit)s"
+    ).format(scope=scope.condition())
+    params = {**scope.params(), "forms": list(forms_excluded), "limit": limit}
+    return [(str(duty_id), form) for duty_id, form in conn.execute(query, params).fetchall()]
+
+
+def next_page(conn: Connection, scope: Scope, after: str | None, size: int) -> Page | None:
+    """The next ``size`` dispatchable duties after id ``after``, as their cadences."""
+    query = sql.SQL(
+        "WITH page AS ("
+        " SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
+        " WHERE " + _DISPATCHABLE + " AND {after} AND {scope}"
+        " ORDER BY d.id LIMIT %(size)s)"
+        # max(id) in the database's collation: the one ORDER BY id used.
+        " SELECT frequency, timezone, due_anchor, due_offset_days, lead_days, count(*),"
+        " (SELECT max(id) FROM page)"
+        " FROM page GROUP BY 1, 2, 3, 4, 5"
+    ).format(after=_after(after), scope=scope.condition())
+    params = {**scope.params(), "after": after, "size": size}
+    rows = conn.execute(query, params).fetchall()
+    if not rows:
+        return None
+    upto = str(rows[0][6])
+    cadences = tuple(
+        PageCadence(Cadence(freq, zone, anchor, offset, lead), int(n))
+        for freq, zone, anchor, offset, lead, n, _ in rows
+    )
+    return Page(after, upto, cadences)
+
+
+def ids_with_cadence(
+    conn: Connection, scope: Scope, page: Page, cadence: Cadence, limit: int
+) -> list[str]:
+    """Ids of up to ``limit`` dispatchable duties in the page that have this cadence."""
+    query = sql.SQL(
+        "SELECT id FROM (SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
+        " WHERE " + _DISPATCHABLE + " AND {after} AND d.id <= %(upto)s AND {scope}) page"
+        " WHERE frequency IS NOT DISTINCT FROM %(frequency)s::text AND timezone = %(timezone)s"
+        " AND due_anchor = %(anchor)s AND due_offset_days = %(offset)s AND lead_days = %(lead)s"
+        " ORDER BY id LIMIT %(limit)s"
+    ).format(after=_after(page.after), scope=scope.condition())
+    params = {
+        **scope.params(),
+        "after": page.after,
+        "upto": page.upto,
+        "frequency": cadence.frequency,
+        "timezone": cadence.timezone,
+        "anchor": cadence.due_anchor,
+        "offset": cadence.due_offset_days,
+        "lead": cadence.lead_days,
+        "limit": limit,
+    }
+    return [str(row[0]) for row in conn.execute(query, params).fetchall()]
+
+
+# The owed rows of one page: each dispatchable duty joined to its cadence's
+# plan, then to the plan's candidate periods, clipped by the duty's own
+# effective window. Both the writing and the dry-run statements start here.
+_OWED: Final = (
+    """
+WITH page AS (
+    SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
+           d.effective_from, d.effective_to,"""
+    + _CADENCE_COLUMNS
+    + """
+    FROM duly_duty d
+    WHERE """
+    + _DISPATCHABLE
+    + """ AND {after} AND d.id <= %(upto)s AND {scope}
+),
+cadence AS (
+    SELECT * FROM unnest(%(c_no)s::int[], %(c_frequency)s::text[], %(c_timezone)s::text[],
+                         %(c_anchor)s::text[], %(c_offset)s::int[], %(c_lead)s::int[], %(c_today)s::date[])
+        AS c(no, frequency, timezone, due_anchor, due_offset_days, lead_days, today)
+),
+candidate AS (
+    SELECT * FROM unnest(%(p_cadence)s::int[], %(p_key)s::text[], %(p_due)s::date[], %(p_visible)s::date[])
+        AS p(cadence_no, period_key, due_date, visible_from)
+),
+placed AS (
+    SELECT page.*, c.no AS cadence_no,
+           (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
+                                           AND coalesce(page.effective_to, 'infinity'::date))
+               AS in_window
+    FROM page
+    JOIN cadence c USING (frequency, timezone, due_anchor, due_offset_days, lead_days)
+),
+owed AS (
+    SELECT pl.organization_id, pl.id AS duty_id, pl.owner_id, pl.business_unit_id,
+           pl.name AS subject, pl.source, p.period_key, p.due_date, p.visible_from
+    FROM placed pl
+    JOIN candidate p ON p.cadence_no = pl.cadence_no
+    WHERE pl.in_window
+      AND p.due_date BETWEEN coalesce(pl.effective_from, '-infinity'::date)
+                         AND coalesce(pl.effective_to, 'infinity'::date)
+)"""
+)
+
+# Rows go in sorted by the unique key, so two runs inserting overlapping sets
+# wait on each other in one order instead of deadlocking. The never-regress
+# comparison runs in the UPDATE's WHERE, which PostgreSQL re-checks against the
+# latest row version if a concurrent run moved it first. Keys compare in "C"
+# collation: fixed-width ASCII, where byte order is chronological order.
+_WRITE: Final = (
+    _OWED
+    + """,
+inserted AS (
+    INSERT INTO duly_task (organization_id, duty_id, owner_id, business_unit_id, subject, source,
+                           period_key, due_date, visible_from)
+    SELECT * FROM owed ORDER BY organization_id, duty_id, owner_id, period_key
+    ON CONFLICT ON CONSTRAINT duly_task_dispatch_identity DO NOTHING
+    RETURNING duty_id, period_key
+),
+advanced AS (
+    UPDATE duly_duty d SET last_dispatched_period = i.latest
+    FROM (SELECT duty_id, max(period_key COLLATE "C") AS latest FROM inserted GROUP BY duty_id) i
+    WHERE d.id = i.duty_id
+      AND (d.last_dispatched_period IS NULL
+           OR d.last_dispatched_period COLLATE "C" < i.latest)
+    RETURNING d.id
+)
+SELECT (SELECT count(*) FROM placed),
+       (SELECT count(*) FROM placed WHERE NOT in_window),
+       (SELECT count(*) FROM placed pl
+         WHERE pl.in_window AND NOT EXISTS (SELECT 1 FROM owed o WHERE o.duty_id = pl.id)),
+       (SELECT count(*) FROM owed),
+       (SELECT count(*) FROM inserted),
+       (SELECT count(*) FROM advanced)"""
+)
+
+# The same question without writing: which owed rows are not there yet, and
+# which duties those would advance.
+_DRY_RUN: Final = (
+    _OWED
+    + """,
+missing AS (
+    SELECT o.duty_id, o.period_key FROM owed o
+    WHERE NOT EXISTS (
+        SELECT 1 FROM duly_task t
+        WHERE (t.organization_id, t.duty_id, t.owner_id, t.period_key)
+            = (o.organization_id, o.duty_id, o.owner_id, o.period_key))
+),
+advancing AS (
+    SELECT d.id FROM duly_duty d
+    JOIN (SELECT duty_id, max(period_key COLLATE "C") AS latest FROM missing GROUP BY duty_id) i
+      ON d.id = i.duty_id
+    WHERE d.last_dispatched_period IS NULL OR d.last_dispatched_period COLLATE "C" < i.latest
+)
+SELECT (SELECT count(*) FROM placed),
+       (SELECT count(*) FROM placed WHERE NOT in_window),
+       (SELECT count(*) FROM placed pl
+         WHERE pl.in_window AND NOT EXISTS (SELECT 1 FROM owed o WHERE o.duty_id = pl.id)),
+       (SELECT count(*) FROM owed),
+       (SELECT count(*) FROM missing),
+       (SELECT count(*) FROM advancing)"""
+)
+
+
+def dispatch_page(
+    conn: Connection,
+    scope: Scope,
+    page: Page,
+    plans: Sequence[tuple[Cadence, CadencePlan]],
+    *,
+    dry_run: bool,
+) -> ChunkResult:
+    """Insert (or, dry, count) the page's owed tasks in one statement."""
+    query = sql.SQL(_DRY_RUN if dry_run else _WRITE).format(
+        after=_after(page.after), scope=scope.condition()
+    )
+    params = {**scope.params(), **_plan_arrays(plans), "after": page.after, "upto": page.upto}
+    row = conn.execute(query, params).fetchone()
+    assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
+    return ChunkResult(*(int(value) for value in row))
+
+
+def _plan_arrays(plans: Sequence[tuple[Cadence, CadencePlan]]) -> dict[str, list[Any]]:
+    c_no: list[int] = []
+    c_frequency: list[str | None] = []
+    c_timezone: list[str] = []
+    c_anchor: list[str] = []
+    c_offset: list[int] = []
+    c_lead: list[int] = []
+    c_today: list[date | None] = []
+    p_cadence: list[int] = []
+    p_key: list[str] = []
+    p_due: list[date] = []
+    p_visible: list[date] = []
+    for number, (cadence, plan) in enumerate(plans):
+        c_no.append(number)
+        c_frequency.append(cadence.frequency)
+        c_timezone.append(cadence.timezone)
+        c_anchor.append(cadence.due_anchor)
+        c_offset.append(cadence.due_offset_days)
+        c_lead.append(cadence.lead_days)
+        c_today.append(plan.today)
+        for candidate in plan.candidates:
+            p_cadence.append(number)
+            p_key.append(candidate.period_key)
+            p_due.append(candidate.due_date)
+            p_visible.append(candidate.visible_from)
+    return {
+        "c_no": c_no,
+        "c_frequency": c_frequency,
+        "c_timezone": c_timezone,
+        "c_anchor": c_anchor,
+        "c_offset": c_offset,
+        "c_lead": c_lead,
+        "c_today": c_today,
+        "p_cadence": p_cadence,
+        "p_key": p_key,
+        "p_due": p_due,
+        "p_visible": p_visible,
+    }
+
+
+def _after(after: str | None) -> sql.Composable:
+    if after is None:
+        return sql.SQL("true")
+    return sql.SQL("d.id > %(after)s")
