@@ -21,6 +21,7 @@ from psycopg import errors as pg_errors
 from dispatch_fn import store
 from dispatch_fn.plan import (
     FAULT_REASONS,
+    FORMS,
     SKIP_REASONS,
     Cadence,
     CadencePlan,
@@ -28,13 +29,13 @@ from dispatch_fn.plan import (
     Window,
     classify,
     plan_cadence,
+    unknown_form_detail,
 )
 from dispatch_fn.store import Connection, Scope
 
 DEFAULT_CHUNK_SIZE: Final = 5000
 # A report lists at most this many faulty duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
-_KNOWN_FORMS: Final = ("recurring", "one_off", "standing")
 # Two runs that touch the same duties can still meet in a deadlock (the
 # UPDATE's row order is the planner's) or, under stricter isolation, a
 # serialization failure; the page is simply tried again.
@@ -169,13 +170,9 @@ def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> 
         elif reason is not None:
             report.skipped[reason] += count
     if unknown_forms:
-        for duty_id, form in store.ids_with_form(conn, scope, _KNOWN_FORMS, FAULT_LIST_LIMIT):
+        for duty_id, form in store.ids_with_form(conn, scope, FORMS, FAULT_LIST_LIMIT):
             report.faults.append(
-                {
-                    "duty_id": duty_id,
-                    "reason": "unknown_form",
-                    "detail": f"unknown form {form!r}; expected one of {', '.join(_KNOWN_FORMS)}",
-                }
+                {"duty_id": duty_id, "reason": "unknown_form", "detail": unknown_form_detail(form)}
             )
 
 

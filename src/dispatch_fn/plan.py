@@ -21,6 +21,8 @@ from dispatch_fn.errors import PeriodError, UnknownFrequencyError
 SKIP_REASONS: Final = ("standing", "one_off", "not_active", "outside_effective_window", "nothing_due")
 FAULT_REASONS: Final = ("unknown_form", "no_frequency", "unknown_frequency", "invalid_cadence")
 
+FORMS: Final = ("recurring", "one_off", "standing")
+
 # What a null cadence column reads as: the column defaults of ``duly_duty``.
 DEFAULT_TIMEZONE: Final = "UTC"
 DEFAULT_ANCHOR: Final = "period_start"
@@ -151,6 +153,11 @@ def classify(form: object, status: object) -> str | None:
     return None
 
 
+def unknown_form_detail(form: object) -> str:
+    """The fault detail for a duty whose form is none of the known ones."""
+    return f"unknown form {form!r}; expected one of {', '.join(FORMS)}"
+
+
 def within(day: date, effective_from: date | None, effective_to: date | None) -> bool:
     """Whether ``day`` lies in ``[effective_from, effective_to]``; a null bound is open."""
     return (effective_from is None or day >= effective_from) and (
@@ -214,7 +221,7 @@ def plan_dispatch(
         duty_id = str(duty["id"])
         not_dispatched = classify(duty.get("form"), duty.get("status"))
         if not_dispatched is not None:
-            detail = f"form {duty.get('form')!r}" if not_dispatched == "unknown_form" else ""
+            detail = unknown_form_detail(duty.get("form")) if not_dispatched == "unknown_form" else ""
             plan.skipped.append(Skip(duty_id, not_dispatched, detail))
             continue
         cadence = Cadence.of(duty)

@@ -1,0 +1,136 @@
+"""Runs in separate processes: at the same instant, and killed mid-run (SPEC §6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
+
+from dispatch_fn.plan import Window, plan_dispatch
+
+WORKER = Path(__file__).resolve().parent.parent / "worker.py"
+CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
+ZONES = ("UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "Pacific/Auckland")
+FREQUENCIES = ("daily", "weekly", "fortnightly", "monthly", "quarterly")
+
+pytestmark = pytest.mark.slow
+
+
+def _duties(count: int) -> list[dict[str, Any]]:
+    return [
+        duty(
+            f"duty-{n:05}",
+            organization_id=f"org-{n % 7}",
+            owner_id=f"owner-{n % 13}",
+            frequency=FREQUENCIES[n % len(FREQUENCIES)],
+            timezone=ZONES[n % len(ZONES)],
+            lead_days=n % 20,
+        )
+        for n in range(count)
+    ]
+
+
+def _spawn(dsn: str, request: dict[str, Any], start_at: float, chunk: int, pause: float) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), dsn, json.dumps(request), str(start_at), str(chunk), str(pause)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _expected(duties: list[dict[str, Any]], windows: list[Window | None]) -> tuple[set[tuple[Any, ...]], dict[str, str | None]]:
+    rows: set[tuple[Any, ...]] = set()
+    for window in windows:
+        rows |= {tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK, window).drafts}
+    latest: dict[str, str | None] = {d["id"]: None for d in duties}
+    for row in rows:
+        duty_id, key = row[1], row[6]
+        current = latest[duty_id]
+        latest[duty_id] = key if current is None or key > current else current
+    return rows, latest
+
+
+def _rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return [tuple(r[c] for c in TASK_COLUMNS) for r in task_rows(conn)]
+
+
+SCHEDULED: dict[str, Any] = {"now": CLOCK.isoformat()}
+BACKFILL: dict[str, Any] = {"now": CLOCK.isoformat(), "from": "2026-05-01", "to": "2026-08-31"}
+BACKFILL_WINDOW = Window(date(2026, 5, 1), date(2026, 8, 31))
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "windows"),
+    [
+        (SCHEDULED, SCHEDULED, [None]),
+        (SCHEDULED, BACKFILL, [None, BACKFILL_WINDOW]),
+    ],
+    ids=["two-schedules", "schedule-and-backfill"],
+)
+def test_two_runs_started_at_the_same_instant_both_succeed_and_leave_each_task_once(
+    conn: psycopg.Connection[Any],
+    db_url: str,
+    first: dict[str, Any],
+    second: dict[str, Any],
+    windows: list[Window | None],
+) -> None:
+    duties = _duties(600)
+    insert_duties(conn, duties)
+    start_at = time.time() + 1.5
+    workers = [_spawn(db_url, first, start_at, 25, 0.0), _spawn(db_url, second, start_at, 25, 0.0)]
+    reports = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+        reports.append(json.loads(out))
+    expected_rows, expected_latest = _expected(duties, windows)
+    rows = _rows(conn)
+    assert len(rows) == len(set(rows))
+    assert set(rows) == expected_rows
+    assert last_dispatched(conn) == expected_latest
+    # Between them the two runs created every row exactly once.
+    assert sum(r["tasks_created"] for r in reports) == len(expected_rows)
+
+
+def test_a_run_killed_mid_way_and_run_again_leaves_exactly_the_expected_rows(
+    conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    duties = _duties(400)
+    insert_duties(conn, duties)
+    expected_rows, expected_latest = _expected(duties, [BACKFILL_WINDOW])
+    victim = _spawn(db_url, BACKFILL, time.time(), 10, 0.05)  # 40 pages, 50 ms apart
+    deadline = time.monotonic() + 60
+    while task_count(conn) == 0:
+        assert victim.poll() is None, "the run finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    victim.send_signal(signal.SIGKILL)
+    victim.communicate(timeout=30)
+    assert victim.returncode == -signal.SIGKILL
+    partial = task_count(conn)
+    assert 0 < partial < len(expected_rows)
+    # Only whole pages survive: every duty has all of its rows or none of them.
+    per_duty = conn.execute("SELECT duty_id, count(*) FROM duly_task GROUP BY duty_id").fetchall()
+    wanted = {d: sum(1 for r in expected_rows if r[1] == d) for d, _ in per_duty}
+    assert all(n == wanted[d] for d, n in per_duty)
+
+    rerun = _spawn(db_url, BACKFILL, time.time(), 10, 0.0)
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err
+    assert json.loads(out)["tasks_created"] == len(expected_rows) - partial
+    assert set(_rows(conn)) == expected_rows
+    assert task_count(conn) == len(expected_rows)
+    assert last_dispatched(conn) == expected_latest

@@ -1,0 +1,99 @@
+"""The database path inserts exactly what the pure planner plans, for any duties and clock."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import psycopg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_rows
+
+from dispatch_fn import dispatch
+from dispatch_fn.periods import FREQUENCIES
+from dispatch_fn.plan import Window, plan_dispatch
+
+ZONES = (
+    "UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "America/Santiago",
+    "Pacific/Auckland", "Pacific/Apia", "Australia/Lord_Howe", "Asia/Kathmandu",
+    "Pacific/Kiritimati", "Pacific/Pago_Pago", "Mars/Olympus",
+)  # fmt: skip
+DAYS = st.dates(date(2010, 1, 1), date(2035, 12, 31))
+
+
+@st.composite
+def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(1, 12))
+    rows = []
+    for n in range(count):
+        start = draw(st.none() | DAYS)
+        end = draw(st.none() | DAYS)
+        rows.append(
+            duty(
+                f"d{n:02}",
+                organization_id=draw(st.sampled_from(["org-a", "org-b"])),
+                owner_id=draw(st.sampled_from(["ann", "bob"])),
+                business_unit_id=draw(st.none() | st.just("bu-1")),
+                form=draw(st.sampled_from(["recurring"] * 6 + ["standing", "one_off", "bogus"])),
+                status=draw(st.sampled_from(["active"] * 6 + ["paused", "retired"])),
+                frequency=draw(st.sampled_from([*FREQUENCIES, None, "hourly"])),
+                timezone=draw(st.sampled_from(ZONES)),
+                due_anchor=draw(st.sampled_from(["period_start", "period_end"])),
+                due_offset_days=draw(st.integers(-40, 40)),
+                lead_days=draw(st.integers(-3, 45)),
+                effective_from=start,
+                effective_to=end,
+            )
+        )
+    return rows
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[datetime, Window | None]:
+    now = draw(st.datetimes(datetime(2011, 1, 1), datetime(2034, 12, 31), timezones=st.just(UTC)))
+    if draw(st.booleans()):
+        return now, None
+    first = draw(DAYS)
+    last = draw(st.none() | st.dates(first, first + timedelta(days=400)))
+    return now, Window(first, last)
+
+
+def _as_tuples(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in rows)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(duties=duties(), run=runs(), chunk=st.integers(1, 5))
+def test_database_path_inserts_exactly_the_planned_rows(
+    conn: psycopg.Connection[Any],
+    duties: list[dict[str, Any]],
+    run: tuple[datetime, Window | None],
+    chunk: int,
+) -> None:
+    conn.execute("TRUNCATE duly_task, duly_duty")
+    insert_duties(conn, duties)
+    now, window = run
+    plan = plan_dispatch(duties, now, window)
+
+    report = dispatch.run(conn, dispatch.RunRequest(now=now, window=window), chunk_size=chunk)
+
+    assert _as_tuples(task_rows(conn)) == _as_tuples(plan.drafts)
+    summary = report.as_json()
+    assert summary["tasks_created"] == len(plan.drafts)
+    assert {k: v for k, v in summary["skipped"].items() if v} == plan.skip_counts()
+    assert sorted((f["duty_id"], f["reason"], f["detail"]) for f in summary["faults"]) == sorted(
+        (f.duty_id, f.reason, f.detail) for f in plan.faults
+    )
+    assert summary["duties_read"] == len(duties)
+    latest: dict[str, str | None] = {d["id"]: None for d in duties}
+    for draft in plan.drafts:
+        current = latest[draft["duty_id"]]
+        if current is None or draft["period_key"] > current:
+            latest[draft["duty_id"]] = draft["period_key"]
+    assert last_dispatched(conn) == latest
