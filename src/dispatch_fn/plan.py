@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from dispatch_fn import periods
-from dispatch_fn.errors import PeriodError, UnknownFrequencyError
+from dispatch_fn.errors import PeriodError, UnknownFrequencyError, YearOutOfRangeError
 
 # Ordinary reasons a duty yields no task, and the faults that mark a run degraded.
 SKIP_REASONS: Final = ("standing", "one_off", "not_active", "outside_effective_window", "nothing_due")
@@ -180,13 +180,7 @@ def plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None = No
 def _plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None) -> CadencePlan:
     frequency, zone = str(cadence.frequency), cadence.timezone
     today = periods.local_date(now, zone)
-    if window is None:
-        current = periods.period_key_for(frequency, now, zone)
-        # The current period is owed however the lead compares with today (a
-        # lead of 0 or less would otherwise end the candidate range before now).
-        horizon = max(now, periods.start_of_day(today + timedelta(days=cadence.lead_days), zone))
-        keys = periods.periods_between(frequency, now, horizon, zone)
-    else:
+    if window is not None:
         last_day = window.to_date if window.to_date is not None else today
         keys = periods.periods_between(
             frequency,
@@ -194,18 +188,33 @@ def _plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None) ->
             periods.start_of_day(last_day, zone),
             zone,
         )
-    candidates = []
-    for key in keys:
-        due = periods.due_date_for(
-            frequency, key, zone, cadence.due_anchor, cadence.due_offset_days
-        )
-        visible = periods.visible_from_for(due, cadence.lead_days)
-        # Future periods appear once their lead window opens; the current one is
-        # owed even if its own visibility lies ahead (a negative lead).
-        if window is None and key != current and visible > today:
-            continue
-        candidates.append(Candidate(key, due, visible))
-    return CadencePlan(today if window is None else None, tuple(candidates))
+        return CadencePlan(None, tuple(_candidate(cadence, key) for key in keys))
+    # The current period is owed however its visibility compares with today;
+    # planning it first also puts the whole cadence through the engine's
+    # checks before any arithmetic here uses lead_days.
+    current = _candidate(cadence, periods.period_key_for(frequency, now, zone))
+    try:
+        horizon_day = today + timedelta(days=cadence.lead_days)
+    except OverflowError:
+        raise YearOutOfRangeError(
+            f"lead_days {cadence.lead_days!r} from {today.isoformat()} leaves years 1583-9999"
+        ) from None
+    # A lead of 0 or less would end the candidate range before now.
+    horizon = max(now, periods.start_of_day(horizon_day, zone))
+    later = periods.periods_between(frequency, now, horizon, zone)[1:]
+    candidates = [current]
+    for key in later:
+        candidate = _candidate(cadence, key)
+        # A later period is owed once its lead window has opened.
+        if candidate.visible_from <= today:
+            candidates.append(candidate)
+    return CadencePlan(today, tuple(candidates))
+
+
+def _candidate(cadence: Cadence, key: str) -> Candidate:
+    frequency, zone = str(cadence.frequency), cadence.timezone
+    due = periods.due_date_for(frequency, key, zone, cadence.due_anchor, cadence.due_offset_days)
+    return Candidate(key, due, periods.visible_from_for(due, cadence.lead_days))
 
 
 def plan_dispatch(

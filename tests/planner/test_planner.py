@@ -49,6 +49,7 @@ def test_only_active_recurring_duties_are_dispatched(fields: dict[str, Any], rea
         ({"timezone": "Mars/Olympus"}, "invalid_cadence", "Mars/Olympus"),
         ({"due_anchor": "period_middle"}, "invalid_cadence", "period_middle"),
         ({"lead_days": True}, "invalid_cadence", "True"),
+        ({"lead_days": "7"}, "invalid_cadence", "'7'"),
         ({"due_offset_days": 1.5}, "invalid_cadence", "1.5"),
     ],
 )
@@ -190,3 +191,8 @@ def test_duties_that_share_a_cadence_get_the_same_periods_and_dates() -> None:
     plan = plan_dispatch([duty("a"), duty("b", owner_id="bob")], NOW)
     first, second = plan.drafts
     assert (first["period_key"], first["due_date"]) == (second["period_key"], second["due_date"])
+
+
+def test_a_lead_that_runs_past_year_9999_is_a_fault_not_a_crash() -> None:
+    plan = plan_dispatch([duty("d1", lead_days=30)], datetime(9999, 12, 20, tzinfo=UTC))
+    assert [(f.duty_id, f.reason) for f in plan.faults] == [("d1", "invalid_cadence")]
