@@ -87,7 +87,9 @@ def template_database(server_dsn: str) -> Iterator[str]:
         apply_migrations(conn)
     yield name
     with _admin(server_dsn) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 @pytest.fixture
@@ -102,7 +104,9 @@ def db_url(server_dsn: str, template_database: str) -> Iterator[str]:
         )
     yield database_dsn(server_dsn, name)
     with _admin(server_dsn) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 @pytest.fixture
@@ -112,7 +116,6 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
         yield connection
 
 
-
 @pytest.fixture
 def invoke(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., dict[str, Any]]]:
     """Call ``lambda_handler`` against this test's database, as Lambda would."""
@@ -120,8 +123,9 @@ def invoke(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..
     from dispatch_fn import app  # noqa: PLC0415 - after the environment is set
 
     def call(event: object, context: object = None) -> dict[str, Any]:
-        return app.lambda_handler(event, context)
+        report: dict[str, Any] = app.lambda_handler(event, context)
+        return report
 
     yield call
     # The warm connection belongs to this test's database, which is about to go.
-    app._connections.discard()  # noqa: SLF001
+    app._connections.discard()

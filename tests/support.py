@@ -57,7 +57,7 @@ def insert_duties(conn: psycopg.Connection[Any], duties: list[dict[str, Any]]) -
             present = {k: v for k, v in row.items() if v is not None or k not in _DEFAULTED}
             columns = ", ".join(present)
             values = ", ".join(f"%({k})s" for k in present)
-            cursor.execute(f"INSERT INTO duly_duty ({columns}) VALUES ({values})", present)  # noqa: S608
+            cursor.execute(f"INSERT INTO duly_duty ({columns}) VALUES ({values})", present)
 
 
 _DEFAULTED = {"due_anchor", "due_offset_days", "lead_days", "timezone"}
@@ -67,7 +67,7 @@ def task_rows(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
     """Every task row's dispatch columns, sorted by identity."""
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
         cursor.execute(
-            f"SELECT {', '.join(TASK_COLUMNS)} FROM duly_task"  # noqa: S608
+            f"SELECT {', '.join(TASK_COLUMNS)} FROM duly_task"
             " ORDER BY organization_id, duty_id, owner_id, period_key"
         )
         return list(cursor.fetchall())

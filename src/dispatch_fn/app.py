@@ -18,7 +18,8 @@ if not __package__:  # pragma: no cover - only when Lambda loads the built artif
     _spec = importlib.util.spec_from_file_location(
         "dispatch_fn", _here / "__init__.py", submodule_search_locations=[str(_here)]
     )
-    assert _spec is not None and _spec.loader is not None  # noqa: S101 - file is beside us
+    assert _spec is not None  # noqa: S101 - the file is beside us
+    assert _spec.loader is not None  # noqa: S101
     sys.modules["dispatch_fn"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules["dispatch_fn"])
 
@@ -29,28 +30,32 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from dispatch_fn import dispatch
 from dispatch_fn.database import ConnectionCache
-from dispatch_fn.errors import EventError
+from dispatch_fn.errors import EventError, RunFailedError
 from dispatch_fn.events import parse_event
 from dispatch_fn.settings import Settings
 
 # Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the
 # report (``python -m dispatch_fn invoke``); CloudWatch collects both streams.
+# The process's own stderr, not whatever ``sys.stderr`` is replaced with later.
 logger = Logger(
-    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"), stream=sys.stderr
+    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"), stream=sys.__stderr__
 )
 metrics = Metrics(
     namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Duly"),
     service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"),
 )
+# Outside Lambda (tests, `python -m dispatch_fn invoke`) Powertools disables it.
+tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"))
 _connections = ConnectionCache()
 
 
 @metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     """Run the dispatch the event asks for and return its report."""
     started = time.monotonic()
@@ -61,7 +66,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         )
     except EventError as refused:
         metrics.add_metric("RefusedEvents", MetricUnit.Count, 1)
-        logger.error("event refused", extra={"problem": str(refused)})
+        logger.warning("event refused", extra={"problem": str(refused)})
         raise
     logger.append_keys(
         mode=request.mode,
@@ -78,9 +83,11 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
             chunk_size=settings.chunk_size,
             should_stop=_deadline(context, settings.reserve_ms),
         )
-    except Exception:
+    except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.
         _connections.discard()
+        metrics.add_metric("FailedRuns", MetricUnit.Count, 1)
+        logger.exception("run failed", extra={"report": failed.report})
         raise
     result = report.as_json()
     result["duration_ms"] = round((time.monotonic() - started) * 1000)

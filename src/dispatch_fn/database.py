@@ -90,7 +90,7 @@ class ConnectionCache:
         """The cached connection if still usable and still wanted, else a new one."""
         conninfo = conninfo_for(settings)
         conn = self._conn
-        if conn is not None and (conn.closed or conn.broken or conninfo != self._conninfo):
+        if conn is not None and (conninfo != self._conninfo or not _alive(conn)):
             conn.close()
             conn = None
         if conn is None:
@@ -103,3 +103,16 @@ class ConnectionCache:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _alive(conn: Connection) -> bool:
+    # A server restart, failover or idle timeout between two invocations kills
+    # the session without telling the client; one round trip per invocation
+    # finds out before a run starts on it.
+    if conn.closed or conn.broken:
+        return False
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.OperationalError:
+        return False
+    return True

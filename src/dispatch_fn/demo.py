@@ -16,7 +16,7 @@ import psycopg
 
 ORGANIZATION = "org-demo"
 
-# (id, name, form, status, frequency, zone, anchor, offset, lead, effective_from, effective_to)
+# Each duty: id, name, form, status, frequency, zone, anchor, offset, lead, effective window.
 _DUTIES: list[tuple[Any, ...]] = [
     ("duty-sh-monthly", "File the emissions return", "recurring", "active", "monthly",
      "Asia/Shanghai", "period_start", 4, 7, None, None),

@@ -9,6 +9,7 @@ the next run completes the rest.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -16,9 +17,11 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Final
 
+import psycopg
 from psycopg import errors as pg_errors
 
 from dispatch_fn import store
+from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
     FORMS,
@@ -125,6 +128,28 @@ def run(
     early with ``complete`` False, and the next run picks up the rest.
     """
     report = RunReport(request)
+    try:
+        _run_pages(conn, request, report, chunk_size, should_stop)
+    except (psycopg.Error, OSError) as exc:
+        # Committed pages stay committed; say which, so the next run's work is known.
+        summary = report.as_json()
+        summary["complete"] = False
+        raise RunFailedError(
+            f"run failed after {report.pages} committed page(s), last duty id "
+            f"{report.last_duty_id!r}: {type(exc).__name__}: {exc}; "
+            f"report so far: {json.dumps(summary)}",
+            summary,
+        ) from exc
+    return report
+
+
+def _run_pages(
+    conn: Connection,
+    request: RunRequest,
+    report: RunReport,
+    chunk_size: int,
+    should_stop: Callable[[], bool],
+) -> None:
     _count_undispatchable(conn, request.scope, report)
     plans: dict[Cadence, CadencePlan | CadenceRefused] = {}
     after: str | None = None
@@ -142,14 +167,13 @@ def run(
                 outcome = _plan_or_refusal(found.cadence, request)
                 plans[found.cadence] = outcome
             if isinstance(outcome, CadenceRefused):
-                _record_faults(conn, request.scope, page, found, outcome, report)
+                _record_faults(conn, request.scope, page, found, refused=outcome, report=report)
             else:
                 ready.append((found.cadence, outcome))
         if ready:
             _dispatch_page(conn, request, page, ready, report)
         report.pages += 1
         report.last_duty_id = after = page.upto
-    return report
 
 
 def _plan_or_refusal(cadence: Cadence, request: RunRequest) -> CadencePlan | CadenceRefused:
@@ -181,6 +205,7 @@ def _record_faults(
     scope: Scope,
     page: store.Page,
     found: store.PageCadence,
+    *,
     refused: CadenceRefused,
     report: RunReport,
 ) -> None:

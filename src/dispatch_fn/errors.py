@@ -45,3 +45,20 @@ class EventError(ValueError):
 
 class ConfigurationError(RuntimeError):
     """The function's environment or credentials are unusable."""
+
+
+class InvalidDateError(PeriodError):
+    """A calendar day that is not a plain ``datetime.date`` (datetimes included)."""
+
+
+class RunFailedError(RuntimeError):
+    """A run stopped on an unexpected error; ``report`` says how far it got.
+
+    The message carries that report too, so Lambda's on-failure destination
+    (which records only the error's type and message) tells an operator which
+    pages were committed before the failure.
+    """
+
+    def __init__(self, message: str, report: dict[str, object]) -> None:
+        super().__init__(message)
+        self.report = report

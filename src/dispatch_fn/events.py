@@ -26,7 +26,10 @@ def _strict_date(value: object) -> date:
     # pydantic would also take a number of seconds or a datetime; an operator
     # who typed either meant something else, so only YYYY-MM-DD is a date here.
     if not isinstance(value, str) or not _DATE_SHAPE.fullmatch(value):
-        raise ValueError(f"expected a date as 'YYYY-MM-DD', got {value!r}")
+        # pydantic reports a ValueError as a validation error; a TypeError would escape.
+        raise ValueError(
+            f"expected a date as 'YYYY-MM-DD', got {value!r}"
+        )
     try:
         return date.fromisoformat(value)
     except ValueError:
@@ -35,7 +38,9 @@ def _strict_date(value: object) -> date:
 
 def _instant(value: object) -> datetime:
     if not isinstance(value, str):
-        raise ValueError(f"expected an ISO 8601 instant such as '2026-11-29T01:00:00Z', got {value!r}")
+        raise ValueError(  # noqa: TRY004 - see _strict_date
+            f"expected an ISO 8601 instant such as '2026-11-29T01:00:00Z', got {value!r}"
+        )
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:

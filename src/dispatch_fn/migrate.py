@@ -39,7 +39,7 @@ def apply_migrations(conn: psycopg.Connection[object]) -> list[str]:
         for version, script in available_migrations():
             if version in done:
                 continue
-            conn.execute(sql.SQL(script))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(script))
             conn.execute(
                 sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(sql.Identifier(_LEDGER)),
                 (version,),

@@ -18,7 +18,13 @@ from dispatch_fn import periods
 from dispatch_fn.errors import PeriodError, UnknownFrequencyError, YearOutOfRangeError
 
 # Ordinary reasons a duty yields no task, and the faults that mark a run degraded.
-SKIP_REASONS: Final = ("standing", "one_off", "not_active", "outside_effective_window", "nothing_due")
+SKIP_REASONS: Final = (
+    "standing",
+    "one_off",
+    "not_active",
+    "outside_effective_window",
+    "nothing_due",
+)
 FAULT_REASONS: Final = ("unknown_form", "no_frequency", "unknown_frequency", "invalid_cadence")
 
 FORMS: Final = ("recurring", "one_off", "standing")
@@ -230,7 +236,9 @@ def plan_dispatch(
         duty_id = str(duty["id"])
         not_dispatched = classify(duty.get("form"), duty.get("status"))
         if not_dispatched is not None:
-            detail = unknown_form_detail(duty.get("form")) if not_dispatched == "unknown_form" else ""
+            detail = (
+                unknown_form_detail(duty.get("form")) if not_dispatched == "unknown_form" else ""
+            )
             plan.skipped.append(Skip(duty_id, not_dispatched, detail))
             continue
         cadence = Cadence.of(duty)

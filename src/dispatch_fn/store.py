@@ -1,8 +1,9 @@
 """The data layer: what the dispatcher reads from and writes to PostgreSQL.
 
 Every statement is composed from the fixed fragments in this module; values
-always travel as bound parameters, never in the SQL text. Sets travel as arrays (``unnest``), never as
-temporary tables, so a run works unchanged through RDS Proxy.
+always travel as bound parameters, never in the SQL text. Sets travel as
+arrays (``unnest``), never as temporary tables, so a run works unchanged
+through RDS Proxy.
 """
 
 from __future__ import annotations
@@ -173,11 +174,13 @@ WITH page AS (
 ),
 cadence AS (
     SELECT * FROM unnest(%(c_no)s::int[], %(c_frequency)s::text[], %(c_timezone)s::text[],
-                         %(c_anchor)s::text[], %(c_offset)s::int[], %(c_lead)s::int[], %(c_today)s::date[])
+                         %(c_anchor)s::text[], %(c_offset)s::int[], %(c_lead)s::int[],
+                         %(c_today)s::date[])
         AS c(no, frequency, timezone, due_anchor, due_offset_days, lead_days, today)
 ),
 candidate AS (
-    SELECT * FROM unnest(%(p_cadence)s::int[], %(p_key)s::text[], %(p_due)s::date[], %(p_visible)s::date[])
+    SELECT * FROM unnest(%(p_cadence)s::int[], %(p_key)s::text[], %(p_due)s::date[],
+                         %(p_visible)s::date[])
         AS p(cadence_no, period_key, due_date, visible_from)
 ),
 placed AS (

@@ -7,7 +7,9 @@ import psycopg
 from dispatch_fn.migrate import apply_migrations
 
 
-def test_each_test_gets_a_migrated_empty_database(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+def test_each_test_gets_a_migrated_empty_database(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
     row = conn.execute("SELECT count(*) FROM duly_duty").fetchone()
     assert row == (0,)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
 
 from dispatch_fn.plan import Window, plan_dispatch
+from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
 
 WORKER = Path(__file__).resolve().parent.parent / "worker.py"
 CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
@@ -40,10 +40,20 @@ def _duties(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def _spawn(dsn: str, request: dict[str, Any], start_at: float, chunk: int, pause: float) -> subprocess.Popen[str]:
+def _spawn(
+    dsn: str, request: dict[str, Any], start_at: float, chunk: int, pause: float
+) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.Popen(
-        [sys.executable, str(WORKER), dsn, json.dumps(request), str(start_at), str(chunk), str(pause)],
+        [
+            sys.executable,
+            str(WORKER),
+            dsn,
+            json.dumps(request),
+            str(start_at),
+            str(chunk),
+            str(pause),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -51,10 +61,14 @@ def _spawn(dsn: str, request: dict[str, Any], start_at: float, chunk: int, pause
     )
 
 
-def _expected(duties: list[dict[str, Any]], windows: list[Window | None]) -> tuple[set[tuple[Any, ...]], dict[str, str | None]]:
+def _expected(
+    duties: list[dict[str, Any]], windows: list[Window | None]
+) -> tuple[set[tuple[Any, ...]], dict[str, str | None]]:
     rows: set[tuple[Any, ...]] = set()
     for window in windows:
-        rows |= {tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK, window).drafts}
+        rows |= {
+            tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK, window).drafts
+        }
     latest: dict[str, str | None] = {d["id"]: None for d in duties}
     for row in rows:
         duty_id, key = row[1], row[6]

@@ -9,11 +9,11 @@ from typing import Any
 import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_rows
 
 from dispatch_fn import dispatch
 from dispatch_fn.periods import FREQUENCIES
 from dispatch_fn.plan import Window, plan_dispatch
+from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_rows
 
 ZONES = (
     "UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "America/Santiago",

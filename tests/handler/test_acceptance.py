@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+
 from support import duty, insert_duties, last_dispatched, task_count, task_keys
 
 type Invoke = Callable[..., dict[str, Any]]

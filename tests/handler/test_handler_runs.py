@@ -8,9 +8,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from support import duty, insert_duties, last_dispatched, task_count, task_rows
 
 from dispatch_fn.errors import EventError
+from support import duty, insert_duties, last_dispatched, task_count, task_rows
 
 type Invoke = Callable[..., dict[str, Any]]
 type Conn = psycopg.Connection[Any]
@@ -47,7 +47,9 @@ def test_every_fault_reason_is_reported_by_duty(
 ) -> None:
     insert_duties(conn, [duty("bad", **fields), duty("good")])
     report = invoke({"now": CLOCK})
-    assert report["faults"] == [{"duty_id": "bad", "reason": reason, "detail": report["faults"][0]["detail"]}]
+    assert report["faults"] == [
+        {"duty_id": "bad", "reason": reason, "detail": report["faults"][0]["detail"]}
+    ]
     assert report["fault_counts"][reason] == 1
     assert report["degraded"] is True
     assert task_count(conn) == 1
@@ -140,7 +142,11 @@ def test_the_report_carries_the_contract_fields(conn: Conn, invoke: Invoke) -> N
     assert report["window"] == {"from": "2026-01-01", "to": "2026-02-28"}
     assert report["dry_run"] is False
     assert report["duties_read"] == 3
-    assert (report["tasks_created"], report["tasks_existing"], report["duties_advanced"]) == (2, 0, 1)
+    assert (report["tasks_created"], report["tasks_existing"], report["duties_advanced"]) == (
+        2,
+        0,
+        1,
+    )
     assert report["skipped"] == {
         "standing": 1, "one_off": 0, "not_active": 1, "outside_effective_window": 0,
         "nothing_due": 0,
@@ -153,7 +159,10 @@ def test_the_report_carries_the_contract_fields(conn: Conn, invoke: Invoke) -> N
 @pytest.mark.parametrize(
     ("event", "clock"),
     [
-        ({"detail-type": "Scheduled Event", "source": "aws.events", "time": CLOCK, "detail": {}}, CLOCK),
+        (
+            {"detail-type": "Scheduled Event", "source": "aws.events", "time": CLOCK, "detail": {}},
+            CLOCK,
+        ),
         ({"scheduled_time": CLOCK}, CLOCK),
         ({"now": "2026-08-21T09:00:00+08:00"}, CLOCK),
     ],

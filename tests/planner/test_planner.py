@@ -6,9 +6,9 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
-from support import TASK_COLUMNS, duty
 
 from dispatch_fn.plan import Plan, Window, plan_dispatch
+from support import TASK_COLUMNS, duty
 
 NOW = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 
@@ -176,7 +176,11 @@ def test_backfill_owes_every_period_of_the_window_without_visibility_or_today_te
         f"2026-{m:02}" for m in range(1, 9)
     ]
     # Its due dates still have to fall inside the duty's own effective window.
-    assert keys(plan, "d1") == [f"2025-{m:02}" for m in range(8, 13)] + ["2026-01", "2026-02", "2026-03"]
+    assert keys(plan, "d1") == [f"2025-{m:02}" for m in range(8, 13)] + [
+        "2026-01",
+        "2026-02",
+        "2026-03",
+    ]
 
 
 def test_backfill_from_alone_runs_up_to_the_duty_local_today() -> None:

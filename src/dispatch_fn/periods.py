@@ -1,0 +1,157 @@
+"""The period engine: every period key, boundary and due date in the project.
+
+Pure functions. A period is a run of local calendar days in the duty's zone;
+keys and due dates are calendar arithmetic, and a day becomes an instant only
+at the very end, by one rule (``start_of_day``; docs/adr/0001). Nothing here
+adds 24 hours to anything.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import NamedTuple
+from zoneinfo import ZoneInfo
+
+from dispatch_fn import _calendar, _keys, _zones
+from dispatch_fn.errors import InvalidDayCountError, UnknownAnchorError, YearOutOfRangeError
+
+__all__ = [
+    "FREQUENCIES",
+    "PeriodBounds",
+    "due_date_for",
+    "local_date",
+    "period_bounds",
+    "period_key_for",
+    "periods_between",
+    "start_of_day",
+    "visible_from_for",
+    "zone",
+]
+
+FREQUENCIES = _keys.FREQUENCIES
+_ANCHORS = ("period_start", "period_end")
+
+
+class PeriodBounds(NamedTuple):
+    """A period as the half-open interval of instants ``[start, end)``.
+
+    Both carry the zone's UTC offset at that instant (a fixed-offset tzinfo),
+    so they read as local wall time and compare exactly as instants.
+    """
+
+    start: datetime
+    end: datetime
+
+
+def zone(timezone: str) -> ZoneInfo:
+    """The IANA zone ``timezone`` from the pinned tzdata, validated and cached."""
+    return _zones.zone(timezone)
+
+
+def local_date(instant: datetime, timezone: str) -> date:
+    """The calendar date a wall clock in ``timezone`` shows at ``instant``."""
+    return _calendar.local_date_in(instant, zone(timezone))
+
+
+def start_of_day(day: date, timezone: str) -> datetime:
+    """The first instant of local ``day``: midnight, or where the zone's clocks say it is.
+
+    Ambiguous midnight gives its first occurrence; a midnight inside a gap
+    gives the first instant after the gap; a skipped day gives the next day's
+    start.
+    """
+    tz = zone(timezone)
+    checked = _calendar.check_day(day, "day")
+    return _calendar.as_local_instant(_calendar.first_instant_utc(checked, tz), tz)
+
+
+def period_key_for(frequency: str, instant: datetime, timezone: str) -> str:
+    """Key of the period containing ``instant``'s local calendar day in ``timezone``."""
+    freq = _keys.check_frequency(frequency)
+    day = _calendar.local_date_in(instant, zone(timezone))
+    return _keys.span_containing(freq, day).key
+
+
+def period_bounds(frequency: str, period_key: str, timezone: str) -> PeriodBounds:
+    """``[start, end)`` of the period ``period_key``; ``end`` is the next period's start."""
+    freq = _keys.check_frequency(frequency)
+    tz = zone(timezone)
+    span = _keys.span_of_key(freq, period_key)
+    if span.last == _calendar.LAST_DAY:
+        # The end would be the start of 10000-01-01, which no datetime holds.
+        raise YearOutOfRangeError(
+            f"{freq} period {span.key!r} ends at the start of 10000-01-01; "
+            f"expected a period ending within {_calendar.YEAR_RANGE}"
+        )
+    start = _calendar.first_instant_utc(span.first, tz)
+    end = _calendar.first_instant_utc(span.last + _keys.ONE_DAY, tz)
+    return PeriodBounds(_calendar.as_local_instant(start, tz), _calendar.as_local_instant(end, tz))
+
+
+def due_date_for(
+    frequency: str,
+    period_key: str,
+    timezone: str,
+    due_anchor: str,
+    due_offset_days: int,
+) -> date:
+    """The anchor day plus ``due_offset_days``, clamped into the period's days."""
+    freq = _keys.check_frequency(frequency)
+    zone(timezone)  # validated although a due date is pure calendar arithmetic
+    span = _keys.span_of_key(freq, period_key)
+    if not isinstance(due_anchor, str) or due_anchor not in _ANCHORS:
+        raise UnknownAnchorError(
+            f"unknown due anchor {due_anchor!r}; expected 'period_start' or 'period_end'"
+        )
+    offset = _day_count(due_offset_days, "due_offset_days")
+    anchor = span.first if due_anchor == "period_start" else span.last
+    # Clamp in ordinals so that an absurd offset can never overflow a date.
+    target = anchor.toordinal() + offset
+    return date.fromordinal(min(max(target, span.first.toordinal()), span.last.toordinal()))
+
+
+def visible_from_for(due_date: date, lead_days: int) -> date:
+    """``due_date - lead_days``, deliberately not clamped into the period."""
+    due = _calendar.check_day(due_date, "due_date")
+    lead = _day_count(lead_days, "lead_days")
+    target = due.toordinal() - lead
+    if not _calendar.FIRST_DAY.toordinal() <= target <= _calendar.LAST_DAY.toordinal():
+        raise YearOutOfRangeError(
+            f"due_date {due.isoformat()} minus lead_days {lead!r} leaves "
+            f"{_calendar.YEAR_RANGE}; expected a visible-from date within them"
+        )
+    return date.fromordinal(target)
+
+
+def periods_between(frequency: str, start: datetime, end: datetime, timezone: str) -> list[str]:
+    """Keys from the period containing ``start`` to the one containing ``end``, inclusive.
+
+    Ascending, without duplicates; ``[]`` when ``end < start``; periods that
+    hold no instant (a day the zone skipped) are left out.
+    """
+    freq = _keys.check_frequency(frequency)
+    tz = zone(timezone)
+    first_day = _calendar.local_date_in(start, tz, "start")
+    last_day = _calendar.local_date_in(end, tz, "end")
+    if _calendar.utc_naive(end) < _calendar.utc_naive(start):
+        return []
+    keys: list[str] = []
+    span = _keys.span_containing(freq, first_day)
+    while True:
+        if _calendar.holds_an_instant(span.first, span.last, tz):
+            keys.append(span.key)
+        # Where clocks went back over midnight, ``end`` can show an earlier
+        # date than ``start``; the start's own period is still included.
+        if span.last >= last_day:
+            return keys
+        span = _keys.span_containing(freq, span.last + _keys.ONE_DAY)
+
+
+def _day_count(value: object, name: str) -> int:
+    """``value`` if it is a plain int; booleans and floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidDayCountError(
+            f"{name} must be an int number of days, got {value!r} "
+            f"({type(value).__name__}); expected a whole number such as 0, 7 or -3"
+        )
+    return value

@@ -1,0 +1,220 @@
+"""The function's AWS edges: credentials, the warm connection, the deadline, failures, logs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+from moto import mock_aws
+from psycopg.conninfo import conninfo_to_dict
+
+from dispatch_fn import app
+from dispatch_fn.database import conninfo_from_secret
+from dispatch_fn.errors import ConfigurationError, RunFailedError
+from dispatch_fn.settings import Settings
+from support import duty, insert_duties, task_count
+
+type Conn = psycopg.Connection[Any]
+CLOCK = "2026-08-21T01:00:00Z"
+SECRET_PASSWORD = "s3cr3t-never-logged"  # noqa: S105 - a test value; trust auth ignores it
+
+
+@dataclass
+class FakeContext:
+    """The parts of Lambda's context object the handler reads."""
+
+    remaining_ms: list[int] = field(default_factory=lambda: [600_000])
+    aws_request_id: str = "req-123"
+    on_check: Callable[[int], None] | None = None
+    checks: int = 0
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.checks += 1
+        if self.on_check is not None:
+            self.on_check(self.checks)
+        return self.remaining_ms[min(self.checks, len(self.remaining_ms)) - 1]
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in {
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def secret_arn(aws: None, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An RDS-shaped secret pointing at this test's database; DATABASE_URL unset."""
+    parts = conninfo_to_dict(db_url)
+    secret = {
+        "engine": "postgres",
+        "username": parts.get("user") or "postgres",
+        "password": SECRET_PASSWORD,
+        "host": parts.get("host") or "127.0.0.1",
+        "port": int(parts.get("port") or 5432),
+        "dbname": parts["dbname"],
+    }
+    arn = boto3.client("secretsmanager").create_secret(
+        Name="duly/db", SecretString=json.dumps(secret)
+    )["ARN"]
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("DB_SECRET_ARN", arn)
+    # The test server may listen on a socket or plain TCP; AWS keeps 'require'.
+    monkeypatch.setenv("DB_SSLMODE", "prefer")
+    yield arn
+    app._connections.discard()
+
+
+def test_credentials_come_from_the_secrets_manager_secret(conn: Conn, secret_arn: str) -> None:
+    insert_duties(conn, [duty("d1")])
+    report = app.lambda_handler({"now": CLOCK}, FakeContext())
+    assert report["tasks_created"] == 1
+    assert task_count(conn) == 1
+
+
+def test_the_password_never_reaches_the_logs(
+    conn: Conn, secret_arn: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    insert_duties(conn, [duty("d1")])
+    app.lambda_handler({"now": CLOCK}, FakeContext())
+    captured = capfd.readouterr()
+    assert SECRET_PASSWORD not in captured.out + captured.err
+    lines = [json.loads(line) for line in captured.err.splitlines() if line.startswith("{")]
+    finished = next(line for line in lines if line["message"] == "run finished")
+    assert finished["mode"] == "scheduled"
+    assert finished["clock"] == "2026-08-21T01:00:00+00:00"
+    assert finished["request_id"] == "req-123"
+
+
+def test_a_secret_without_the_rds_fields_is_refused_by_name_not_value() -> None:
+    with pytest.raises(ConfigurationError, match="host, dbname") as refused:
+        conninfo_from_secret(
+            {"username": "u", "password": SECRET_PASSWORD, "port": 5432}, "require"
+        )
+    assert SECRET_PASSWORD not in str(refused.value)
+
+
+def test_the_secret_becomes_a_tls_conninfo_by_default() -> None:
+    secret = {
+        "username": "u",
+        "password": "p",
+        "host": "db.example",
+        "port": 5432,
+        "dbname": "duly",
+    }
+    parts = conninfo_to_dict(conninfo_from_secret(json.dumps(secret), Settings().sslmode))
+    assert parts == {
+        "user": "u", "password": "p", "host": "db.example", "port": "5432", "dbname": "duly",
+        "sslmode": "require",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DB_SSLMODE", "sometimes"),
+        ("DISPATCH_CHUNK_SIZE", "0"),
+        ("DISPATCH_CHUNK_SIZE", "many"),
+        ("DISPATCH_MAX_WINDOW_DAYS", "-1"),
+        ("DB_USES_RDS_PROXY", "yes"),
+    ],
+)
+def test_a_bad_setting_is_refused_with_its_name(name: str, value: str) -> None:
+    with pytest.raises(ConfigurationError, match=name):
+        Settings.from_environ({name: value})
+
+
+def test_the_connection_is_configured_for_the_dispatcher(
+    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DB_USES_RDS_PROXY", "true")
+    monkeypatch.setenv("DB_STATEMENT_TIMEOUT_MS", "123000")
+    invoke({"now": CLOCK})
+    cached = app._connections.get(Settings.from_environ(dict(_env())))
+    assert cached.prepare_threshold is None  # RDS Proxy: never pin a session
+    assert cached.execute("SHOW statement_timeout").fetchone() == ("123s",)
+    assert cached.execute("SHOW application_name").fetchone() == ("duly-dispatcher",)
+
+
+def _env() -> dict[str, str]:
+    import os  # noqa: PLC0415
+
+    return dict(os.environ)
+
+
+def test_a_broken_warm_connection_is_replaced_on_the_next_invocation(
+    conn: Conn, invoke: Callable[..., dict[str, Any]]
+) -> None:
+    insert_duties(conn, [duty("d1")])
+    invoke({"now": CLOCK})
+    warm = app._connections.get(Settings.from_environ(_env()))
+    conn.execute("SELECT pg_terminate_backend(%s)", (warm.info.backend_pid,))
+    insert_duties(conn, [duty("d2")])
+    report = invoke({"now": CLOCK})
+    assert report["tasks_created"] == 1
+    assert app._connections.get(Settings.from_environ(_env())) is not warm
+
+
+def test_a_run_near_its_timeout_stops_between_pages_and_the_next_one_completes_it(
+    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    insert_duties(conn, [duty(f"d{n}") for n in range(5)])
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
+    # Plenty of time for two pages, then less than the 30 s reserve.
+    first = invoke({"now": CLOCK}, FakeContext(remaining_ms=[600_000, 600_000, 20_000]))
+    assert first["complete"] is False
+    assert first["last_duty_id"] == "d3"
+    assert first["tasks_created"] == task_count(conn) == 4
+    second = invoke({"now": CLOCK}, FakeContext())
+    assert second["complete"] is True
+    assert (second["tasks_created"], second["tasks_existing"]) == (1, 4)
+
+
+def test_a_dropped_connection_fails_the_run_with_how_far_it_got_for_the_failure_queue(
+    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch, aws: None
+) -> None:
+    insert_duties(conn, [duty(f"d{n}") for n in range(5)])
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
+
+    def drop_connection(check: int) -> None:
+        if check == 3:  # after two pages committed
+            warm = app._connections.get(Settings.from_environ(_env()))
+            conn.execute("SELECT pg_terminate_backend(%s)", (warm.info.backend_pid,))
+
+    event = {"now": CLOCK}
+    with pytest.raises(RunFailedError) as failed:
+        invoke(event, FakeContext(on_check=drop_connection))
+    assert task_count(conn) == 4
+    assert failed.value.report["tasks_created"] == 4
+
+    # What Lambda's on-failure destination sends: the event and the error.
+    sqs = boto3.client("sqs")
+    queue_url = sqs.create_queue(QueueName="duly-failed-runs")["QueueUrl"]
+    record = {
+        "requestContext": {"condition": "RetriesExhausted", "approximateInvokeCount": 3},
+        "requestPayload": event,
+        "responsePayload": {
+            "errorType": type(failed.value).__name__,
+            "errorMessage": str(failed.value),
+        },
+    }
+    sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(record))
+    received = json.loads(sqs.receive_message(QueueUrl=queue_url)["Messages"][0]["Body"])
+    message = received["responsePayload"]["errorMessage"]
+    assert received["requestPayload"] == event
+    assert "last duty id 'd3'" in message
+    so_far = json.loads(message.split("report so far: ", 1)[1])
+    assert (so_far["tasks_created"], so_far["complete"]) == (4, False)
+
+    rerun = invoke(event, FakeContext())
+    assert (rerun["tasks_created"], rerun["tasks_existing"]) == (1, 4)

@@ -1,0 +1,612 @@
+"""The SAM template, translated to the CloudFormation that CloudFormation deploys.
+
+The translation runs offline with the transform CloudFormation itself applies
+(aws-sam-translator): no credentials, no network. ``CodeUri`` is swapped for the
+S3 location ``sam deploy`` uploads the built artifact to, exactly as ``sam
+package`` does, and the pseudo parameters get fixed values. Template parameters
+are left unresolved on purpose, so the tests can see which values come from
+parameters.
+
+One module on purpose: a second ``conftest.py`` under ``tests/`` would collide
+with the root one as mypy's module ``conftest``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from samtranslator.parser.parser import Parser
+from samtranslator.translator.translator import Translator
+from samtranslator.yaml_helper import yaml_parse
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "eu-west-1"
+
+# What IAM's ListPolicies would return for the AWS managed policies SAM knows
+# by name. The template should need none of them (a test checks that no role
+# carries a managed policy); the map only keeps the translation offline should
+# that ever change.
+_MANAGED_POLICIES = {
+    name: f"arn:aws:iam::aws:policy/{path}"
+    for name, path in {
+        "AWSLambdaBasicExecutionRole": "service-role/AWSLambdaBasicExecutionRole",
+        "AWSLambdaVPCAccessExecutionRole": "service-role/AWSLambdaVPCAccessExecutionRole",
+        "AWSXRayDaemonWriteAccess": "AWSXRayDaemonWriteAccess",
+    }.items()
+}
+
+EXPECTED_ENVIRONMENT = {
+    "DB_SECRET_ARN": {"Ref": "DatabaseSecretArn"},
+    "DB_SSLMODE": {"Ref": "DatabaseSslMode"},
+    "DB_USES_RDS_PROXY": {"Ref": "DatabaseUsesRdsProxy"},
+    "DISPATCH_CHUNK_SIZE": {"Ref": "DispatchChunkSize"},
+    "DISPATCH_MAX_WINDOW_DAYS": {"Ref": "DispatchMaxWindowDays"},
+    "POWERTOOLS_SERVICE_NAME": "duly-dispatcher",
+    "POWERTOOLS_METRICS_NAMESPACE": "Duly",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+}
+SCHEDULE_NAME_LIMIT = 64
+FOURTEEN_DAYS = 14 * 24 * 3600
+TOPIC_ACTIONS = {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}
+
+# The only actions that may be granted on Resource "*": AWS offers no narrower
+# form for them. ENI management for a VPC function (the actions of
+# AWSLambdaVPCAccessExecutionRole) and X-Ray trace upload.
+WILDCARD_ONLY_ACTIONS = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+}
+
+# Key names and literal shapes that would mean a credential sits in the template.
+_SECRETISH_KEY = re.compile(r"pass(word)?|pwd|secret(?!_?arn)|token|credential", re.IGNORECASE)
+_SECRETISH_VALUE = re.compile(
+    r"\{\{resolve:(secretsmanager|ssm-secure)"  # dynamic refs resolve into plain text
+    r"|postgres(ql)?://[^\s/:@]+:[^\s/@]+@"  # a URL with a password
+    r"|password\s*="  # a libpq keyword/value DSN with a password
+    r"|AKIA[0-9A-Z]{16}",  # an access key id
+    re.IGNORECASE,
+)
+
+
+# --- fixtures -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def template_text() -> str:
+    return (ROOT / "template.yaml").read_text("utf-8")
+
+
+@pytest.fixture(scope="module")
+def sam_template(template_text: str) -> dict[str, Any]:
+    """The template as written, intrinsics in their long form (``{"Ref": ...}``)."""
+    parsed: dict[str, Any] = yaml_parse(template_text)
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def translated(sam_template: dict[str, Any]) -> dict[str, Any]:
+    """The CloudFormation template SAM's transform produces from ``template.yaml``."""
+    packaged = copy.deepcopy(sam_template)
+    for resource in packaged["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            resource["Properties"]["CodeUri"] = "s3://artifact-bucket/dispatch.zip"
+    translator = Translator(
+        managed_policy_map=None,
+        sam_parser=Parser(),
+        boto_session=boto3.session.Session(region_name=REGION),
+    )
+    result: dict[str, Any] = translator.translate(
+        packaged,
+        parameter_values={
+            "AWS::Region": REGION,
+            "AWS::Partition": "aws",
+            "AWS::AccountId": "123456789012",
+            "AWS::StackName": "duly-dispatcher-test",
+        },
+        get_managed_policy_map=lambda: _MANAGED_POLICIES,
+    )
+    return result
+
+
+@pytest.fixture(scope="module")
+def resources(translated: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = translated["Resources"]
+    return found
+
+
+@pytest.fixture(scope="module")
+def function(resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Properties of the one Lambda function."""
+    (props,) = (r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Function")
+    found: dict[str, Any] = props
+    return found
+
+
+@pytest.fixture(scope="module")
+def schedule(resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Properties of the one EventBridge Scheduler schedule."""
+    (props,) = (
+        r["Properties"] for r in resources.values() if r["Type"] == "AWS::Scheduler::Schedule"
+    )
+    found: dict[str, Any] = props
+    return found
+
+
+@pytest.fixture(scope="module")
+def function_role(resources: dict[str, dict[str, Any]], function: dict[str, Any]) -> dict[str, Any]:
+    role_id = function["Role"]["Fn::GetAtt"][0]
+    found: dict[str, Any] = resources[role_id]["Properties"]
+    return found
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def _alarms(resources: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource["Properties"]
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::CloudWatch::Alarm"
+    }
+
+
+def _roles(resources: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource["Properties"]
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::IAM::Role"
+    }
+
+
+def _branches(node: Any) -> Iterator[Any]:
+    """Every value ``node`` can take: both arms of an ``Fn::If``, minus ``AWS::NoValue``."""
+    if isinstance(node, dict) and set(node) == {"Fn::If"}:
+        _, when_true, when_false = node["Fn::If"]
+        yield from _branches(when_true)
+        yield from _branches(when_false)
+    elif node != {"Ref": "AWS::NoValue"}:
+        yield node
+
+
+def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        statement
+        for policy in role.get("Policies", [])
+        for entry in policy["PolicyDocument"]["Statement"]
+        for statement in _branches(entry)
+    ]
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield f"{path}.{key}", key
+            yield from _walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{path}[{index}]")
+    else:
+        yield path, node
+
+
+# --- the function: code, runtime, limits, network, configuration -----------
+
+
+def test_code_comes_from_the_package_directory_with_the_contracted_handler(
+    sam_template: dict[str, Any],
+) -> None:
+    props = sam_template["Resources"]["DispatchFunction"]["Properties"]
+    assert props["CodeUri"] == "src/dispatch_fn/"
+    assert props["Handler"] == "app.lambda_handler"
+
+
+def test_function_runs_python_3_12_on_x86_64_where_the_wheels_are_built(
+    function: dict[str, Any],
+) -> None:
+    assert function["Runtime"] == "python3.12"
+    assert function["Handler"] == "app.lambda_handler"
+    assert function["Architectures"] == ["x86_64"]
+
+
+def test_timeout_is_the_explicit_lambda_maximum(
+    sam_template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    assert sam_template["Resources"]["DispatchFunction"]["Properties"]["Timeout"] == 900
+    assert function["Timeout"] == 900
+
+
+def test_memory_size_is_set_explicitly(function: dict[str, Any]) -> None:
+    assert function["MemorySize"] == 512
+
+
+def test_reserved_concurrency_caps_at_two_unless_the_stack_opts_out(
+    sam_template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    parameter = sam_template["Parameters"]["DispatchReservedConcurrency"]
+    assert parameter["Default"] == 2
+    assert function["ReservedConcurrentExecutions"] == {
+        "Fn::If": [
+            "ReservesConcurrency",
+            {"Ref": "DispatchReservedConcurrency"},
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
+    assert sam_template["Conditions"]["ReservesConcurrency"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "DispatchReservedConcurrency"}, "0"]}]
+    }
+
+
+def test_active_tracing_is_on(function: dict[str, Any]) -> None:
+    assert function["TracingConfig"] == {"Mode": "Active"}
+
+
+def test_vpc_subnets_and_security_groups_come_from_typed_parameters(
+    sam_template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    assert function["VpcConfig"] == {
+        "SubnetIds": {"Ref": "SubnetIds"},
+        "SecurityGroupIds": {"Ref": "SecurityGroupIds"},
+    }
+    parameters = sam_template["Parameters"]
+    assert parameters["SubnetIds"]["Type"] == "List<AWS::EC2::Subnet::Id>"
+    assert parameters["SecurityGroupIds"]["Type"] == "List<AWS::EC2::SecurityGroup::Id>"
+
+
+def test_environment_holds_exactly_the_settings_the_handler_reads(
+    function: dict[str, Any],
+) -> None:
+    assert function["Environment"]["Variables"] == EXPECTED_ENVIRONMENT
+
+
+def test_database_settings_parameters_admit_only_encrypting_ssl_modes_and_boolean_proxy(
+    sam_template: dict[str, Any],
+) -> None:
+    parameters = sam_template["Parameters"]
+    assert parameters["DatabaseSslMode"]["Default"] == "require"
+    assert set(parameters["DatabaseSslMode"]["AllowedValues"]) == {
+        "require",
+        "verify-ca",
+        "verify-full",
+    }
+    assert parameters["DatabaseUsesRdsProxy"]["AllowedValues"] == ["true", "false"]
+    assert parameters["DatabaseUsesRdsProxy"]["Default"] == "false"
+    assert parameters["DispatchChunkSize"]["Default"] == 5000
+    assert parameters["DispatchMaxWindowDays"]["Default"] == 1827
+
+
+def test_logs_go_to_a_stack_named_log_group_with_retention(
+    resources: dict[str, dict[str, Any]], function: dict[str, Any]
+) -> None:
+    assert function["LoggingConfig"] == {"LogGroup": {"Ref": "DispatchLogGroup"}}
+    group = resources["DispatchLogGroup"]
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert group["Properties"]["LogGroupName"] == {
+        "Fn::Sub": "/aws/lambda/${AWS::StackName}/dispatcher"
+    }
+    assert group["Properties"]["RetentionInDays"] > 0
+
+
+# --- the daily schedule and its delivery ------------------------------------
+
+
+def test_schedule_fires_at_0100_utc_every_day(schedule: dict[str, Any]) -> None:
+    assert schedule["ScheduleExpression"] == "cron(0 1 * * ? *)"
+    assert schedule["ScheduleExpressionTimezone"] == "UTC"
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+
+
+def test_schedule_targets_the_dispatch_function(schedule: dict[str, Any]) -> None:
+    assert schedule["Target"]["Arn"] == {"Fn::GetAtt": ["DispatchFunction", "Arn"]}
+
+
+def test_input_carries_the_scheduled_time_so_retries_replay_the_same_clock(
+    schedule: dict[str, Any],
+) -> None:
+    payload = json.loads(schedule["Target"]["Input"])
+    assert payload == {"scheduled_time": "<aws.scheduler.scheduled-time>"}
+
+
+def test_delivery_is_retried_within_scheduler_limits(schedule: dict[str, Any]) -> None:
+    policy = schedule["Target"]["RetryPolicy"]
+    assert set(policy) == {"MaximumRetryAttempts", "MaximumEventAgeInSeconds"}
+    assert 1 <= policy["MaximumRetryAttempts"] <= 185
+    assert 60 <= policy["MaximumEventAgeInSeconds"] <= 86400
+
+
+def test_undeliverable_events_go_to_the_schedule_dead_letter_queue_which_the_schedule_may_use(
+    resources: dict[str, dict[str, Any]], schedule: dict[str, Any]
+) -> None:
+    queue_arn = {"Fn::GetAtt": ["ScheduleDeadLetterQueue", "Arn"]}
+    assert schedule["Target"]["DeadLetterConfig"] == {"Arn": queue_arn}
+    role_id = schedule["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    statements = [
+        statement
+        for policy in resources[role_id]["Properties"]["Policies"]
+        for statement in policy["PolicyDocument"]["Statement"]
+    ]
+    assert {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": queue_arn} in statements
+
+
+def test_schedule_name_is_derived_from_the_stack_name(schedule: dict[str, Any]) -> None:
+    assert schedule["Name"] == {"Fn::Sub": "${AWS::StackName}-dispatch"}
+
+
+def test_configured_stack_names_leave_the_schedule_name_within_64_characters() -> None:
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text("utf-8"))
+    stack_names = [
+        parameters["stack_name"]
+        for environment in config.values()
+        if isinstance(environment, dict)
+        for command in environment.values()
+        if isinstance(command, dict)
+        for parameters in command.values()
+        if isinstance(parameters, dict) and "stack_name" in parameters
+    ]
+    assert stack_names, "samconfig.toml names no stack"
+    for stack_name in stack_names:
+        assert len(f"{stack_name}-dispatch") <= SCHEDULE_NAME_LIMIT, stack_name
+
+
+# --- failed runs, alarms, outputs -------------------------------------------
+
+
+def test_failed_asynchronous_runs_are_retried_then_sent_to_the_failed_run_queue(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    (config,) = (
+        r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventInvokeConfig"
+    )
+    assert config["FunctionName"] == {"Ref": "DispatchFunction"}
+    assert config["Qualifier"] == "$LATEST"
+    assert config["MaximumRetryAttempts"] == 2
+    assert 60 <= config["MaximumEventAgeInSeconds"] <= 21600
+    assert config["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"Fn::GetAtt": ["FailedRunQueue", "Arn"]}}
+    }
+
+
+@pytest.mark.parametrize("queue_id", ["FailedRunQueue", "ScheduleDeadLetterQueue"])
+def test_failure_queues_are_encrypted_and_keep_messages_fourteen_days(
+    resources: dict[str, dict[str, Any]], queue_id: str
+) -> None:
+    queue = resources[queue_id]
+    assert queue["Type"] == "AWS::SQS::Queue"
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["MessageRetentionPeriod"] == FOURTEEN_DAYS
+    # A fixed name would clash between two stacks in one account.
+    assert "QueueName" not in queue["Properties"]
+
+
+def test_function_errors_raise_an_alarm(resources: dict[str, dict[str, Any]]) -> None:
+    (alarm,) = (a for a in _alarms(resources).values() if a["MetricName"] == "Errors")
+    assert alarm["Namespace"] == "AWS/Lambda"
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": "DispatchFunction"}}]
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == 0
+
+
+@pytest.mark.parametrize("queue_id", ["FailedRunQueue", "ScheduleDeadLetterQueue"])
+def test_a_message_in_either_failure_queue_raises_an_alarm(
+    resources: dict[str, dict[str, Any]], queue_id: str
+) -> None:
+    queue_name = {"Fn::GetAtt": [queue_id, "QueueName"]}
+    (alarm,) = (
+        a
+        for a in _alarms(resources).values()
+        if a["Dimensions"] == [{"Name": "QueueName", "Value": queue_name}]
+    )
+    assert alarm["Namespace"] == "AWS/SQS"
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == 0
+
+
+@pytest.mark.parametrize("metric", ["Degraded", "Incomplete"])
+def test_runs_reporting_degraded_or_incomplete_raise_an_alarm_on_the_emf_metric(
+    resources: dict[str, dict[str, Any]], metric: str
+) -> None:
+    (alarm,) = (a for a in _alarms(resources).values() if a["MetricName"] == metric)
+    # Powertools Metrics publishes under POWERTOOLS_METRICS_NAMESPACE with one
+    # default dimension, service = POWERTOOLS_SERVICE_NAME.
+    assert alarm["Namespace"] == "Duly"
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "duly-dispatcher"}]
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["Threshold"] == 1
+
+
+def test_every_alarm_notifies_the_optional_topic_and_tolerates_quiet_days(
+    sam_template: dict[str, Any], resources: dict[str, dict[str, Any]]
+) -> None:
+    alarms = _alarms(resources)
+    assert len(alarms) == 5
+    for logical_id, alarm in alarms.items():
+        assert alarm["AlarmActions"] == TOPIC_ACTIONS, logical_id
+        assert alarm["TreatMissingData"] == "notBreaching", logical_id
+    assert sam_template["Parameters"]["AlarmTopicArn"]["Default"] == ""
+    assert sam_template["Conditions"]["HasAlarmTopic"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]
+    }
+
+
+def test_outputs_give_an_operator_the_function_queues_schedule_and_logs(
+    translated: dict[str, Any],
+) -> None:
+    outputs = {name: output["Value"] for name, output in translated["Outputs"].items()}
+    assert outputs == {
+        "DispatchFunctionName": {"Ref": "DispatchFunction"},
+        "DispatchFunctionArn": {"Fn::GetAtt": ["DispatchFunction", "Arn"]},
+        "FailedRunQueueUrl": {"Ref": "FailedRunQueue"},
+        "ScheduleDeadLetterQueueUrl": {"Ref": "ScheduleDeadLetterQueue"},
+        "ScheduleName": {"Ref": "DispatchFunctionDailyDispatch"},
+        "LogGroupName": {"Ref": "DispatchLogGroup"},
+    }
+    assert translated["Resources"]["DispatchFunctionDailyDispatch"]["Type"] == (
+        "AWS::Scheduler::Schedule"
+    )
+
+
+# --- credentials and permissions --------------------------------------------
+
+
+def test_secret_arn_reaches_the_function_only_through_its_parameter(
+    sam_template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    parameter = sam_template["Parameters"]["DatabaseSecretArn"]
+    assert parameter["Type"] == "String"
+    assert "Default" not in parameter, "a baked-in secret ARN would pin one account"
+    assert re.fullmatch(
+        parameter["AllowedPattern"],
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds!cluster-0a1b2c-AbCdEf",
+    )
+    assert not re.fullmatch(parameter["AllowedPattern"], "REPLACE_ME")
+    assert function["Environment"]["Variables"]["DB_SECRET_ARN"] == {"Ref": "DatabaseSecretArn"}
+
+
+def test_environment_holds_no_credential(function: dict[str, Any]) -> None:
+    variables = function["Environment"]["Variables"]
+    for name, value in variables.items():
+        assert not _SECRETISH_KEY.search(name), name
+        assert not _SECRETISH_VALUE.search(str(value)), name
+
+
+def test_no_secret_value_appears_anywhere_in_the_template(
+    template_text: str, translated: dict[str, Any]
+) -> None:
+    assert not _SECRETISH_VALUE.search(template_text)
+    for path, value in _walk(translated):
+        if isinstance(value, str):
+            assert not _SECRETISH_VALUE.search(value), path
+    for name, parameter in translated["Parameters"].items():
+        if _SECRETISH_KEY.search(name):
+            assert "Default" not in parameter or parameter["Default"] == "", name
+
+
+def test_the_function_may_read_exactly_the_one_database_secret(
+    function_role: dict[str, Any],
+) -> None:
+    reads = [s for s in _statements(function_role) if "secretsmanager" in str(s["Action"]).lower()]
+    assert reads == [
+        {
+            "Sid": "ReadDatabaseSecret",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": {"Ref": "DatabaseSecretArn"},
+        }
+    ]
+
+
+def test_kms_decrypt_is_granted_only_with_a_key_and_only_for_that_secret_via_secrets_manager(
+    sam_template: dict[str, Any], function_role: dict[str, Any]
+) -> None:
+    (conditional,) = (
+        entry
+        for policy in function_role["Policies"]
+        for entry in policy["PolicyDocument"]["Statement"]
+        if "Fn::If" in entry
+    )
+    condition, grant, otherwise = conditional["Fn::If"]
+    assert condition == "HasDatabaseSecretKmsKey"
+    assert otherwise == {"Ref": "AWS::NoValue"}
+    assert grant["Action"] == "kms:Decrypt"
+    assert grant["Resource"] == {"Ref": "DatabaseSecretKmsKeyArn"}
+    assert grant["Condition"]["StringEquals"] == {
+        "kms:ViaService": {"Fn::Sub": "secretsmanager.${AWS::Region}.amazonaws.com"},
+        "kms:EncryptionContext:SecretARN": {"Ref": "DatabaseSecretArn"},
+    }
+    assert sam_template["Parameters"]["DatabaseSecretKmsKeyArn"]["Default"] == ""
+
+
+def test_the_function_may_send_only_to_the_failed_run_queue(
+    function_role: dict[str, Any],
+) -> None:
+    sends = [s for s in _statements(function_role) if "sqs:" in str(s["Action"])]
+    assert [(s["Action"], s["Resource"]) for s in sends] == [
+        ("sqs:SendMessage", {"Fn::GetAtt": ["FailedRunQueue", "Arn"]})
+    ]
+
+
+def test_the_function_writes_logs_only_to_its_own_log_group(
+    function_role: dict[str, Any],
+) -> None:
+    writes = [s for s in _statements(function_role) if "logs:" in str(s["Action"])]
+    assert len(writes) == 1
+    assert set(writes[0]["Action"]) == {"logs:CreateLogStream", "logs:PutLogEvents"}
+    assert writes[0]["Resource"] == {"Fn::GetAtt": ["DispatchLogGroup", "Arn"]}
+
+
+def test_the_schedule_may_invoke_only_the_dispatch_function(
+    resources: dict[str, dict[str, Any]], schedule: dict[str, Any]
+) -> None:
+    role = resources[schedule["Target"]["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    invokes = [s for s in _statements(role) if "lambda:" in str(s["Action"])]
+    assert [(s["Action"], s["Resource"]) for s in invokes] == [
+        ("lambda:InvokeFunction", {"Fn::GetAtt": ["DispatchFunction", "Arn"]})
+    ]
+
+
+def test_only_eni_and_xray_actions_are_granted_on_every_resource(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    roles = _roles(resources)
+    assert len(roles) == 2  # the function's and the schedule's
+    wildcard_actions: set[str] = set()
+    for logical_id, role in roles.items():
+        for statement in _statements(role):
+            assert statement["Effect"] == "Allow", logical_id
+            assert "NotAction" not in statement, logical_id
+            assert "NotResource" not in statement, logical_id
+            actions = _listed(statement["Action"])
+            assert all("*" not in action for action in actions), (logical_id, actions)
+            targets = _listed(statement["Resource"])
+            if any(isinstance(t, str) and "*" in t for t in targets):
+                assert targets == ["*"], (logical_id, targets)
+                wildcard_actions.update(actions)
+    assert wildcard_actions == WILDCARD_ONLY_ACTIONS
+
+
+def test_no_role_carries_a_managed_policy_or_a_separate_policy_resource(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    for logical_id, role in _roles(resources).items():
+        assert "ManagedPolicyArns" not in role, logical_id
+    assert not [
+        r
+        for r in resources.values()
+        if r["Type"] in {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("role_kind", "service"),
+    [("function", "lambda.amazonaws.com"), ("schedule", "scheduler.amazonaws.com")],
+)
+def test_each_role_can_be_assumed_only_by_its_own_service(
+    resources: dict[str, dict[str, Any]],
+    function: dict[str, Any],
+    schedule: dict[str, Any],
+    role_kind: str,
+    service: str,
+) -> None:
+    role_ref = function["Role"] if role_kind == "function" else schedule["Target"]["RoleArn"]
+    role = resources[role_ref["Fn::GetAtt"][0]]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert _listed(trust["Principal"]["Service"]) == [service]
+    assert _listed(trust["Action"]) == ["sts:AssumeRole"]
