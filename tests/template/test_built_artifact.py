@@ -1,0 +1,93 @@
+"""What we deploy works: the built handler, in a fresh interpreter, on a real database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from support import duty, insert_duties, task_count
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+BUILT = ROOT / ".aws-sam" / "build" / "DispatchFunction"
+
+# Runs inside the artifact directory the way Lambda does: the directory on
+# sys.path, the handler imported as the top-level module "app", nothing from
+# the source tree or the development environment importable.
+_PROBE = """
+import json, sys
+sys.path.insert(0, ".")
+import app
+import dispatch_fn
+report = app.lambda_handler(json.loads(sys.argv[1]), None)
+print(json.dumps({"report": report, "app": app.__file__, "package": dispatch_fn.__file__,
+                  "psycopg": sys.modules["psycopg"].__file__}))
+"""
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """The sam build output; scripts/test.sh builds it before pytest, or we build it here."""
+    if not (BUILT / "app.py").is_file():
+        subprocess.run([str(ROOT / "scripts" / "template_gates.sh")], check=True, cwd=ROOT)
+    return BUILT
+
+
+def _base_python() -> str:
+    # The interpreter the venv was made from: it has none of the venv's packages.
+    return str(getattr(sys, "_base_executable", sys.executable))
+
+
+def test_the_built_handler_runs_a_dry_run_against_the_database(
+    built: Path, conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    insert_duties(conn, [duty("d1"), duty("d2", frequency="weekly")])
+    event = {
+        "from": "2026-01-01",
+        "to": "2026-03-31",
+        "now": "2026-08-21T01:00:00Z",
+        "dry_run": True,
+    }
+    env = {
+        "PATH": os.environ["PATH"],
+        "DATABASE_URL": db_url,
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    completed = subprocess.run(
+        [_base_python(), "-I", "-S", "-c", _PROBE, json.dumps(event)],
+        cwd=built,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    for module in ("app", "package", "psycopg"):
+        assert Path(result[module]).resolve().is_relative_to(built.resolve()), module
+    assert result["report"]["dry_run"] is True
+    assert result["report"]["tasks_created"] == 3 + 14  # January-March, ISO weeks 2026-W01..W14
+    assert task_count(conn) == 0
+
+
+def test_the_artifact_carries_the_pinned_dependencies_and_no_development_ones(built: Path) -> None:
+    pinned = {
+        line.split("==")[0].split("[")[0].lower().replace("_", "-"): line.split("==")[1]
+        for line in (ROOT / "src" / "dispatch_fn" / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+    installed = {}
+    for dist in built.glob("*.dist-info"):
+        name, _, version = dist.name.removesuffix(".dist-info").rpartition("-")
+        installed[name.lower().replace("_", "-")] = version
+    assert {name: installed.get(name) for name in pinned} == pinned
+    for development_only in ("pgserver", "pytest", "moto", "hypothesis", "mypy"):
+        assert development_only not in installed
