@@ -15,7 +15,12 @@ from datetime import date, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from dispatch_fn import periods
-from dispatch_fn.errors import PeriodError, UnknownFrequencyError, YearOutOfRangeError
+from dispatch_fn.errors import (
+    NaiveDatetimeError,
+    PeriodError,
+    UnknownFrequencyError,
+    YearOutOfRangeError,
+)
 
 # Ordinary reasons a duty yields no task, and the faults that mark a run degraded.
 SKIP_REASONS: Final = (
@@ -229,7 +234,10 @@ def plan_dispatch(
     """Plan a run over ``duties`` (``duly_duty`` rows) at clock ``now``.
 
     ``window`` None is a scheduled run; otherwise a backfill of that window.
+    A naive ``now`` is refused outright: it is the run's fault, not any duty's.
     """
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
     plan = Plan()
     cadence_plans: dict[Cadence, CadencePlan | CadenceRefused] = {}
     for duty in duties:

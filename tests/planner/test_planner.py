@@ -200,3 +200,8 @@ def test_duties_that_share_a_cadence_get_the_same_periods_and_dates() -> None:
 def test_a_lead_that_runs_past_year_9999_is_a_fault_not_a_crash() -> None:
     plan = plan_dispatch([duty("d1", lead_days=30)], datetime(9999, 12, 20, tzinfo=UTC))
     assert [(f.duty_id, f.reason) for f in plan.faults] == [("d1", "invalid_cadence")]
+
+
+def test_a_naive_clock_is_refused_rather_than_blamed_on_every_duty() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        plan_dispatch([duty("d1")], datetime(2026, 8, 21, 1, 0))
