@@ -163,8 +163,10 @@ def _run_pages(
         ready: list[tuple[Cadence, CadencePlan]] = []
         for found in page.cadences:
             outcome = plans.get(found.cadence)
-            if outcome is None:
-                outcome = _plan_or_refusal(found.cadence, request)
+            if outcome is None or (
+                isinstance(outcome, CadencePlan) and outcome.lead_horizon < found.max_lead
+            ):
+                outcome = _plan_or_refusal(found, request)
                 plans[found.cadence] = outcome
             if isinstance(outcome, CadenceRefused):
                 _record_faults(conn, request.scope, page, found, refused=outcome, report=report)
@@ -176,9 +178,9 @@ def _run_pages(
         report.last_duty_id = after = page.upto
 
 
-def _plan_or_refusal(cadence: Cadence, request: RunRequest) -> CadencePlan | CadenceRefused:
+def _plan_or_refusal(found: store.PageCadence, request: RunRequest) -> CadencePlan | CadenceRefused:
     try:
-        return plan_cadence(cadence, request.now, request.window)
+        return plan_cadence(found.cadence, request.now, request.window, lead_horizon=found.max_lead)
     except CadenceRefused as refused:
         return refused
 

@@ -15,12 +15,7 @@ from datetime import date, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from dispatch_fn import periods
-from dispatch_fn.errors import (
-    NaiveDatetimeError,
-    PeriodError,
-    UnknownFrequencyError,
-    YearOutOfRangeError,
-)
+from dispatch_fn.errors import NaiveDatetimeError, PeriodError, UnknownFrequencyError
 
 # Ordinary reasons a duty yields no task, and the faults that mark a run degraded.
 SKIP_REASONS: Final = (
@@ -61,13 +56,18 @@ class Window:
 
 @dataclass(frozen=True, slots=True)
 class Cadence:
-    """The duty fields that decide its periods and dates; duties sharing one share a plan."""
+    """The duty fields that fix its periods and due dates.
+
+    Duties that share a cadence share their candidate periods and due dates
+    at a given clock, so each cadence is planned once per run however many
+    duties have it. The lead is not part of it: a duty's lead only decides
+    which of those candidates are visible yet (see ``is_owed``).
+    """
 
     frequency: str | None
     timezone: str = DEFAULT_TIMEZONE
     due_anchor: str = DEFAULT_ANCHOR
     due_offset_days: int = DEFAULT_OFFSET_DAYS
-    lead_days: int = DEFAULT_LEAD_DAYS
 
     @classmethod
     def of(cls, duty: Mapping[str, Any]) -> Cadence:
@@ -77,29 +77,36 @@ class Cadence:
             timezone=_default(duty.get("timezone"), DEFAULT_TIMEZONE),
             due_anchor=_default(duty.get("due_anchor"), DEFAULT_ANCHOR),
             due_offset_days=_default(duty.get("due_offset_days"), DEFAULT_OFFSET_DAYS),
-            lead_days=_default(duty.get("lead_days"), DEFAULT_LEAD_DAYS),
         )
+
+
+def lead_of(duty: Mapping[str, Any]) -> int:
+    """The duty's lead in days, null read as the column default."""
+    lead: int = _default(duty.get("lead_days"), DEFAULT_LEAD_DAYS)
+    return lead
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A period a cadence may owe, with its dates."""
+    """A period a cadence may owe, with its due date; ``current`` holds the clock."""
 
     period_key: str
     due_date: date
-    visible_from: date
+    current: bool
 
 
 @dataclass(frozen=True, slots=True)
 class CadencePlan:
-    """What every duty of one cadence is owed at one clock, before its own dates apply.
+    """What every duty of one cadence may be owed at one clock.
 
-    ``today`` is the duty-local date the effective window is tested on; it is
-    None for a backfill, which has no such test.
+    ``today`` is the duty-local date that the effective window and visibility
+    are tested on; None for a backfill, which has neither test. The candidates
+    reach far enough for any lead up to ``lead_horizon``.
     """
 
     today: date | None
     candidates: tuple[Candidate, ...]
+    lead_horizon: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,19 +183,35 @@ def within(day: date, effective_from: date | None, effective_to: date | None) ->
     )
 
 
-def plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None = None) -> CadencePlan:
-    """Candidate periods and dates for one cadence; raise ``CadenceRefused`` if it is broken."""
+def plan_cadence(
+    cadence: Cadence, now: datetime, window: WindowLike | None = None, *, lead_horizon: int = 0
+) -> CadencePlan:
+    """Candidate periods for one cadence, enough for leads up to ``lead_horizon``.
+
+    Raises ``CadenceRefused`` naming the fault if the engine refuses the cadence.
+    """
     if cadence.frequency is None:
         raise CadenceRefused("no_frequency", "frequency is null; a recurring duty needs one")
     try:
-        return _plan_cadence(cadence, now, window)
+        return _plan_cadence(cadence, now, window, lead_horizon)
     except UnknownFrequencyError as exc:
         raise CadenceRefused("unknown_frequency", str(exc)) from exc
     except PeriodError as exc:
         raise CadenceRefused("invalid_cadence", str(exc)) from exc
 
 
-def _plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None) -> CadencePlan:
+def is_owed(candidate: Candidate, visible_from: date, today: date | None) -> bool:
+    """The visibility gate: a later period is owed once its lead window has opened.
+
+    The current period is owed even if its own ``visible_from`` lies ahead; a
+    backfill (``today`` None) owes every candidate.
+    """
+    return today is None or candidate.current or visible_from <= today
+
+
+def _plan_cadence(
+    cadence: Cadence, now: datetime, window: WindowLike | None, lead_horizon: int
+) -> CadencePlan:
     frequency, zone = str(cadence.frequency), cadence.timezone
     today = periods.local_date(now, zone)
     if window is not None:
@@ -199,33 +222,37 @@ def _plan_cadence(cadence: Cadence, now: datetime, window: WindowLike | None) ->
             periods.start_of_day(last_day, zone),
             zone,
         )
-        return CadencePlan(None, tuple(_candidate(cadence, key) for key in keys))
-    # The current period is owed however its visibility compares with today;
-    # planning it first also puts the whole cadence through the engine's
-    # checks before any arithmetic here uses lead_days.
-    current = _candidate(cadence, periods.period_key_for(frequency, now, zone))
-    try:
-        horizon_day = today + timedelta(days=cadence.lead_days)
-    except OverflowError:
-        raise YearOutOfRangeError(
-            f"lead_days {cadence.lead_days!r} from {today.isoformat()} leaves years 1583-9999"
-        ) from None
-    # A lead of 0 or less would end the candidate range before now.
+        return CadencePlan(None, _candidates(cadence, keys, current=None), lead_horizon)
+    # SPEC §4 names the candidates periods_between(now, first instant of
+    # today + lead). A later period is owed only when due - lead <= today, and
+    # its due date lies inside it, so it starts on or before today + lead:
+    # candidates up to the largest lead cover every duty of the cadence, and
+    # is_owed() makes the per-duty cut. A lead of 0 or less leaves the current
+    # period alone.
+    horizon_day = _add_days_within_calendar(today, max(lead_horizon, 0))
     horizon = max(now, periods.start_of_day(horizon_day, zone))
-    later = periods.periods_between(frequency, now, horizon, zone)[1:]
-    candidates = [current]
-    for key in later:
-        candidate = _candidate(cadence, key)
-        # A later period is owed once its lead window has opened.
-        if candidate.visible_from <= today:
-            candidates.append(candidate)
-    return CadencePlan(today, tuple(candidates))
+    keys = periods.periods_between(frequency, now, horizon, zone)
+    return CadencePlan(today, _candidates(cadence, keys, current=keys[0]), lead_horizon)
 
 
-def _candidate(cadence: Cadence, key: str) -> Candidate:
+def _candidates(cadence: Cadence, keys: list[str], current: str | None) -> tuple[Candidate, ...]:
     frequency, zone = str(cadence.frequency), cadence.timezone
-    due = periods.due_date_for(frequency, key, zone, cadence.due_anchor, cadence.due_offset_days)
-    return Candidate(key, due, periods.visible_from_for(due, cadence.lead_days))
+    return tuple(
+        Candidate(
+            key,
+            periods.due_date_for(frequency, key, zone, cadence.due_anchor, cadence.due_offset_days),
+            key == current,
+        )
+        for key in keys
+    )
+
+
+def _add_days_within_calendar(day: date, days: int) -> date:
+    # Past 9999-12-31 there are no periods to owe; stop the range there.
+    try:
+        return day + timedelta(days=days)
+    except OverflowError:
+        return date.max
 
 
 def plan_dispatch(
@@ -239,7 +266,7 @@ def plan_dispatch(
     if now.tzinfo is None or now.utcoffset() is None:
         raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
     plan = Plan()
-    cadence_plans: dict[Cadence, CadencePlan | CadenceRefused] = {}
+    cadence_plans: dict[tuple[Cadence, int], CadencePlan | CadenceRefused] = {}
     for duty in duties:
         duty_id = str(duty["id"])
         not_dispatched = classify(duty.get("form"), duty.get("status"))
@@ -249,13 +276,19 @@ def plan_dispatch(
             )
             plan.skipped.append(Skip(duty_id, not_dispatched, detail))
             continue
-        cadence = Cadence.of(duty)
-        if cadence not in cadence_plans:
+        cadence, lead = Cadence.of(duty), lead_of(duty)
+        try:
+            periods.check_day_count(lead, "lead_days")
+        except PeriodError as exc:
+            plan.skipped.append(Skip(duty_id, "invalid_cadence", str(exc)))
+            continue
+        outcome = cadence_plans.get((cadence, lead))
+        if outcome is None:
             try:
-                cadence_plans[cadence] = plan_cadence(cadence, now, window)
+                outcome = plan_cadence(cadence, now, window, lead_horizon=lead)
             except CadenceRefused as refused:
-                cadence_plans[cadence] = refused
-        outcome = cadence_plans[cadence]
+                outcome = refused
+            cadence_plans[cadence, lead] = outcome
         if isinstance(outcome, CadenceRefused):
             plan.skipped.append(Skip(duty_id, outcome.reason, outcome.detail))
             continue
@@ -263,18 +296,27 @@ def plan_dispatch(
         if outcome.today is not None and not within(outcome.today, effective_from, effective_to):
             plan.skipped.append(Skip(duty_id, "outside_effective_window"))
             continue
-        drafts = [
-            _draft(duty, candidate)
-            for candidate in outcome.candidates
-            if within(candidate.due_date, effective_from, effective_to)
-        ]
+        try:
+            drafts = [
+                _draft(duty, candidate, visible_from)
+                for candidate in outcome.candidates
+                if within(candidate.due_date, effective_from, effective_to)
+                and is_owed(
+                    candidate,
+                    visible_from := periods.visible_from_for(candidate.due_date, lead),
+                    outcome.today,
+                )
+            ]
+        except PeriodError as exc:  # a lead reaching before 1583
+            plan.skipped.append(Skip(duty_id, "invalid_cadence", str(exc)))
+            continue
         if not drafts:
             plan.skipped.append(Skip(duty_id, "nothing_due"))
         plan.drafts.extend(drafts)
     return plan
 
 
-def _draft(duty: Mapping[str, Any], candidate: Candidate) -> dict[str, Any]:
+def _draft(duty: Mapping[str, Any], candidate: Candidate, visible_from: date) -> dict[str, Any]:
     # Name and business unit are copied, so renaming or transferring a duty
     # later never rewrites the history its tasks record.
     return {
@@ -286,7 +328,7 @@ def _draft(duty: Mapping[str, Any], candidate: Candidate) -> dict[str, Any]:
         "source": duty["source"],
         "period_key": candidate.period_key,
         "due_date": candidate.due_date,
-        "visible_from": candidate.visible_from,
+        "visible_from": visible_from,
         "status": "open",
     }
 

@@ -57,10 +57,11 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class PageCadence:
-    """One cadence found in a page, with how many of the page's duties have it."""
+    """One cadence found in a page: how many duties have it, and their largest lead."""
 
     cadence: Cadence
     duties: int
+    max_lead: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +117,9 @@ def next_page(conn: Connection, scope: Scope, after: str | None, size: int) -> P
         " WHERE " + _DISPATCHABLE + " AND {after} AND {scope}"
         " ORDER BY d.id LIMIT %(size)s)"
         # max(id) in the database's collation: the one ORDER BY id used.
-        " SELECT frequency, timezone, due_anchor, due_offset_days, lead_days, count(*),"
+        " SELECT frequency, timezone, due_anchor, due_offset_days, count(*), max(lead_days),"
         " (SELECT max(id) FROM page)"
-        " FROM page GROUP BY 1, 2, 3, 4, 5"
+        " FROM page GROUP BY 1, 2, 3, 4"
     ).format(after=_after(after), scope=scope.condition())
     params = {**scope.params(), "after": after, "size": size}
     rows = conn.execute(query, params).fetchall()
@@ -126,8 +127,8 @@ def next_page(conn: Connection, scope: Scope, after: str | None, size: int) -> P
         return None
     upto = str(rows[0][6])
     cadences = tuple(
-        PageCadence(Cadence(freq, zone, anchor, offset, lead), int(n))
-        for freq, zone, anchor, offset, lead, n, _ in rows
+        PageCadence(Cadence(freq, zone, anchor, offset), int(n), int(max_lead))
+        for freq, zone, anchor, offset, n, max_lead, _ in rows
     )
     return Page(after, upto, cadences)
 
@@ -140,7 +141,7 @@ def ids_with_cadence(
         "SELECT id FROM (SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
         " WHERE " + _DISPATCHABLE + " AND {after} AND d.id <= %(upto)s AND {scope}) page"
         " WHERE frequency IS NOT DISTINCT FROM %(frequency)s::text AND timezone = %(timezone)s"
-        " AND due_anchor = %(anchor)s AND due_offset_days = %(offset)s AND lead_days = %(lead)s"
+        " AND due_anchor = %(anchor)s AND due_offset_days = %(offset)s"
         " ORDER BY id LIMIT %(limit)s"
     ).format(after=_after(page.after), scope=scope.condition())
     params = {
@@ -151,7 +152,6 @@ def ids_with_cadence(
         "timezone": cadence.timezone,
         "anchor": cadence.due_anchor,
         "offset": cadence.due_offset_days,
-        "lead": cadence.lead_days,
         "limit": limit,
     }
     return [str(row[0]) for row in conn.execute(query, params).fetchall()]
@@ -174,31 +174,33 @@ WITH page AS (
 ),
 cadence AS (
     SELECT * FROM unnest(%(c_no)s::int[], %(c_frequency)s::text[], %(c_timezone)s::text[],
-                         %(c_anchor)s::text[], %(c_offset)s::int[], %(c_lead)s::int[],
-                         %(c_today)s::date[])
-        AS c(no, frequency, timezone, due_anchor, due_offset_days, lead_days, today)
+                         %(c_anchor)s::text[], %(c_offset)s::int[], %(c_today)s::date[])
+        AS c(no, frequency, timezone, due_anchor, due_offset_days, today)
 ),
 candidate AS (
     SELECT * FROM unnest(%(p_cadence)s::int[], %(p_key)s::text[], %(p_due)s::date[],
-                         %(p_visible)s::date[])
-        AS p(cadence_no, period_key, due_date, visible_from)
+                         %(p_current)s::bool[])
+        AS p(cadence_no, period_key, due_date, current)
 ),
 placed AS (
-    SELECT page.*, c.no AS cadence_no,
+    SELECT page.*, c.no AS cadence_no, c.today,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
                AS in_window
     FROM page
-    JOIN cadence c USING (frequency, timezone, due_anchor, due_offset_days, lead_days)
+    JOIN cadence c USING (frequency, timezone, due_anchor, due_offset_days)
 ),
 owed AS (
     SELECT pl.organization_id, pl.id AS duty_id, pl.owner_id, pl.business_unit_id,
-           pl.name AS subject, pl.source, p.period_key, p.due_date, p.visible_from
+           pl.name AS subject, pl.source, p.period_key, p.due_date,
+           p.due_date - pl.lead_days AS visible_from
     FROM placed pl
     JOIN candidate p ON p.cadence_no = pl.cadence_no
     WHERE pl.in_window
       AND p.due_date BETWEEN coalesce(pl.effective_from, '-infinity'::date)
                          AND coalesce(pl.effective_to, 'infinity'::date)
+      -- plan.is_owed: the current period always; a later one once visible.
+      AND (pl.today IS NULL OR p.current OR p.due_date - pl.lead_days <= pl.today)
 )"""
 )
 
@@ -286,37 +288,34 @@ def _plan_arrays(plans: Sequence[tuple[Cadence, CadencePlan]]) -> dict[str, list
     c_timezone: list[str] = []
     c_anchor: list[str] = []
     c_offset: list[int] = []
-    c_lead: list[int] = []
     c_today: list[date | None] = []
     p_cadence: list[int] = []
     p_key: list[str] = []
     p_due: list[date] = []
-    p_visible: list[date] = []
+    p_current: list[bool] = []
     for number, (cadence, plan) in enumerate(plans):
         c_no.append(number)
         c_frequency.append(cadence.frequency)
         c_timezone.append(cadence.timezone)
         c_anchor.append(cadence.due_anchor)
         c_offset.append(cadence.due_offset_days)
-        c_lead.append(cadence.lead_days)
         c_today.append(plan.today)
         for candidate in plan.candidates:
             p_cadence.append(number)
             p_key.append(candidate.period_key)
             p_due.append(candidate.due_date)
-            p_visible.append(candidate.visible_from)
+            p_current.append(candidate.current)
     return {
         "c_no": c_no,
         "c_frequency": c_frequency,
         "c_timezone": c_timezone,
         "c_anchor": c_anchor,
         "c_offset": c_offset,
-        "c_lead": c_lead,
         "c_today": c_today,
         "p_cadence": p_cadence,
         "p_key": p_key,
         "p_due": p_due,
-        "p_visible": p_visible,
+        "p_current": p_current,
     }
 
 

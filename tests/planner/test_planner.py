@@ -197,8 +197,13 @@ def test_duties_that_share_a_cadence_get_the_same_periods_and_dates() -> None:
     assert (first["period_key"], first["due_date"]) == (second["period_key"], second["due_date"])
 
 
-def test_a_lead_that_runs_past_year_9999_is_a_fault_not_a_crash() -> None:
+def test_a_lead_reaching_past_year_9999_owes_what_the_calendar_holds() -> None:
     plan = plan_dispatch([duty("d1", lead_days=30)], datetime(9999, 12, 20, tzinfo=UTC))
+    assert keys(plan) == ["9999-12"]
+
+
+def test_a_lead_reaching_back_before_1583_is_a_fault_not_a_crash() -> None:
+    plan = plan_dispatch([duty("d1", lead_days=30)], datetime(1583, 1, 10, tzinfo=UTC))
     assert [(f.duty_id, f.reason) for f in plan.faults] == [("d1", "invalid_cadence")]
 
 
