@@ -155,3 +155,8 @@ def _day_count(value: object, name: str) -> int:
             f"({type(value).__name__}); expected a whole number such as 0, 7 or -3"
         )
     return value
+
+
+def check_day_count(value: object, name: str) -> int:
+    """``value`` if it is a plain ``int`` day count; else ``InvalidDayCountError`` naming it."""
+    return _day_count(value, name)
