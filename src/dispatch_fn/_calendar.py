@@ -46,14 +46,14 @@ def check_day(day: object, role: str) -> date:
         raise InvalidDateError(
             f"{role} must be a datetime.date, got {day!r}; expected a plain calendar date"
         )
-    check_year(day.year, f"{role} {day.isoformat()}")
+    if not MIN_YEAR <= day.year <= MAX_YEAR:
+        raise _year_refused(day.year, f"{role} {day.isoformat()}")
     return day
 
 
-def check_year(year: int, what: str) -> None:
-    """Refuse ``year`` unless it lies within the supported calendar years."""
-    if not MIN_YEAR <= year <= MAX_YEAR:
-        raise YearOutOfRangeError(f"{what} is in year {year!r}; expected {YEAR_RANGE}")
+def _year_refused(year: int, what: str) -> YearOutOfRangeError:
+    # Built only on failure: formatting the message costs more than the check.
+    return YearOutOfRangeError(f"{what} is in year {year!r}; expected {YEAR_RANGE}")
 
 
 def utc_naive(instant: datetime) -> datetime:
@@ -82,7 +82,8 @@ def local_date_in(instant: datetime, zone: ZoneInfo, role: str = "instant") -> d
             f"{role} {instant!r} has no local date in {zone.key!r} within {YEAR_RANGE}"
         ) from None
     day = local.date()
-    check_year(day.year, f"local date of {role} {instant!r} in {zone.key!r}")
+    if not MIN_YEAR <= day.year <= MAX_YEAR:
+        raise _year_refused(day.year, f"local date of {role} {instant!r} in {zone.key!r}")
     return day
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Final
+from typing import Final, NamedTuple
 
 from dispatch_fn._calendar import FIRST_DAY, LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import MalformedPeriodKeyError, UnknownFrequencyError, YearOutOfRangeError
@@ -26,12 +25,14 @@ FREQUENCIES: Final = (
     "annual",
 )
 
+ONE_DAY: Final = timedelta(days=1)
+
+_MONTH_DAYS: Final = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _FIRST_ORDINAL = FIRST_DAY.toordinal()
 _LAST_ORDINAL = LAST_DAY.toordinal()
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
     """One period: its key and the inclusive range of local days it covers."""
 
     key: str
@@ -113,7 +114,7 @@ def _fortnight_containing(day: date) -> Span:
 
 def _month_block(year: int, first_month: int, months: int, key: str) -> Span:
     last_month = first_month + months - 1
-    last_day = calendar.monthrange(year, last_month)[1]
+    last_day = 29 if last_month == 2 and calendar.isleap(year) else _MONTH_DAYS[last_month]
     return Span(key, date(year, first_month, 1), date(year, last_month, last_day))
 
 
@@ -256,5 +257,3 @@ _PARSERS: Final[dict[str, Callable[[str], Span]]] = {
     "semiannual": _parse_semiannual,
     "annual": _parse_annual,
 }
-
-ONE_DAY: Final = timedelta(days=1)

@@ -27,9 +27,7 @@ def _strict_date(value: object) -> date:
     # who typed either meant something else, so only YYYY-MM-DD is a date here.
     if not isinstance(value, str) or not _DATE_SHAPE.fullmatch(value):
         # pydantic reports a ValueError as a validation error; a TypeError would escape.
-        raise ValueError(
-            f"expected a date as 'YYYY-MM-DD', got {value!r}"
-        )
+        raise ValueError(f"expected a date as 'YYYY-MM-DD', got {value!r}")
     try:
         return date.fromisoformat(value)
     except ValueError:

@@ -18,6 +18,7 @@ from dispatch_fn.errors import InvalidDayCountError, UnknownAnchorError, YearOut
 __all__ = [
     "FREQUENCIES",
     "PeriodBounds",
+    "check_day_count",
     "due_date_for",
     "local_date",
     "period_bounds",
@@ -103,7 +104,7 @@ def due_date_for(
         raise UnknownAnchorError(
             f"unknown due anchor {due_anchor!r}; expected 'period_start' or 'period_end'"
         )
-    offset = _day_count(due_offset_days, "due_offset_days")
+    offset = check_day_count(due_offset_days, "due_offset_days")
     anchor = span.first if due_anchor == "period_start" else span.last
     # Clamp in ordinals so that an absurd offset can never overflow a date.
     target = anchor.toordinal() + offset
@@ -113,7 +114,7 @@ def due_date_for(
 def visible_from_for(due_date: date, lead_days: int) -> date:
     """``due_date - lead_days``, deliberately not clamped into the period."""
     due = _calendar.check_day(due_date, "due_date")
-    lead = _day_count(lead_days, "lead_days")
+    lead = check_day_count(lead_days, "lead_days")
     target = due.toordinal() - lead
     if not _calendar.FIRST_DAY.toordinal() <= target <= _calendar.LAST_DAY.toordinal():
         raise YearOutOfRangeError(
@@ -147,16 +148,11 @@ def periods_between(frequency: str, start: datetime, end: datetime, timezone: st
         span = _keys.span_containing(freq, span.last + _keys.ONE_DAY)
 
 
-def _day_count(value: object, name: str) -> int:
-    """``value`` if it is a plain int; booleans and floats are refused."""
+def check_day_count(value: object, name: str) -> int:
+    """``value`` if it is a plain int day count; booleans and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidDayCountError(
             f"{name} must be an int number of days, got {value!r} "
             f"({type(value).__name__}); expected a whole number such as 0, 7 or -3"
         )
     return value
-
-
-def check_day_count(value: object, name: str) -> int:
-    """``value`` if it is a plain ``int`` day count; else ``InvalidDayCountError`` naming it."""
-    return _day_count(value, name)
