@@ -204,11 +204,33 @@ owed AS (
 )"""
 )
 
+# Per duty, the greatest key among ``rows``, and the never-regress test
+# against what the duty holds. Keys compare in "C" collation: fixed-width
+# ASCII, where byte order is chronological order whatever the database's
+# collation says.
+_LATEST_OF: Final = """(SELECT duty_id, max(period_key COLLATE "C") AS latest
+          FROM {rows} GROUP BY duty_id) i"""
+_MOVES_FORWARD: Final = """d.id = i.duty_id
+      AND (d.last_dispatched_period IS NULL
+           OR d.last_dispatched_period COLLATE "C" < i.latest)"""
+
+
+def _summary(new_rows: str, advanced_duties: str) -> str:
+    # One row of counts, in ChunkResult's order.
+    return f"""
+SELECT (SELECT count(*) FROM placed),
+       (SELECT count(*) FROM placed WHERE NOT in_window),
+       (SELECT count(*) FROM placed pl
+         WHERE pl.in_window AND NOT EXISTS (SELECT 1 FROM owed o WHERE o.duty_id = pl.id)),
+       (SELECT count(*) FROM owed),
+       (SELECT count(*) FROM {new_rows}),
+       (SELECT count(*) FROM {advanced_duties})"""
+
+
 # Rows go in sorted by the unique key, so two runs inserting overlapping sets
 # wait on each other in one order instead of deadlocking. The never-regress
-# comparison runs in the UPDATE's WHERE, which PostgreSQL re-checks against the
-# latest row version if a concurrent run moved it first. Keys compare in "C"
-# collation: fixed-width ASCII, where byte order is chronological order.
+# comparison sits in the UPDATE's WHERE, which PostgreSQL re-checks against the
+# newest row version if a concurrent run moved it first.
 _WRITE: Final = (
     _OWED
     + """,
@@ -221,19 +243,15 @@ inserted AS (
 ),
 advanced AS (
     UPDATE duly_duty d SET last_dispatched_period = i.latest
-    FROM (SELECT duty_id, max(period_key COLLATE "C") AS latest FROM inserted GROUP BY duty_id) i
-    WHERE d.id = i.duty_id
-      AND (d.last_dispatched_period IS NULL
-           OR d.last_dispatched_period COLLATE "C" < i.latest)
+    FROM """
+    + _LATEST_OF.format(rows="inserted")
+    + """
+    WHERE """
+    + _MOVES_FORWARD
+    + """
     RETURNING d.id
-)
-SELECT (SELECT count(*) FROM placed),
-       (SELECT count(*) FROM placed WHERE NOT in_window),
-       (SELECT count(*) FROM placed pl
-         WHERE pl.in_window AND NOT EXISTS (SELECT 1 FROM owed o WHERE o.duty_id = pl.id)),
-       (SELECT count(*) FROM owed),
-       (SELECT count(*) FROM inserted),
-       (SELECT count(*) FROM advanced)"""
+)"""
+    + _summary("inserted", "advanced")
 )
 
 # The same question without writing: which owed rows are not there yet, and
@@ -249,18 +267,14 @@ missing AS (
             = (o.organization_id, o.duty_id, o.owner_id, o.period_key))
 ),
 advancing AS (
-    SELECT d.id FROM duly_duty d
-    JOIN (SELECT duty_id, max(period_key COLLATE "C") AS latest FROM missing GROUP BY duty_id) i
-      ON d.id = i.duty_id
-    WHERE d.last_dispatched_period IS NULL OR d.last_dispatched_period COLLATE "C" < i.latest
-)
-SELECT (SELECT count(*) FROM placed),
-       (SELECT count(*) FROM placed WHERE NOT in_window),
-       (SELECT count(*) FROM placed pl
-         WHERE pl.in_window AND NOT EXISTS (SELECT 1 FROM owed o WHERE o.duty_id = pl.id)),
-       (SELECT count(*) FROM owed),
-       (SELECT count(*) FROM missing),
-       (SELECT count(*) FROM advancing)"""
+    SELECT d.id FROM duly_duty d, """
+    + _LATEST_OF.format(rows="missing")
+    + """
+    WHERE """
+    + _MOVES_FORWARD
+    + """
+)"""
+    + _summary("missing", "advancing")
 )
 
 
