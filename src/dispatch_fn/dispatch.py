@@ -123,10 +123,15 @@ def run(
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
-    ``conn`` must be in autocommit mode: each page opens its own transaction.
+    ``conn`` must be in autocommit mode: each page is one statement, so its
+    own transaction.
     ``should_stop`` is asked before each page; when it says yes the run ends
     early with ``complete`` False, and the next run picks up the rest.
     """
+    if not conn.autocommit:
+        # Otherwise every page would join one long transaction, and a run
+        # killed near its end would lose all of them.
+        raise ValueError("dispatch.run needs an autocommit connection; each page commits alone")
     report = RunReport(request)
     try:
         _run_pages(conn, request, report, chunk_size, should_stop)
@@ -230,10 +235,9 @@ def _dispatch_page(
 ) -> None:
     for attempt in range(1, _ATTEMPTS + 1):
         try:
-            with conn.transaction():
-                result = store.dispatch_page(
-                    conn, request.scope, page, ready, dry_run=request.dry_run
-                )
+            # One statement in autocommit is one transaction: the page's inserts
+            # and its advances commit together, with no BEGIN/COMMIT round trips.
+            result = store.dispatch_page(conn, request.scope, page, ready, dry_run=request.dry_run)
             break
         except _RETRYABLE:
             if attempt == _ATTEMPTS:

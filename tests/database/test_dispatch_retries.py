@@ -56,3 +56,8 @@ def test_a_conflict_that_persists_fails_the_run_and_writes_nothing(
     with pytest.raises(RunFailedError, match="DeadlockDetected"):
         dispatch.run(conn, dispatch.RunRequest(now=CLOCK))
     assert task_count(conn) == 0
+
+
+def test_a_run_refuses_a_connection_that_would_make_it_one_long_transaction(db_url: str) -> None:
+    with psycopg.connect(db_url) as manual, pytest.raises(ValueError, match="autocommit"):
+        dispatch.run(manual, dispatch.RunRequest(now=CLOCK))
