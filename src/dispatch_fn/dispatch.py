@@ -26,12 +26,12 @@ from dispatch_fn.plan import (
     FAULT_REASONS,
     FORMS,
     SKIP_REASONS,
-    Cadence,
-    CadencePlan,
     CadenceRefused,
+    Schedule,
     Window,
+    check_due_anchor,
     classify,
-    plan_cadence,
+    schedule_for,
     unknown_form_detail,
 )
 from dispatch_fn.store import Connection, Scope
@@ -156,7 +156,7 @@ def _run_pages(
     should_stop: Callable[[], bool],
 ) -> None:
     _count_undispatchable(conn, request.scope, report)
-    plans: dict[Cadence, CadencePlan | CadenceRefused] = {}
+    schedules: dict[tuple[str | None, str], Schedule | CadenceRefused] = {}
     after: str | None = None
     while True:
         if should_stop():
@@ -165,29 +165,46 @@ def _run_pages(
         page = store.next_page(conn, request.scope, after, chunk_size)
         if page is None:
             break
-        ready: list[tuple[Cadence, CadencePlan]] = []
-        for found in page.cadences:
-            outcome = plans.get(found.cadence)
-            if outcome is None or (
-                isinstance(outcome, CadencePlan) and outcome.lead_horizon < found.max_lead
-            ):
-                outcome = _plan_or_refusal(found, request)
-                plans[found.cadence] = outcome
+        ready: list[tuple[store.PageGroup, Schedule]] = []
+        for group in page.groups:
+            outcome = _schedule(group, request, schedules)
             if isinstance(outcome, CadenceRefused):
-                _record_faults(conn, request.scope, page, found, refused=outcome, report=report)
+                _record_faults(conn, request.scope, page, group, refused=outcome, report=report)
             else:
-                ready.append((found.cadence, outcome))
+                ready.append((group, outcome))
         if ready:
             _dispatch_page(conn, request, page, ready, report)
         report.pages += 1
         report.last_duty_id = after = page.upto
 
 
-def _plan_or_refusal(found: store.PageCadence, request: RunRequest) -> CadencePlan | CadenceRefused:
+def _schedule(
+    group: store.PageGroup,
+    request: RunRequest,
+    schedules: dict[tuple[str | None, str], Schedule | CadenceRefused],
+) -> Schedule | CadenceRefused:
+    """The group's schedule, planned once per run per frequency and zone (and reach)."""
+    memo = (group.frequency, group.timezone)
+    found = schedules.get(memo)
+    if found is None or (isinstance(found, Schedule) and found.lead_horizon < group.max_lead):
+        try:
+            found = schedule_for(
+                group.frequency,
+                group.timezone,
+                request.now,
+                request.window,
+                lead_horizon=group.max_lead,
+            )
+        except CadenceRefused as refused:
+            found = refused
+        schedules[memo] = found
+    if isinstance(found, CadenceRefused):
+        return found
     try:
-        return plan_cadence(found.cadence, request.now, request.window, lead_horizon=found.max_lead)
+        check_due_anchor(group.due_anchor)
     except CadenceRefused as refused:
         return refused
+    return found
 
 
 def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> None:
@@ -211,16 +228,16 @@ def _record_faults(
     conn: Connection,
     scope: Scope,
     page: store.Page,
-    found: store.PageCadence,
+    group: store.PageGroup,
     *,
     refused: CadenceRefused,
     report: RunReport,
 ) -> None:
-    report.duties_read += found.duties
-    report.fault_counts[refused.reason] += found.duties
+    report.duties_read += group.duties
+    report.fault_counts[refused.reason] += group.duties
     room = FAULT_LIST_LIMIT - len(report.faults)
     if room > 0:
-        for duty_id in store.ids_with_cadence(conn, scope, page, found.cadence, room):
+        for duty_id in store.ids_in_group(conn, scope, page, group, room):
             report.faults.append(
                 {"duty_id": duty_id, "reason": refused.reason, "detail": refused.detail}
             )
@@ -230,7 +247,7 @@ def _dispatch_page(
     conn: Connection,
     request: RunRequest,
     page: store.Page,
-    ready: list[tuple[Cadence, CadencePlan]],
+    ready: list[tuple[store.PageGroup, Schedule]],
     report: RunReport,
 ) -> None:
     for attempt in range(1, _ATTEMPTS + 1):

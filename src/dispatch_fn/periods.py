@@ -19,9 +19,11 @@ __all__ = [
     "FREQUENCIES",
     "PeriodBounds",
     "check_day_count",
+    "check_due_anchor",
     "due_date_for",
     "local_date",
     "period_bounds",
+    "period_days",
     "period_key_for",
     "periods_between",
     "start_of_day",
@@ -100,15 +102,27 @@ def due_date_for(
     freq = _keys.check_frequency(frequency)
     zone(timezone)  # validated although a due date is pure calendar arithmetic
     span = _keys.span_of_key(freq, period_key)
-    if not isinstance(due_anchor, str) or due_anchor not in _ANCHORS:
-        raise UnknownAnchorError(
-            f"unknown due anchor {due_anchor!r}; expected 'period_start' or 'period_end'"
-        )
+    check_due_anchor(due_anchor)
     offset = check_day_count(due_offset_days, "due_offset_days")
     anchor = span.first if due_anchor == "period_start" else span.last
     # Clamp in ordinals so that an absurd offset can never overflow a date.
     target = anchor.toordinal() + offset
     return date.fromordinal(min(max(target, span.first.toordinal()), span.last.toordinal()))
+
+
+def check_due_anchor(due_anchor: object) -> str:
+    """``due_anchor`` if it is ``period_start`` or ``period_end``; else ``UnknownAnchorError``."""
+    if not isinstance(due_anchor, str) or due_anchor not in _ANCHORS:
+        raise UnknownAnchorError(
+            f"unknown due anchor {due_anchor!r}; expected 'period_start' or 'period_end'"
+        )
+    return due_anchor
+
+
+def period_days(frequency: str, period_key: str) -> tuple[date, date]:
+    """The first and last calendar day of ``period_key``: the same days in every zone."""
+    span = _keys.span_of_key(_keys.check_frequency(frequency), period_key)
+    return span.first, span.last
 
 
 def visible_from_for(due_date: date, lead_days: int) -> date:

@@ -1,9 +1,10 @@
 """The pure planner: which tasks a set of duties owes at a clock, and why not.
 
-Decisions only — no database, no clock, no environment. The database path in
-``store`` asks this module the same questions one cadence at a time
-(``plan_cadence``, ``classify``, ``within``) and lets PostgreSQL apply the
-per-duty answers in bulk, so the rules live here once.
+Decisions only — no database, no clock, no environment. The database path
+asks this module the same questions once per frequency and zone
+(``schedule_for``, ``check_due_anchor``, ``classify``) and lets PostgreSQL
+apply the per-duty rules (``within``, ``is_owed``, the due-date clamp) to a
+whole page at once; the equivalence tests hold the two to the same answers.
 """
 
 from __future__ import annotations
@@ -56,18 +57,13 @@ class Window:
 
 @dataclass(frozen=True, slots=True)
 class Cadence:
-    """The duty fields that fix its periods and due dates.
-
-    Duties that share a cadence share their candidate periods and due dates
-    at a given clock, so each cadence is planned once per run however many
-    duties have it. The lead is not part of it: a duty's lead only decides
-    which of those candidates are visible yet (see ``is_owed``).
-    """
+    """The duty fields that decide its periods and dates."""
 
     frequency: str | None
     timezone: str = DEFAULT_TIMEZONE
     due_anchor: str = DEFAULT_ANCHOR
     due_offset_days: int = DEFAULT_OFFSET_DAYS
+    lead_days: int = DEFAULT_LEAD_DAYS
 
     @classmethod
     def of(cls, duty: Mapping[str, Any]) -> Cadence:
@@ -77,35 +73,33 @@ class Cadence:
             timezone=_default(duty.get("timezone"), DEFAULT_TIMEZONE),
             due_anchor=_default(duty.get("due_anchor"), DEFAULT_ANCHOR),
             due_offset_days=_default(duty.get("due_offset_days"), DEFAULT_OFFSET_DAYS),
+            lead_days=_default(duty.get("lead_days"), DEFAULT_LEAD_DAYS),
         )
 
 
-def lead_of(duty: Mapping[str, Any]) -> int:
-    """The duty's lead in days, null read as the column default."""
-    lead: int = _default(duty.get("lead_days"), DEFAULT_LEAD_DAYS)
-    return lead
-
-
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """A period a cadence may owe, with its due date; ``current`` holds the clock."""
+class Period:
+    """A candidate period: its key, its first and last local day, and whether it holds now."""
 
-    period_key: str
-    due_date: date
+    key: str
+    first_day: date
+    last_day: date
     current: bool
 
 
 @dataclass(frozen=True, slots=True)
-class CadencePlan:
-    """What every duty of one cadence may be owed at one clock.
+class Schedule:
+    """The periods every duty of one frequency and zone may owe at one clock.
 
-    ``today`` is the duty-local date that the effective window and visibility
-    are tested on; None for a backfill, which has neither test. The candidates
+    Anchor, offset and lead only pick due dates inside these periods and decide
+    which are visible yet, so one schedule serves every duty of its frequency
+    and zone. ``today`` is the duty-local date the effective window and the
+    visibility gate test; None for a backfill, which has neither. The periods
     reach far enough for any lead up to ``lead_horizon``.
     """
 
     today: date | None
-    candidates: tuple[Candidate, ...]
+    periods: tuple[Period, ...]
     lead_horizon: int
 
 
@@ -183,36 +177,51 @@ def within(day: date, effective_from: date | None, effective_to: date | None) ->
     )
 
 
-def plan_cadence(
-    cadence: Cadence, now: datetime, window: WindowLike | None = None, *, lead_horizon: int = 0
-) -> CadencePlan:
-    """Candidate periods for one cadence, enough for leads up to ``lead_horizon``.
+def schedule_for(
+    frequency: str | None,
+    timezone: str,
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    lead_horizon: int = 0,
+) -> Schedule:
+    """The candidate periods of a frequency in a zone, enough for leads up to ``lead_horizon``.
 
-    Raises ``CadenceRefused`` naming the fault if the engine refuses the cadence.
+    Raises ``CadenceRefused`` naming the fault if the engine refuses them.
     """
-    if cadence.frequency is None:
+    if frequency is None:
         raise CadenceRefused("no_frequency", "frequency is null; a recurring duty needs one")
     try:
-        return _plan_cadence(cadence, now, window, lead_horizon)
-    except UnknownFrequencyError as exc:
-        raise CadenceRefused("unknown_frequency", str(exc)) from exc
+        return _schedule_for(frequency, timezone, now, window, lead_horizon)
     except PeriodError as exc:
-        raise CadenceRefused("invalid_cadence", str(exc)) from exc
+        raise _refusal(exc) from exc
 
 
-def is_owed(candidate: Candidate, visible_from: date, today: date | None) -> bool:
+def check_due_anchor(due_anchor: object) -> None:
+    """Raise ``CadenceRefused`` if the engine does not know this due anchor."""
+    try:
+        periods.check_due_anchor(due_anchor)
+    except PeriodError as exc:
+        raise _refusal(exc) from exc
+
+
+def is_owed(period: Period, visible_from: date, today: date | None) -> bool:
     """The visibility gate: a later period is owed once its lead window has opened.
 
     The current period is owed even if its own ``visible_from`` lies ahead; a
     backfill (``today`` None) owes every candidate.
     """
-    return today is None or candidate.current or visible_from <= today
+    return today is None or period.current or visible_from <= today
 
 
-def _plan_cadence(
-    cadence: Cadence, now: datetime, window: WindowLike | None, lead_horizon: int
-) -> CadencePlan:
-    frequency, zone = str(cadence.frequency), cadence.timezone
+def _refusal(exc: PeriodError) -> CadenceRefused:
+    reason = "unknown_frequency" if isinstance(exc, UnknownFrequencyError) else "invalid_cadence"
+    return CadenceRefused(reason, str(exc))
+
+
+def _schedule_for(
+    frequency: str, zone: str, now: datetime, window: WindowLike | None, lead_horizon: int
+) -> Schedule:
     today = periods.local_date(now, zone)
     if window is not None:
         last_day = window.to_date if window.to_date is not None else today
@@ -222,29 +231,21 @@ def _plan_cadence(
             periods.start_of_day(last_day, zone),
             zone,
         )
-        return CadencePlan(None, _candidates(cadence, keys, current=None), lead_horizon)
+        return Schedule(None, _periods(frequency, keys, current=None), lead_horizon)
     # SPEC §4 names the candidates periods_between(now, first instant of
     # today + lead). A later period is owed only when due - lead <= today, and
     # its due date lies inside it, so it starts on or before today + lead:
-    # candidates up to the largest lead cover every duty of the cadence, and
+    # candidates up to the largest lead cover every duty of the schedule, and
     # is_owed() makes the per-duty cut. A lead of 0 or less leaves the current
     # period alone.
     horizon_day = _add_days_within_calendar(today, max(lead_horizon, 0))
     horizon = max(now, periods.start_of_day(horizon_day, zone))
     keys = periods.periods_between(frequency, now, horizon, zone)
-    return CadencePlan(today, _candidates(cadence, keys, current=keys[0]), lead_horizon)
+    return Schedule(today, _periods(frequency, keys, current=keys[0]), lead_horizon)
 
 
-def _candidates(cadence: Cadence, keys: list[str], current: str | None) -> tuple[Candidate, ...]:
-    frequency, zone = str(cadence.frequency), cadence.timezone
-    return tuple(
-        Candidate(
-            key,
-            periods.due_date_for(frequency, key, zone, cadence.due_anchor, cadence.due_offset_days),
-            key == current,
-        )
-        for key in keys
-    )
+def _periods(frequency: str, keys: list[str], current: str | None) -> tuple[Period, ...]:
+    return tuple(Period(key, *periods.period_days(frequency, key), key == current) for key in keys)
 
 
 def _add_days_within_calendar(day: date, days: int) -> date:
@@ -266,7 +267,7 @@ def plan_dispatch(
     if now.tzinfo is None or now.utcoffset() is None:
         raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
     plan = Plan()
-    cadence_plans: dict[tuple[Cadence, int], CadencePlan | CadenceRefused] = {}
+    schedules: dict[tuple[str | None, str, int], Schedule | CadenceRefused] = {}
     for duty in duties:
         duty_id = str(duty["id"])
         not_dispatched = classify(duty.get("form"), duty.get("status"))
@@ -276,38 +277,28 @@ def plan_dispatch(
             )
             plan.skipped.append(Skip(duty_id, not_dispatched, detail))
             continue
-        cadence, lead = Cadence.of(duty), lead_of(duty)
+        cadence = Cadence.of(duty)
         try:
-            periods.check_day_count(lead, "lead_days")
-        except PeriodError as exc:
-            plan.skipped.append(Skip(duty_id, "invalid_cadence", str(exc)))
-            continue
-        outcome = cadence_plans.get((cadence, lead))
-        if outcome is None:
-            try:
-                outcome = plan_cadence(cadence, now, window, lead_horizon=lead)
-            except CadenceRefused as refused:
-                outcome = refused
-            cadence_plans[cadence, lead] = outcome
-        if isinstance(outcome, CadenceRefused):
-            plan.skipped.append(Skip(duty_id, outcome.reason, outcome.detail))
+            schedule = _duty_schedule(cadence, now, window, schedules)
+        except CadenceRefused as refused:
+            plan.skipped.append(Skip(duty_id, refused.reason, refused.detail))
             continue
         effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
-        if outcome.today is not None and not within(outcome.today, effective_from, effective_to):
+        if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
             plan.skipped.append(Skip(duty_id, "outside_effective_window"))
             continue
         try:
             drafts = [
-                _draft(duty, candidate, visible_from)
-                for candidate in outcome.candidates
-                if within(candidate.due_date, effective_from, effective_to)
+                _draft(duty, period.key, due_date, visible_from)
+                for period in schedule.periods
+                if within(due_date := _due_date(cadence, period), effective_from, effective_to)
                 and is_owed(
-                    candidate,
-                    visible_from := periods.visible_from_for(candidate.due_date, lead),
-                    outcome.today,
+                    period,
+                    visible_from := periods.visible_from_for(due_date, cadence.lead_days),
+                    schedule.today,
                 )
             ]
-        except PeriodError as exc:  # a lead reaching before 1583
+        except PeriodError as exc:  # a lead reaching past the calendar's edge
             plan.skipped.append(Skip(duty_id, "invalid_cadence", str(exc)))
             continue
         if not drafts:
@@ -316,7 +307,49 @@ def plan_dispatch(
     return plan
 
 
-def _draft(duty: Mapping[str, Any], candidate: Candidate, visible_from: date) -> dict[str, Any]:
+def _duty_schedule(
+    cadence: Cadence,
+    now: datetime,
+    window: WindowLike | None,
+    schedules: dict[tuple[str | None, str, int], Schedule | CadenceRefused],
+) -> Schedule:
+    """The duty's schedule, its cadence checked in the order the database path checks it."""
+    try:
+        lead = periods.check_day_count(cadence.lead_days, "lead_days")
+    except PeriodError as exc:
+        raise _refusal(exc) from exc
+    memo = (cadence.frequency, cadence.timezone, lead)
+    if memo not in schedules:
+        try:
+            schedules[memo] = schedule_for(
+                cadence.frequency, cadence.timezone, now, window, lead_horizon=lead
+            )
+        except CadenceRefused as refused:
+            schedules[memo] = refused
+    found = schedules[memo]
+    if isinstance(found, CadenceRefused):
+        raise found
+    check_due_anchor(cadence.due_anchor)
+    try:
+        periods.check_day_count(cadence.due_offset_days, "due_offset_days")
+    except PeriodError as exc:
+        raise _refusal(exc) from exc
+    return found
+
+
+def _due_date(cadence: Cadence, period: Period) -> date:
+    return periods.due_date_for(
+        str(cadence.frequency),
+        period.key,
+        cadence.timezone,
+        cadence.due_anchor,
+        cadence.due_offset_days,
+    )
+
+
+def _draft(
+    duty: Mapping[str, Any], period_key: str, due_date: date, visible_from: date
+) -> dict[str, Any]:
     # Name and business unit are copied, so renaming or transferring a duty
     # later never rewrites the history its tasks record.
     return {
@@ -326,8 +359,8 @@ def _draft(duty: Mapping[str, Any], candidate: Candidate, visible_from: date) ->
         "business_unit_id": duty.get("business_unit_id"),
         "subject": duty["name"],
         "source": duty["source"],
-        "period_key": candidate.period_key,
-        "due_date": candidate.due_date,
+        "period_key": period_key,
+        "due_date": due_date,
         "visible_from": visible_from,
         "status": "open",
     }

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from typing import Any, Final
 
 import psycopg
 from psycopg import sql
 
-from dispatch_fn.plan import Cadence, CadencePlan
+from dispatch_fn.plan import Schedule
 
 type Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -56,10 +55,12 @@ class Scope:
 
 
 @dataclass(frozen=True, slots=True)
-class PageCadence:
-    """One cadence found in a page: how many duties have it, and their largest lead."""
+class PageGroup:
+    """The page's duties of one frequency, zone and anchor: how many, and their largest lead."""
 
-    cadence: Cadence
+    frequency: str | None
+    timezone: str
+    due_anchor: str
     duties: int
     max_lead: int
 
@@ -70,7 +71,7 @@ class Page:
 
     after: str | None
     upto: str
-    cadences: tuple[PageCadence, ...]
+    groups: tuple[PageGroup, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,48 +111,47 @@ def ids_with_form(
 
 
 def next_page(conn: Connection, scope: Scope, after: str | None, size: int) -> Page | None:
-    """The next ``size`` dispatchable duties after id ``after``, as their cadences."""
+    """The next ``size`` dispatchable duties after id ``after``, grouped by schedule."""
     query = sql.SQL(
         "WITH page AS ("
         " SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
         " WHERE " + _DISPATCHABLE + " AND {after} AND {scope}"
         " ORDER BY d.id LIMIT %(size)s)"
         # max(id) in the database's collation: the one ORDER BY id used.
-        " SELECT frequency, timezone, due_anchor, due_offset_days, count(*), max(lead_days),"
+        " SELECT frequency, timezone, due_anchor, count(*), max(lead_days),"
         " (SELECT max(id) FROM page)"
-        " FROM page GROUP BY 1, 2, 3, 4"
+        " FROM page GROUP BY 1, 2, 3"
     ).format(after=_after(after), scope=scope.condition())
     params = {**scope.params(), "after": after, "size": size}
     rows = conn.execute(query, params).fetchall()
     if not rows:
         return None
-    upto = str(rows[0][6])
-    cadences = tuple(
-        PageCadence(Cadence(freq, zone, anchor, offset), int(n), int(max_lead))
-        for freq, zone, anchor, offset, n, max_lead, _ in rows
+    upto = str(rows[0][5])
+    groups = tuple(
+        PageGroup(freq, zone, anchor, int(n), int(max_lead))
+        for freq, zone, anchor, n, max_lead, _ in rows
     )
-    return Page(after, upto, cadences)
+    return Page(after, upto, groups)
 
 
-def ids_with_cadence(
-    conn: Connection, scope: Scope, page: Page, cadence: Cadence, limit: int
+def ids_in_group(
+    conn: Connection, scope: Scope, page: Page, group: PageGroup, limit: int
 ) -> list[str]:
-    """Ids of up to ``limit`` dispatchable duties in the page that have this cadence."""
+    """Ids of up to ``limit`` of the page's duties in ``group``."""
     query = sql.SQL(
         "SELECT id FROM (SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
         " WHERE " + _DISPATCHABLE + " AND {after} AND d.id <= %(upto)s AND {scope}) page"
         " WHERE frequency IS NOT DISTINCT FROM %(frequency)s::text AND timezone = %(timezone)s"
-        " AND due_anchor = %(anchor)s AND due_offset_days = %(offset)s"
+        " AND due_anchor = %(anchor)s"
         " ORDER BY id LIMIT %(limit)s"
     ).format(after=_after(page.after), scope=scope.condition())
     params = {
         **scope.params(),
         "after": page.after,
         "upto": page.upto,
-        "frequency": cadence.frequency,
-        "timezone": cadence.timezone,
-        "anchor": cadence.due_anchor,
-        "offset": cadence.due_offset_days,
+        "frequency": group.frequency,
+        "timezone": group.timezone,
+        "anchor": group.due_anchor,
         "limit": limit,
     }
     return [str(row[0]) for row in conn.execute(query, params).fetchall()]
@@ -173,34 +173,44 @@ WITH page AS (
     + """ AND {after} AND d.id <= %(upto)s AND {scope}
 ),
 cadence AS (
-    SELECT * FROM unnest(%(c_no)s::int[], %(c_frequency)s::text[], %(c_timezone)s::text[],
-                         %(c_anchor)s::text[], %(c_offset)s::int[], %(c_today)s::date[])
-        AS c(no, frequency, timezone, due_anchor, due_offset_days, today)
+    SELECT * FROM unnest(%(c_schedule)s::int[], %(c_frequency)s::text[], %(c_timezone)s::text[],
+                         %(c_anchor)s::text[], %(c_today)s::date[])
+        AS c(schedule_no, frequency, timezone, due_anchor, today)
 ),
-candidate AS (
-    SELECT * FROM unnest(%(p_cadence)s::int[], %(p_key)s::text[], %(p_due)s::date[],
-                         %(p_current)s::bool[])
-        AS p(cadence_no, period_key, due_date, current)
+period AS (
+    SELECT * FROM unnest(%(p_schedule)s::int[], %(p_key)s::text[], %(p_first)s::date[],
+                         %(p_last)s::date[], %(p_current)s::bool[])
+        AS p(schedule_no, period_key, first_day, last_day, current)
 ),
 placed AS (
-    SELECT page.*, c.no AS cadence_no, c.today,
+    SELECT page.*, c.schedule_no, c.today,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
                AS in_window
     FROM page
-    JOIN cadence c USING (frequency, timezone, due_anchor, due_offset_days)
+    JOIN cadence c USING (frequency, timezone, due_anchor)
+),
+dated AS (
+    -- periods.due_date_for in bulk: the anchor day plus the offset, clamped
+    -- into the period (the clamp is applied to the offset too, so no offset
+    -- can push a date out of range: no period is longer than 366 days).
+    SELECT pl.*, p.period_key, p.current,
+           least(greatest(
+               CASE pl.due_anchor WHEN 'period_start' THEN p.first_day ELSE p.last_day END
+                   + least(greatest(pl.due_offset_days, -400), 400),
+               p.first_day), p.last_day) AS due_date
+    FROM placed pl
+    JOIN period p USING (schedule_no)
+    WHERE pl.in_window
 ),
 owed AS (
-    SELECT pl.organization_id, pl.id AS duty_id, pl.owner_id, pl.business_unit_id,
-           pl.name AS subject, pl.source, p.period_key, p.due_date,
-           p.due_date - pl.lead_days AS visible_from
-    FROM placed pl
-    JOIN candidate p ON p.cadence_no = pl.cadence_no
-    WHERE pl.in_window
-      AND p.due_date BETWEEN coalesce(pl.effective_from, '-infinity'::date)
-                         AND coalesce(pl.effective_to, 'infinity'::date)
+    SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
+           period_key, due_date, due_date - lead_days AS visible_from
+    FROM dated
+    WHERE due_date BETWEEN coalesce(effective_from, '-infinity'::date)
+                       AND coalesce(effective_to, 'infinity'::date)
       -- plan.is_owed: the current period always; a later one once visible.
-      AND (pl.today IS NULL OR p.current OR p.due_date - pl.lead_days <= pl.today)
+      AND (today IS NULL OR current OR due_date - lead_days <= today)
 )"""
 )
 
@@ -284,7 +294,7 @@ def dispatch_page(
     conn: Connection,
     scope: Scope,
     page: Page,
-    plans: Sequence[tuple[Cadence, CadencePlan]],
+    ready: Sequence[tuple[PageGroup, Schedule]],
     *,
     dry_run: bool,
 ) -> ChunkResult:
@@ -292,47 +302,38 @@ def dispatch_page(
     query = sql.SQL(_DRY_RUN if dry_run else _WRITE).format(
         after=_after(page.after), scope=scope.condition()
     )
-    params = {**scope.params(), **_plan_arrays(plans), "after": page.after, "upto": page.upto}
+    params = {**scope.params(), **_arrays(ready), "after": page.after, "upto": page.upto}
     row = conn.execute(query, params).fetchone()
     assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
     return ChunkResult(*(int(value) for value in row))
 
 
-def _plan_arrays(plans: Sequence[tuple[Cadence, CadencePlan]]) -> dict[str, list[Any]]:
-    c_no: list[int] = []
-    c_frequency: list[str | None] = []
-    c_timezone: list[str] = []
-    c_anchor: list[str] = []
-    c_offset: list[int] = []
-    c_today: list[date | None] = []
-    p_cadence: list[int] = []
-    p_key: list[str] = []
-    p_due: list[date] = []
-    p_current: list[bool] = []
-    for number, (cadence, plan) in enumerate(plans):
-        c_no.append(number)
-        c_frequency.append(cadence.frequency)
-        c_timezone.append(cadence.timezone)
-        c_anchor.append(cadence.due_anchor)
-        c_offset.append(cadence.due_offset_days)
-        c_today.append(plan.today)
-        for candidate in plan.candidates:
-            p_cadence.append(number)
-            p_key.append(candidate.period_key)
-            p_due.append(candidate.due_date)
-            p_current.append(candidate.current)
-    return {
-        "c_no": c_no,
-        "c_frequency": c_frequency,
-        "c_timezone": c_timezone,
-        "c_anchor": c_anchor,
-        "c_offset": c_offset,
-        "c_today": c_today,
-        "p_cadence": p_cadence,
-        "p_key": p_key,
-        "p_due": p_due,
-        "p_current": p_current,
-    }
+def _arrays(ready: Sequence[tuple[PageGroup, Schedule]]) -> dict[str, list[Any]]:
+    # Each schedule's periods travel once, however many anchors share it.
+    numbers: dict[int, int] = {}
+    arrays: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "c_schedule", "c_frequency", "c_timezone", "c_anchor", "c_today",
+            "p_schedule", "p_key", "p_first", "p_last", "p_current",
+        )
+    }  # fmt: skip
+    for group, schedule in ready:
+        number = numbers.get(id(schedule))
+        if number is None:
+            number = numbers[id(schedule)] = len(numbers)
+            for period in schedule.periods:
+                arrays["p_schedule"].append(number)
+                arrays["p_key"].append(period.key)
+                arrays["p_first"].append(period.first_day)
+                arrays["p_last"].append(period.last_day)
+                arrays["p_current"].append(period.current)
+        arrays["c_schedule"].append(number)
+        arrays["c_frequency"].append(group.frequency)
+        arrays["c_timezone"].append(group.timezone)
+        arrays["c_anchor"].append(group.due_anchor)
+        arrays["c_today"].append(schedule.today)
+    return arrays
 
 
 def _after(after: str | None) -> sql.Composable:

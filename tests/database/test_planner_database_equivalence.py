@@ -97,3 +97,28 @@ def test_database_path_inserts_exactly_the_planned_rows(
         if current is None or draft["period_key"] > current:
             latest[draft["duty_id"]] = draft["period_key"]
     assert last_dispatched(conn) == latest
+
+
+def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
+    conn: psycopg.Connection[Any],
+) -> None:
+    offsets = (-3660, -400, -366, -90, -31, -1, 0, 1, 27, 30, 365, 366, 400, 3660)
+    duties = [
+        duty(
+            f"{frequency}-{anchor}-{offset}",
+            frequency=frequency,
+            due_anchor=anchor,
+            due_offset_days=offset,
+            timezone="Australia/Lord_Howe",
+        )
+        for frequency in FREQUENCIES
+        for anchor in ("period_start", "period_end")
+        for offset in offsets
+    ]
+    insert_duties(conn, duties)
+    now = datetime(2028, 3, 1, 12, tzinfo=UTC)
+    window = Window(date(2027, 12, 20), date(2028, 3, 10))  # a leap February inside
+    plan = plan_dispatch(duties, now, window)
+    dispatch.run(conn, dispatch.RunRequest(now=now, window=window), chunk_size=50)
+    assert _as_tuples(task_rows(conn)) == _as_tuples(plan.drafts)
+    assert len(plan.drafts) > len(duties)

@@ -1,8 +1,9 @@
 -- Duties and the tasks dispatched from them (SPEC §3).
 --
--- Cadence columns carry no CHECK constraints on purpose: a duty with an unknown
--- form, frequency or zone must still be storable so the dispatcher can report it
--- as a fault instead of the whole write failing upstream.
+-- Form, status, frequency, zone and anchor carry no CHECK constraints on
+-- purpose: a duty with an unknown one must still be storable, so the
+-- dispatcher can report it as a fault instead of the whole write failing
+-- upstream.
 
 CREATE TABLE duly_duty (
     id                     text PRIMARY KEY,
@@ -20,7 +21,12 @@ CREATE TABLE duly_duty (
     timezone               text NOT NULL DEFAULT 'UTC',
     effective_from         date,
     effective_to           date,
-    last_dispatched_period text
+    last_dispatched_period text,
+    -- Ten years either way is already absurd for a due offset or a lead; the
+    -- bound keeps every date the dispatcher derives from them inside
+    -- PostgreSQL's date range, so one wild row cannot abort a page for all.
+    CONSTRAINT duly_duty_offset_range CHECK (due_offset_days BETWEEN -3660 AND 3660),
+    CONSTRAINT duly_duty_lead_range CHECK (lead_days BETWEEN -3660 AND 3660)
 );
 
 -- The dispatcher pages through dispatchable duties by id (keyset); the partial
