@@ -156,55 +156,53 @@ def _run_pages(
     should_stop: Callable[[], bool],
 ) -> None:
     _count_undispatchable(conn, request.scope, report)
-    schedules: dict[tuple[str | None, str], Schedule | CadenceRefused] = {}
+    ready = _plan_groups(conn, request, report)
     after: str | None = None
-    while True:
+    while ready:
         if should_stop():
             report.complete = False
             break
-        page = store.next_page(conn, request.scope, after, chunk_size)
-        if page is None:
+        result = _dispatch_page(conn, request, after, chunk_size, ready=ready, report=report)
+        if result.upto is None:
             break
-        ready: list[tuple[store.PageGroup, Schedule]] = []
-        for group in page.groups:
-            outcome = _schedule(group, request, schedules)
-            if isinstance(outcome, CadenceRefused):
-                _record_faults(conn, request.scope, page, group, refused=outcome, report=report)
-            else:
-                ready.append((group, outcome))
-        if ready:
-            _dispatch_page(conn, request, page, ready, report)
         report.pages += 1
-        report.last_duty_id = after = page.upto
+        report.last_duty_id = after = result.upto
 
 
-def _schedule(
-    group: store.PageGroup,
-    request: RunRequest,
-    schedules: dict[tuple[str | None, str], Schedule | CadenceRefused],
-) -> Schedule | CadenceRefused:
-    """The group's schedule, planned once per run per frequency and zone (and reach)."""
-    memo = (group.frequency, group.timezone)
-    found = schedules.get(memo)
-    if found is None or (isinstance(found, Schedule) and found.lead_horizon < group.max_lead):
+def _plan_groups(
+    conn: Connection, request: RunRequest, report: RunReport
+) -> list[tuple[store.Group, Schedule]]:
+    """Plan every group of dispatchable duties once; record the refused ones as faults.
+
+    A schedule serves every anchor of its frequency and zone, so it is
+    planned far enough for the largest lead among all of them.
+    """
+    groups = store.dispatchable_groups(conn, request.scope)
+    reach: dict[tuple[str | None, str], int] = {}
+    for group in groups:
+        memo = (group.frequency, group.timezone)
+        reach[memo] = max(reach.get(memo, group.max_lead), group.max_lead)
+    schedules: dict[tuple[str | None, str], Schedule | CadenceRefused] = {}
+    for (frequency, zone), lead in reach.items():
         try:
-            found = schedule_for(
-                group.frequency,
-                group.timezone,
-                request.now,
-                request.window,
-                lead_horizon=group.max_lead,
+            schedules[frequency, zone] = schedule_for(
+                frequency, zone, request.now, request.window, lead_horizon=lead
             )
         except CadenceRefused as refused:
-            found = refused
-        schedules[memo] = found
-    if isinstance(found, CadenceRefused):
-        return found
-    try:
-        check_due_anchor(group.due_anchor)
-    except CadenceRefused as refused:
-        return refused
-    return found
+            schedules[frequency, zone] = refused
+    ready = []
+    for group in groups:
+        outcome = schedules[group.frequency, group.timezone]
+        if isinstance(outcome, Schedule):
+            try:
+                check_due_anchor(group.due_anchor)
+            except CadenceRefused as refused:
+                outcome = refused
+        if isinstance(outcome, CadenceRefused):
+            _record_faults(conn, request.scope, group, refused=outcome, report=report)
+        else:
+            ready.append((group, outcome))
+    return ready
 
 
 def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> None:
@@ -227,8 +225,7 @@ def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> 
 def _record_faults(
     conn: Connection,
     scope: Scope,
-    page: store.Page,
-    group: store.PageGroup,
+    group: store.Group,
     *,
     refused: CadenceRefused,
     report: RunReport,
@@ -237,7 +234,7 @@ def _record_faults(
     report.fault_counts[refused.reason] += group.duties
     room = FAULT_LIST_LIMIT - len(report.faults)
     if room > 0:
-        for duty_id in store.ids_in_group(conn, scope, page, group, room):
+        for duty_id in store.ids_in_group(conn, scope, group, room):
             report.faults.append(
                 {"duty_id": duty_id, "reason": refused.reason, "detail": refused.detail}
             )
@@ -246,15 +243,19 @@ def _record_faults(
 def _dispatch_page(
     conn: Connection,
     request: RunRequest,
-    page: store.Page,
-    ready: list[tuple[store.PageGroup, Schedule]],
+    after: str | None,
+    size: int,
+    *,
+    ready: list[tuple[store.Group, Schedule]],
     report: RunReport,
-) -> None:
+) -> store.PageResult:
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             # One statement in autocommit is one transaction: the page's inserts
             # and its advances commit together, with no BEGIN/COMMIT round trips.
-            result = store.dispatch_page(conn, request.scope, page, ready, dry_run=request.dry_run)
+            result = store.dispatch_page(
+                conn, request.scope, after, size, ready, dry_run=request.dry_run
+            )
             break
         except _RETRYABLE:
             if attempt == _ATTEMPTS:
@@ -267,6 +268,7 @@ def _dispatch_page(
     report.tasks_created += result.created
     report.tasks_existing += result.owed - result.created
     report.duties_advanced += result.advanced
+    return result
 
 
 def _iso(day: date | None) -> str | None:

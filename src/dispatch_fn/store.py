@@ -55,8 +55,8 @@ class Scope:
 
 
 @dataclass(frozen=True, slots=True)
-class PageGroup:
-    """The page's duties of one frequency, zone and anchor: how many, and their largest lead."""
+class Group:
+    """Dispatchable duties of one frequency, zone and anchor: how many, and their largest lead."""
 
     frequency: str | None
     timezone: str
@@ -66,18 +66,10 @@ class PageGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class Page:
-    """A keyset page of dispatchable duties: ids in ``(after, upto]``."""
+class PageResult:
+    """What the database reported for one page; ``upto`` None means there was none."""
 
-    after: str | None
-    upto: str
-    groups: tuple[PageGroup, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkResult:
-    """What the database reported for one chunk."""
-
+    upto: str | None
     duties: int
     outside_window: int
     nothing_due: int
@@ -110,45 +102,36 @@ def ids_with_form(
     return [(str(duty_id), form) for duty_id, form in conn.execute(query, params).fetchall()]
 
 
-def next_page(conn: Connection, scope: Scope, after: str | None, size: int) -> Page | None:
-    """The next ``size`` dispatchable duties after id ``after``, grouped by schedule."""
+def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
+    """Every frequency, zone and anchor among the dispatchable duties in scope.
+
+    One aggregate over the duties, once per run: its size is bounded by the
+    cadences in use, not by the number of duties.
+    """
     query = sql.SQL(
-        "WITH page AS ("
-        " SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
-        " WHERE " + _DISPATCHABLE + " AND {after} AND {scope}"
-        " ORDER BY d.id LIMIT %(size)s)"
-        # max(id) in the database's collation: the one ORDER BY id used.
-        " SELECT frequency, timezone, due_anchor, count(*), max(lead_days),"
-        " (SELECT max(id) FROM page)"
-        " FROM page GROUP BY 1, 2, 3"
-    ).format(after=_after(after), scope=scope.condition())
-    params = {**scope.params(), "after": after, "size": size}
-    rows = conn.execute(query, params).fetchall()
-    if not rows:
-        return None
-    upto = str(rows[0][5])
-    groups = tuple(
-        PageGroup(freq, zone, anchor, int(n), int(max_lead))
-        for freq, zone, anchor, n, max_lead, _ in rows
-    )
-    return Page(after, upto, groups)
+        "SELECT frequency, timezone, due_anchor, count(*), max(lead_days) FROM ("
+        " SELECT " + _CADENCE_COLUMNS + " FROM duly_duty d"
+        " WHERE " + _DISPATCHABLE + " AND {scope}) duty"
+        " GROUP BY 1, 2, 3"
+    ).format(scope=scope.condition())
+    rows = conn.execute(query, scope.params()).fetchall()
+    return [
+        Group(frequency, zone, anchor, int(count), int(max_lead))
+        for frequency, zone, anchor, count, max_lead in rows
+    ]
 
 
-def ids_in_group(
-    conn: Connection, scope: Scope, page: Page, group: PageGroup, limit: int
-) -> list[str]:
-    """Ids of up to ``limit`` of the page's duties in ``group``."""
+def ids_in_group(conn: Connection, scope: Scope, group: Group, limit: int) -> list[str]:
+    """Ids of up to ``limit`` dispatchable duties in scope that belong to ``group``."""
     query = sql.SQL(
         "SELECT id FROM (SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
-        " WHERE " + _DISPATCHABLE + " AND {after} AND d.id <= %(upto)s AND {scope}) page"
+        " WHERE " + _DISPATCHABLE + " AND {scope}) duty"
         " WHERE frequency IS NOT DISTINCT FROM %(frequency)s::text AND timezone = %(timezone)s"
         " AND due_anchor = %(anchor)s"
         " ORDER BY id LIMIT %(limit)s"
-    ).format(after=_after(page.after), scope=scope.condition())
+    ).format(scope=scope.condition())
     params = {
         **scope.params(),
-        "after": page.after,
-        "upto": page.upto,
         "frequency": group.frequency,
         "timezone": group.timezone,
         "anchor": group.due_anchor,
@@ -157,9 +140,11 @@ def ids_in_group(
     return [str(row[0]) for row in conn.execute(query, params).fetchall()]
 
 
-# The owed rows of one page: each dispatchable duty joined to its cadence's
-# plan, then to the plan's candidate periods, clipped by the duty's own
-# effective window. Both the writing and the dry-run statements start here.
+# The owed rows of the next keyset page: each dispatchable duty joined to its
+# schedule's candidate periods, its due date clamped into each, clipped by its
+# own effective window and lead. Both the writing and the dry-run statements
+# start here. Duties whose group was refused have no schedule, so they join
+# nothing and are not counted here (the run counted them as faults).
 _OWED: Final = (
     """
 WITH page AS (
@@ -170,16 +155,18 @@ WITH page AS (
     FROM duly_duty d
     WHERE """
     + _DISPATCHABLE
-    + """ AND {after} AND d.id <= %(upto)s AND {scope}
+    + """ AND {after} AND {scope}
+    ORDER BY d.id
+    LIMIT %(size)s
 ),
 cadence AS (
-    SELECT * FROM unnest(%(c_schedule)s::int[], %(c_frequency)s::text[], %(c_timezone)s::text[],
-                         %(c_anchor)s::text[], %(c_today)s::date[])
+    SELECT * FROM unnest(%(c_schedule)b::int[], %(c_frequency)b::text[], %(c_timezone)b::text[],
+                         %(c_anchor)b::text[], %(c_today)b::date[])
         AS c(schedule_no, frequency, timezone, due_anchor, today)
 ),
 period AS (
-    SELECT * FROM unnest(%(p_schedule)s::int[], %(p_key)s::text[], %(p_first)s::date[],
-                         %(p_last)s::date[], %(p_current)s::bool[])
+    SELECT * FROM unnest(%(p_schedule)b::int[], %(p_key)b::text[], %(p_first)b::date[],
+                         %(p_last)b::date[], %(p_current)b::bool[])
         AS p(schedule_no, period_key, first_day, last_day, current)
 ),
 placed AS (
@@ -192,8 +179,8 @@ placed AS (
 ),
 dated AS (
     -- periods.due_date_for in bulk: the anchor day plus the offset, clamped
-    -- into the period (the clamp is applied to the offset too, so no offset
-    -- can push a date out of range: no period is longer than 366 days).
+    -- into the period (the offset is clamped first, so no offset can push a
+    -- date out of range: no period is longer than 366 days).
     SELECT pl.*, p.period_key, p.current,
            least(greatest(
                CASE pl.due_anchor WHEN 'period_start' THEN p.first_day ELSE p.last_day END
@@ -226,14 +213,16 @@ _MOVES_FORWARD: Final = """d.id = i.duty_id
 
 
 def _summary(new_rows: str, advanced_duties: str) -> str:
-    # One row of counts, in ChunkResult's order.
+    # One row, in PageResult's order. max(id) is taken in the database's own
+    # collation, the one the page's ORDER BY used, so it is the next cursor.
     return f"""
-SELECT (SELECT count(*) FROM placed),
+SELECT (SELECT max(id) FROM page),
+       (SELECT count(*) FROM placed),
        (SELECT count(*) FROM placed WHERE NOT in_window),
-       -- nothing_due: in its window, yet owed nothing. (Counted by difference:
-       -- an anti-join between two CTEs is planned blind, as a nested loop.)
+       -- nothing_due: in its window, yet owed nothing. Counted by difference:
+       -- an anti-join between two CTEs is planned blind, as a nested loop.
        (SELECT count(*) FROM placed WHERE in_window)
-         - (SELECT count(DISTINCT duty_id) FROM owed),
+         - (SELECT count(*) FROM (SELECT duty_id FROM owed GROUP BY duty_id) owing),
        (SELECT count(*) FROM owed),
        (SELECT count(*) FROM {new_rows}),
        (SELECT count(*) FROM {advanced_duties})"""
@@ -293,22 +282,24 @@ advancing AS (
 def dispatch_page(
     conn: Connection,
     scope: Scope,
-    page: Page,
-    ready: Sequence[tuple[PageGroup, Schedule]],
+    after: str | None,
+    size: int,
+    ready: Sequence[tuple[Group, Schedule]],
     *,
     dry_run: bool,
-) -> ChunkResult:
-    """Insert (or, dry, count) the page's owed tasks in one statement."""
+) -> PageResult:
+    """Insert (or, dry, count) the owed tasks of the next page, in one statement."""
     query = sql.SQL(_DRY_RUN if dry_run else _WRITE).format(
-        after=_after(page.after), scope=scope.condition()
+        after=_after(after), scope=scope.condition()
     )
-    params = {**scope.params(), **_arrays(ready), "after": page.after, "upto": page.upto}
+    params = {**scope.params(), **_arrays(ready), "after": after, "size": size}
     row = conn.execute(query, params).fetchone()
     assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
-    return ChunkResult(*(int(value) for value in row))
+    upto, *counts = row
+    return PageResult(None if upto is None else str(upto), *(int(n) for n in counts))
 
 
-def _arrays(ready: Sequence[tuple[PageGroup, Schedule]]) -> dict[str, list[Any]]:
+def _arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
     # Each schedule's periods travel once, however many anchors share it.
     numbers: dict[int, int] = {}
     arrays: dict[str, list[Any]] = {
