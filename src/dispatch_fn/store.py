@@ -170,12 +170,16 @@ period AS (
         AS p(schedule_no, period_key, first_day, last_day, current)
 ),
 placed AS (
+    -- Every duty of the page; those whose group was refused (no schedule)
+    -- keep a null schedule_no, count towards the cursor and nothing else.
     SELECT page.*, c.schedule_no, c.today,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
                AS in_window
     FROM page
-    JOIN cadence c USING (frequency, timezone, due_anchor)
+    LEFT JOIN cadence c
+      ON (c.frequency, c.timezone, c.due_anchor)
+       = (page.frequency COLLATE "C", page.timezone COLLATE "C", page.due_anchor COLLATE "C")
 ),
 dated AS (
     -- periods.due_date_for in bulk: the anchor day plus the offset, clamped
@@ -188,7 +192,10 @@ dated AS (
                p.first_day), p.last_day) AS due_date
     FROM placed pl
     JOIN period p USING (schedule_no)
-    WHERE pl.in_window
+    WHERE pl.schedule_no IS NOT NULL AND pl.in_window
+      -- A later period can only be owed if it starts by today + lead (its due
+      -- date lies inside it); skip the others before computing anything.
+      AND (pl.today IS NULL OR p.current OR p.first_day <= pl.today + pl.lead_days)
 ),
 owed AS (
     SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
@@ -213,19 +220,21 @@ _MOVES_FORWARD: Final = """d.id = i.duty_id
 
 
 def _summary(new_rows: str, advanced_duties: str) -> str:
-    # One row, in PageResult's order. max(id) is taken in the database's own
-    # collation, the one the page's ORDER BY used, so it is the next cursor.
+    # One row, in PageResult's order; each CTE is scanned once. max(id) is
+    # taken in the database's own collation, the one the page's ORDER BY used,
+    # so it is the next cursor. nothing_due (in its window, yet owed nothing)
+    # is counted by difference: an anti-join between two CTEs is planned
+    # blind, as a nested loop.
     return f"""
-SELECT (SELECT max(id) FROM page),
-       (SELECT count(*) FROM placed),
-       (SELECT count(*) FROM placed WHERE NOT in_window),
-       -- nothing_due: in its window, yet owed nothing. Counted by difference:
-       -- an anti-join between two CTEs is planned blind, as a nested loop.
-       (SELECT count(*) FROM placed WHERE in_window)
-         - (SELECT count(*) FROM (SELECT duty_id FROM owed GROUP BY duty_id) owing),
-       (SELECT count(*) FROM owed),
+SELECT d.upto, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
        (SELECT count(*) FROM {new_rows}),
-       (SELECT count(*) FROM {advanced_duties})"""
+       (SELECT count(*) FROM {advanced_duties})
+FROM (SELECT max(id) AS upto,
+             count(schedule_no) AS duties,
+             count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
+             count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
+      FROM placed) d,
+     (SELECT count(*) AS owed, count(DISTINCT duty_id) AS owing FROM owed) o"""
 
 
 # Rows go in sorted by the unique key, so two runs inserting overlapping sets
@@ -238,7 +247,7 @@ _WRITE: Final = (
 inserted AS (
     INSERT INTO duly_task (organization_id, duty_id, owner_id, business_unit_id, subject, source,
                            period_key, due_date, visible_from)
-    SELECT * FROM owed ORDER BY organization_id, duty_id, owner_id, period_key
+    SELECT * FROM owed ORDER BY duty_id COLLATE "C", period_key COLLATE "C"
     ON CONFLICT ON CONSTRAINT duly_task_dispatch_identity DO NOTHING
     RETURNING duty_id, period_key
 ),
