@@ -234,7 +234,7 @@ def test_timeout_is_the_explicit_lambda_maximum(
 
 
 def test_memory_size_is_set_explicitly(function: dict[str, Any]) -> None:
-    assert function["MemorySize"] == 512
+    assert function["MemorySize"] == 256
 
 
 def test_reserved_concurrency_caps_at_two_unless_the_stack_opts_out(
