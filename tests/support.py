@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,12 @@ from typing import Any
 import psycopg
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
+
+# The clock most tests run at: the schedule's own hour on an ordinary day.
+CLOCK = "2026-08-21T01:00:00Z"
+
+type Conn = psycopg.Connection[Any]
+type Invoke = Callable[..., dict[str, Any]]
 
 DUTY_COLUMNS = (
     "id", "organization_id", "name", "form", "status", "owner_id", "business_unit_id", "source",

@@ -7,6 +7,7 @@ a development dependency and is never bundled into the Lambda artifact.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -40,5 +41,9 @@ def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
         ) from exc
     target = data_dir or default_data_dir()
     target.mkdir(parents=True, exist_ok=True)
-    server: Any = pgserver.get_server(target, cleanup_mode=None if persistent else "stop")
+    with warnings.catch_warnings():
+        # platformdirs complains when XDG_RUNTIME_DIR is unset (CI, containers);
+        # pgserver then uses /tmp, which is what we want anyway.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        server: Any = pgserver.get_server(target, cleanup_mode=None if persistent else "stop")
     return str(server.get_uri())

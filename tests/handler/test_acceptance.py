@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import psycopg
-
-from support import duty, insert_duties, last_dispatched, task_count, task_keys
-
-type Invoke = Callable[..., dict[str, Any]]
-type Conn = psycopg.Connection[Any]
-
-CLOCK = "2026-08-21T01:00:00Z"
+from support import CLOCK, Conn, Invoke, duty, insert_duties, last_dispatched, task_count, task_keys
 
 
 def test_running_the_job_twice_over_the_same_clock_inserts_nothing_the_second_time(

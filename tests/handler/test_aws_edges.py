@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
-import psycopg
 import pytest
 from moto import mock_aws
 from psycopg.conninfo import conninfo_to_dict
@@ -17,10 +16,8 @@ from dispatch_fn import app
 from dispatch_fn.database import conninfo_from_secret
 from dispatch_fn.errors import ConfigurationError, RunFailedError
 from dispatch_fn.settings import Settings
-from support import duty, insert_duties, task_count
+from support import CLOCK, Conn, Invoke, duty, insert_duties, task_count
 
-type Conn = psycopg.Connection[Any]
-CLOCK = "2026-08-21T01:00:00Z"
 SECRET_PASSWORD = "s3cr3t-never-logged"  # noqa: S105 - a test value; trust auth ignores it
 
 
@@ -218,3 +215,21 @@ def test_a_dropped_connection_fails_the_run_with_how_far_it_got_for_the_failure_
 
     rerun = invoke(event, FakeContext())
     assert (rerun["tasks_created"], rerun["tasks_existing"]) == (1, 4)
+
+
+def test_each_run_publishes_its_figures_as_embedded_metrics(
+    conn: Conn, invoke: Invoke, capfd: pytest.CaptureFixture[str]
+) -> None:
+    insert_duties(conn, [duty("good"), duty("mars", timezone="Mars/Olympus")])
+    capfd.readouterr()
+    invoke({"now": CLOCK}, FakeContext())
+    blobs = [json.loads(line) for line in capfd.readouterr().out.splitlines() if '"_aws"' in line]
+    (emf,) = blobs
+    (directive,) = emf["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "Duly"
+    assert {metric["Name"] for metric in directive["Metrics"]} >= {
+        "DutiesRead", "TasksCreated", "TasksExisting", "Faults", "Degraded", "Incomplete",
+        "DurationMs",
+    }  # fmt: skip
+    assert (emf["TasksCreated"], emf["Faults"], emf["Degraded"]) == (1.0, 1.0, 1.0)
+    assert emf["service"] == "duly-dispatcher"

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import psycopg
 import pytest
 
 from dispatch_fn.demo import seed
-from support import EVENTS_DIR, last_dispatched, load_event, task_count
-
-type Invoke = Callable[..., dict[str, Any]]
-type Conn = psycopg.Connection[Any]
+from support import EVENTS_DIR, Conn, Invoke, last_dispatched, load_event, task_count
 
 
 @pytest.fixture

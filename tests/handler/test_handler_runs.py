@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-import psycopg
 import pytest
 
 from dispatch_fn.errors import EventError
-from support import duty, insert_duties, last_dispatched, task_count, task_rows
-
-type Invoke = Callable[..., dict[str, Any]]
-type Conn = psycopg.Connection[Any]
-
-CLOCK = "2026-08-21T01:00:00Z"
+from support import CLOCK, Conn, Invoke, duty, insert_duties, last_dispatched, task_count, task_rows
 
 
 def test_a_duty_in_an_unknown_zone_degrades_the_run_but_the_others_are_dispatched(
