@@ -231,5 +231,5 @@ def test_each_run_publishes_its_figures_as_embedded_metrics(
         "DutiesRead", "TasksCreated", "TasksExisting", "Faults", "Degraded", "Incomplete",
         "DurationMs",
     }  # fmt: skip
-    assert (emf["TasksCreated"], emf["Faults"], emf["Degraded"]) == (1.0, 1.0, 1.0)
+    assert (emf["TasksCreated"], emf["Faults"], emf["Degraded"]) == ([1.0], [1.0], [1.0])
     assert emf["service"] == "duly-dispatcher"
