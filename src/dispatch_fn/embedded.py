@@ -32,18 +32,18 @@ def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
     A persistent server keeps running after this process exits, so the next
     ``invoke`` finds its data (and its tasks) where the last one left them.
     """
-    try:
-        import pgserver  # noqa: PLC0415 - development-only dependency, loaded on demand
-    except ImportError as exc:  # pragma: no cover - exercised only without dev deps
-        raise ConfigurationError(
-            "DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
-            "installed; set DATABASE_URL or install the development dependencies"
-        ) from exc
     target = data_dir or default_data_dir()
     target.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
-        # platformdirs complains when XDG_RUNTIME_DIR is unset (CI, containers);
-        # pgserver then uses /tmp, which is what we want anyway.
+        # platformdirs (imported by pgserver) complains when XDG_RUNTIME_DIR is
+        # unset, as in CI and containers; pgserver then uses /tmp, as we want.
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        try:
+            import pgserver  # noqa: PLC0415 - development-only dependency, loaded on demand
+        except ImportError as exc:  # pragma: no cover - exercised only without dev deps
+            raise ConfigurationError(
+                "DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
+                "installed; set DATABASE_URL or install the development dependencies"
+            ) from exc
         server: Any = pgserver.get_server(target, cleanup_mode=None if persistent else "stop")
     return str(server.get_uri())
