@@ -39,18 +39,16 @@ from dispatch_fn.errors import EventError, RunFailedError
 from dispatch_fn.events import parse_event
 from dispatch_fn.settings import Settings
 
+_SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
 # Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the
 # report (``python -m dispatch_fn invoke``); CloudWatch collects both streams.
 # The process's own stderr, not whatever ``sys.stderr`` is replaced with later.
-logger = Logger(
-    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"), stream=sys.__stderr__
-)
+logger = Logger(service=_SERVICE, stream=sys.__stderr__)
 metrics = Metrics(
-    namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Duly"),
-    service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"),
+    namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Duly"), service=_SERVICE
 )
 # Outside Lambda (tests, `python -m dispatch_fn invoke`) Powertools disables it.
-tracer = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher"))
+tracer = Tracer(service=_SERVICE)
 _connections = ConnectionCache()
 
 

@@ -1,10 +1,9 @@
 """One run of the dispatcher against the database: pages, plans, writes, report.
 
-The imperative shell around ``plan``: it reads duties a keyset page at a time,
-asks the planner about each cadence it has not met yet this run, and lets one
-statement per page insert what is owed. Each page is its own short
-transaction, so a run killed at any instant leaves only whole pages behind and
-the next run completes the rest.
+The imperative shell around ``plan``: it asks the planner once per frequency
+and zone in use, then lets one statement per keyset page of duties insert what
+is owed. Each page is its own short transaction, so a run killed at any
+instant leaves only whole pages behind and the next run completes the rest.
 """
 
 from __future__ import annotations
@@ -40,8 +39,8 @@ DEFAULT_CHUNK_SIZE: Final = 5000
 # A report lists at most this many faulty duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
 # Two runs that touch the same duties can still meet in a deadlock (the
-# UPDATE's row order is the planner's) or, under stricter isolation, a
-# serialization failure; the page is simply tried again.
+# UPDATE's row order is the executor's) or, under stricter isolation, a
+# serialization failure; the page's statement is simply tried again.
 _RETRYABLE: Final = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 _ATTEMPTS: Final = 5
 

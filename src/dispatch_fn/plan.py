@@ -104,17 +104,8 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
-class Fault:
-    """A duty the engine refused; the run goes on without it."""
-
-    duty_id: str
-    reason: str
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
 class Skip:
-    """A duty that owes nothing at this clock, with the reason."""
+    """A duty that owes nothing at this clock, with the reason (a fault or an ordinary skip)."""
 
     duty_id: str
     reason: str
