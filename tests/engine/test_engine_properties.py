@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, date, datetime, timedelta
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn.errors import YearOutOfRangeError
@@ -131,6 +131,19 @@ def bounds_or_none(frequency: str, key: str, zone: str) -> PeriodBounds | None:
     return period_bounds(frequency, key, zone)
 
 
+def keyed_period(frequency: str, zone: str, instant: datetime) -> tuple[str, PeriodBounds]:
+    """The key of ``instant`` and its bounds.
+
+    Examples in a period ending 9999-12-31 are discarded: those bounds are
+    refused, which ``bounds_or_none`` itself checks.
+    """
+    key = period_key_for(frequency, instant, zone)
+    bounds = bounds_or_none(frequency, key, zone)
+    assume(bounds is not None)
+    assert bounds is not None  # for the type checker; assume() already discarded None
+    return key, bounds
+
+
 def date_ran_backwards(instant: datetime, zone: str) -> bool:
     """Whether some instant in the previous 26 hours showed a later local date.
 
@@ -150,10 +163,7 @@ def test_key_of_an_instant_names_a_period_whose_bounds_contain_it(
     frequency: str, case: tuple[str, datetime]
 ) -> None:
     zone, instant = case
-    key = period_key_for(frequency, instant, zone)
-    bounds = bounds_or_none(frequency, key, zone)
-    if bounds is None:
-        return
+    _, bounds = keyed_period(frequency, zone, instant)
     if not bounds.start <= instant < bounds.end:
         assert bounds.end <= instant
         assert date_ran_backwards(instant, zone)
@@ -163,10 +173,7 @@ def test_key_of_an_instant_names_a_period_whose_bounds_contain_it(
 @given(frequencies, cases)
 def test_bounds_tile_each_end_is_the_next_start(frequency: str, case: tuple[str, datetime]) -> None:
     zone, instant = case
-    key = period_key_for(frequency, instant, zone)
-    bounds = bounds_or_none(frequency, key, zone)
-    if bounds is None:
-        return
+    key, bounds = keyed_period(frequency, zone, instant)
     try:
         following = key_of_day(frequency, last_day(frequency, key) + timedelta(days=1))
     except YearOutOfRangeError:
@@ -183,10 +190,7 @@ def test_start_of_every_non_empty_period_is_keyed_that_period(
     frequency: str, case: tuple[str, datetime]
 ) -> None:
     zone, instant = case
-    key = period_key_for(frequency, instant, zone)
-    bounds = bounds_or_none(frequency, key, zone)
-    if bounds is None:
-        return
+    key, bounds = keyed_period(frequency, zone, instant)
     assert bounds.start < bounds.end  # it holds ``instant``, so it is not empty
     assert period_key_for(frequency, bounds.start, zone) == key
 
