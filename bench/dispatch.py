@@ -83,8 +83,8 @@ NAIVE_VS_FIRST_MIN: Final = 20.0
 RSS_MAX_MIB: Final = 150.0
 RSS_GROWTH_MAX: Final = 0.10
 # "Round trips grow with N / chunk size, not with N": a page may cost a small
-# constant number of round trips (the dispatcher's own is 4: read the page,
-# BEGIN, write, COMMIT), plus a constant per run. 8 per page is the bound.
+# constant number of round trips (the dispatcher's own is 1: one autocommit
+# statement per page), plus a constant per run. 8 per page is the bound.
 ROUND_TRIPS_PER_PAGE_MAX: Final = 8
 ROUND_TRIPS_PER_RUN_MAX: Final = 8
 # "Well inside one 900-second Lambda invocation": half of it, leaving room for

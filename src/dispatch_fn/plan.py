@@ -94,13 +94,11 @@ class Schedule:
     Anchor, offset and lead only pick due dates inside these periods and decide
     which are visible yet, so one schedule serves every duty of its frequency
     and zone. ``today`` is the duty-local date the effective window and the
-    visibility gate test; None for a backfill, which has neither. The periods
-    reach far enough for any lead up to ``lead_horizon``.
+    visibility gate test; None for a backfill, which has neither.
     """
 
     today: date | None
     periods: tuple[Period, ...]
-    lead_horizon: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +220,7 @@ def _schedule_for(
             periods.start_of_day(last_day, zone),
             zone,
         )
-        return Schedule(None, _periods(frequency, keys, current=None), lead_horizon)
+        return Schedule(None, _periods(frequency, keys, current=None))
     # SPEC §4 names the candidates periods_between(now, first instant of
     # today + lead). A later period is owed only when due - lead <= today, and
     # its due date lies inside it, so it starts on or before today + lead:
@@ -232,7 +230,7 @@ def _schedule_for(
     horizon_day = _add_days_within_calendar(today, max(lead_horizon, 0))
     horizon = max(now, periods.start_of_day(horizon_day, zone))
     keys = periods.periods_between(frequency, now, horizon, zone)
-    return Schedule(today, _periods(frequency, keys, current=keys[0]), lead_horizon)
+    return Schedule(today, _periods(frequency, keys, current=keys[0]))
 
 
 def _periods(frequency: str, keys: list[str], current: str | None) -> tuple[Period, ...]:
