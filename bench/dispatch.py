@@ -13,12 +13,15 @@ What it measures, at one fixed clock (``CLOCK``):
 a. the first scheduled run over N generated duties, in a child process (its
    own peak RSS, wall time, round trips);
 b. the same run again, which must write nothing (rows written are read from
-   ``pg_stat_user_tables`` before and after);
+   ``pg_stat_user_tables`` before and after): first at once, as a retry would
+   (b0), then after ``VACUUM (ANALYZE)`` of both tables, as the next day's run
+   finds them once autovacuum has been by (b, the figure the bar judges);
 c. a 13-month backfill of one organisation holding M duties, then again;
 d. the floor: the very rows run (a) created, staged in a table, inserted into
    an identical empty ``duly_task`` by one ``INSERT … SELECT … ON CONFLICT DO
    NOTHING`` plus one set-based ``UPDATE`` of ``last_dispatched_period`` on an
-   identical copy of ``duly_duty`` as it was before run (a); then both again;
+   identical copy of ``duly_duty`` as it was before run (a); then both again,
+   at once (d0) and after the same vacuum (d2);
 e. the naive path: one ``INSERT`` round trip (and transaction) per task on a
    sample of the staged rows, extrapolated to all of them;
 f. the first run's peak RSS again at N/10, in a fresh database of its own
@@ -780,6 +783,19 @@ def run_child(conn: Conn, spec: ChildSpec, tables: Sequence[str] = DISPATCH_TABL
     )
 
 
+def vacuum(conn: Conn, tables: Sequence[str]) -> None:
+    """What autovacuum does to ``tables`` between two daily runs.
+
+    The bench switches autovacuum off so that no background pass lands inside
+    a timed phase; this is its pass, made between phases instead. A first run
+    leaves a dead version of every duty it advanced and a million new task
+    rows: autovacuum's thresholds (20 % of a table changed) are crossed many
+    times over, so the next day's run finds both tables vacuumed and analysed.
+    """
+    for table in tables:
+        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
+
+
 # --- the floor -----------------------------------------------------------------
 
 
@@ -967,6 +983,8 @@ class Verdict:
     shown: str
     bar: str
     passed: bool
+    # False: shown beside the bar for information, not part of it.
+    judged: bool = True
 
 
 @dataclass(slots=True)
@@ -977,9 +995,11 @@ class Results:
     server: dict[str, Any]
     data: DataSummary
     first: ChildRun
+    retry: ChildRun
     noop: ChildRun
     staged_rows: int
     floor: FloorRun
+    floor_retry: FloorRun
     floor_noop: FloorRun
     backfill: ChildRun
     backfill_again: ChildRun
@@ -992,7 +1012,14 @@ class Results:
     @property
     def code_versions(self) -> list[str]:
         """Fingerprints of the dispatcher code the runs used; more than one is a mixed run."""
-        runs = (self.first, self.noop, self.backfill, self.backfill_again, self.tenth_first)
+        runs = (
+            self.first,
+            self.retry,
+            self.noop,
+            self.backfill,
+            self.backfill_again,
+            self.tenth_first,
+        )
         return sorted({run.code for run in runs})
 
     def as_json(self) -> dict[str, Any]:
@@ -1015,12 +1042,13 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
             trace=options.trace_round_trips,
         )
         first = run_child(conn, scheduled)
-        # The next day's run would find duly_task analysed by autovacuum.
-        conn.execute("ANALYZE duly_task")
+        retry = run_child(conn, scheduled)
+        vacuum(conn, DISPATCH_TABLES)
         noop = run_child(conn, scheduled)
         staged = stage_floor(conn)
         floor = run_floor(conn)
-        conn.execute("ANALYZE floor_task")
+        floor_retry = run_floor(conn)
+        vacuum(conn, FLOOR_TABLES)
         floor_noop = run_floor(conn)
         backfill_spec = ChildSpec(
             dsn,
@@ -1057,9 +1085,11 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
         server={"version": version, "where": server_label},
         data=data,
         first=first,
+        retry=retry,
         noop=noop,
         staged_rows=staged,
         floor=floor,
+        floor_retry=floor_retry,
         floor_noop=floor_noop,
         backfill=backfill,
         backfill_again=backfill_again,
@@ -1087,6 +1117,9 @@ def judge(results: Results, options: Options) -> list[Verdict]:
     first, noop, floor = results.first, results.noop, results.floor
     first_vs_floor = _ratio(first.seconds, floor.seconds)
     noop_vs_floor = _ratio(noop.seconds, results.floor_noop.seconds)
+    retry_vs_floor = _ratio(results.retry.seconds, results.floor_retry.seconds)
+    written_by_reruns = noop.written.total + results.retry.written.total
+    created_by_reruns = noop.tasks_created + results.retry.tasks_created
     naive_vs_first = _ratio(results.naive.extrapolated_seconds, first.seconds)
     rss_n, rss_tenth = first.rss_peak_mib, results.tenth_first.rss_peak_mib
     growth = _ratio(rss_n - rss_tenth, rss_tenth)
@@ -1117,11 +1150,19 @@ def judge(results: Results, options: Options) -> list[Verdict]:
             noop_vs_floor <= NOOP_VS_FLOOR_NOOP_MAX,
         ),
         Verdict(
-            "no-op rows inserted + updated",
-            float(noop.written.total),
-            f"{noop.written.total:,}",
+            "b0 at once / floor's d0 (no vacuum)",
+            retry_vs_floor,
+            f"{retry_vs_floor:.2f}x",
+            f"(info) <= {NOOP_VS_FLOOR_NOOP_MAX}x",
+            retry_vs_floor <= NOOP_VS_FLOOR_NOOP_MAX,
+            judged=False,
+        ),
+        Verdict(
+            "no-op rows inserted + updated (b0 and b)",
+            float(written_by_reruns),
+            f"{written_by_reruns:,}",
             "= 0",
-            noop.written.total == 0 and noop.tasks_created == 0,
+            written_by_reruns == 0 and created_by_reruns == 0,
         ),
         Verdict(
             "naive (extrapolated) / first run",
@@ -1204,14 +1245,17 @@ def render(results: Results) -> str:
     backfill_label = f"{p['backfill_duties']:,}-duty organisation"
     lines += [
         child("a  first scheduled run", results.first),
-        child("b  no-op re-run", results.noop),
+        child("b0 no-op re-run at once", results.retry),
+        child("b  no-op re-run, tables vacuumed", results.noop),
         child(f"c1 backfill 13 months, {backfill_label}", results.backfill),
         child("c2 backfill again (no-op)", results.backfill_again),
         plain("d1 floor: INSERT ... SELECT + UPDATE", floor.seconds, floor.inserted, "4",
               _written_text(floor.written)),
         plain("     INSERT ... ON CONFLICT DO NOTHING", floor.insert_seconds, floor.inserted),
         plain("     UPDATE last_dispatched_period", floor.update_seconds, floor.advanced),
-        plain("d2 floor no-op", floor_noop.seconds, floor_noop.inserted, "4",
+        plain("d0 floor no-op at once", results.floor_retry.seconds,
+              results.floor_retry.inserted, "4", _written_text(results.floor_retry.written)),
+        plain("d2 floor no-op, tables vacuumed", floor_noop.seconds, floor_noop.inserted, "4",
               _written_text(floor_noop.written)),
         plain(f"e1 naive: {naive.sample:,} single-row INSERTs (sample)", naive.seconds,
               naive.inserted, f"{naive.sample:,}"),
@@ -1235,7 +1279,8 @@ def render(results: Results) -> str:
         f"{'ratio':<40} {'value':>34}  {'bar':<30} verdict",
     ]
     lines += [
-        f"{v.name:<40} {v.shown:>34}  {v.bar:<30} {'PASS' if v.passed else 'FAIL'}"
+        f"{v.name:<40} {v.shown:>34}  {v.bar:<30} "
+        + ("PASS" if v.passed else "FAIL" if v.judged else "over")
         for v in results.verdicts
     ]
     return "\n".join(lines)
@@ -1261,7 +1306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results.as_json(), indent=2) + "\n", encoding="utf-8")
     print(f"\nfigures written to {path}")
-    return 0 if all(v.passed for v in results.verdicts) else 1
+    return 0 if all(v.passed for v in results.verdicts if v.judged) else 1
 
 
 if __name__ == "__main__":

@@ -35,7 +35,11 @@ from dispatch_fn.plan import (
 )
 from dispatch_fn.store import Connection, Scope
 
-DEFAULT_CHUNK_SIZE: Final = 5000
+# Duties per page. Each page statement carries a fixed cost (planning,
+# unpacking the schedule arrays, one round trip) of a few milliseconds; at
+# 10,000 duties it is spread over ~19,000 owed rows, whose insert sort still
+# fits the default 4 MB work_mem (3.4 MB measured with 20-35 character names).
+DEFAULT_CHUNK_SIZE: Final = 10_000
 # A report lists at most this many faulty duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
 # Two runs that touch the same duties can still meet in a deadlock (the
@@ -156,12 +160,15 @@ def _run_pages(
 ) -> None:
     _count_undispatchable(conn, request.scope, report)
     ready = _plan_groups(conn, request, report)
+    if not ready:
+        return
+    statement = store.page_statement(request.scope, ready, dry_run=request.dry_run)
     after: str | None = None
-    while ready:
+    while True:
         if should_stop():
             report.complete = False
             break
-        result = _dispatch_page(conn, request, after, chunk_size, ready=ready, report=report)
+        result = _dispatch_page(conn, statement, after, chunk_size, report=report)
         if result.upto is None:
             break
         report.pages += 1
@@ -241,20 +248,17 @@ def _record_faults(
 
 def _dispatch_page(
     conn: Connection,
-    request: RunRequest,
+    statement: store.PageStatement,
     after: str | None,
     size: int,
     *,
-    ready: list[tuple[store.Group, Schedule]],
     report: RunReport,
 ) -> store.PageResult:
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             # One statement in autocommit is one transaction: the page's inserts
             # and its advances commit together, with no BEGIN/COMMIT round trips.
-            result = store.dispatch_page(
-                conn, request.scope, after, size, ready, dry_run=request.dry_run
-            )
+            result = store.dispatch_page(conn, statement, after, size)
             break
         except _RETRYABLE:
             if attempt == _ATTEMPTS:

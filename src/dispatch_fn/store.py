@@ -196,6 +196,9 @@ dated AS (
       -- A later period can only be owed if it starts by today + lead (its due
       -- date lies inside it); skip the others before computing anything.
       AND (pl.today IS NULL OR p.current OR p.first_day <= pl.today + pl.lead_days)
+    -- A fence: flattened into owed, the due date would be computed once per
+    -- use (three times per candidate period).
+    OFFSET 0
 ),
 owed AS (
     SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
@@ -288,21 +291,38 @@ advancing AS (
 )
 
 
-def dispatch_page(
-    conn: Connection,
-    scope: Scope,
-    after: str | None,
-    size: int,
-    ready: Sequence[tuple[Group, Schedule]],
-    *,
-    dry_run: bool,
-) -> PageResult:
-    """Insert (or, dry, count) the owed tasks of the next page, in one statement."""
-    query = sql.SQL(_DRY_RUN if dry_run else _WRITE).format(
-        after=_after(after), scope=scope.condition()
+@dataclass(frozen=True, slots=True)
+class PageStatement:
+    """One run's page statement, composed once: its SQL and the schedules it binds.
+
+    Only the cursor and the page size change from page to page, so the text
+    and the arrays are built once per run rather than once per page.
+    """
+
+    first: sql.Composed
+    next: sql.Composed
+    params: dict[str, Any]
+
+
+def page_statement(
+    scope: Scope, ready: Sequence[tuple[Group, Schedule]], *, dry_run: bool
+) -> PageStatement:
+    """The statement that inserts (or, dry, counts) the owed tasks of one page."""
+    template = sql.SQL(_DRY_RUN if dry_run else _WRITE)
+    condition = scope.condition()
+    return PageStatement(
+        first=template.format(after=sql.SQL("true"), scope=condition),
+        next=template.format(after=sql.SQL("d.id > %(after)s"), scope=condition),
+        params={**scope.params(), **_arrays(ready)},
     )
-    params = {**scope.params(), **_arrays(ready), "after": after, "size": size}
-    row = conn.execute(query, params).fetchone()
+
+
+def dispatch_page(
+    conn: Connection, statement: PageStatement, after: str | None, size: int
+) -> PageResult:
+    """Run ``statement`` on the page after ``after``: one statement, one transaction."""
+    query = statement.first if after is None else statement.next
+    row = conn.execute(query, {**statement.params, "after": after, "size": size}).fetchone()
     assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
     upto, *counts = row
     return PageResult(None if upto is None else str(upto), *(int(n) for n in counts))
@@ -334,9 +354,3 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
         arrays["c_anchor"].append(group.due_anchor)
         arrays["c_today"].append(schedule.today)
     return arrays
-
-
-def _after(after: str | None) -> sql.Composable:
-    if after is None:
-        return sql.SQL("true")
-    return sql.SQL("d.id > %(after)s")

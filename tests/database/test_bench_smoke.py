@@ -69,12 +69,13 @@ def test_written_rows_are_read_back_from_the_statistics(figures: dict[str, Any])
 
 
 def test_no_op_runs_write_nothing(figures: dict[str, Any]) -> None:
-    for name in ("noop", "backfill_again"):
+    for name in ("retry", "noop", "backfill_again"):
         run = figures[name]
         assert run["tasks_created"] == 0
         assert sum(run["written"]["inserted"].values()) == 0
         assert sum(run["written"]["updated"].values()) == 0
-    assert figures["floor_noop"]["inserted"] == figures["floor_noop"]["advanced"] == 0
+    for name in ("floor_retry", "floor_noop"):
+        assert figures[name]["inserted"] == figures[name]["advanced"] == 0
 
 
 def test_backfill_creates_then_repeats_nothing(figures: dict[str, Any]) -> None:
@@ -91,7 +92,7 @@ def test_naive_sample_inserts_then_is_refused(figures: dict[str, Any]) -> None:
 
 
 def test_round_trips_counted_are_those_on_the_wire(figures: dict[str, Any]) -> None:
-    for name in ("first", "noop", "backfill", "backfill_again", "tenth_first"):
+    for name in ("first", "retry", "noop", "backfill", "backfill_again", "tenth_first"):
         run = figures[name]
         assert run["round_trips"] == run["traced_round_trips"], name
         assert run["rss_peak_mib"] > 0
@@ -103,7 +104,8 @@ def test_every_bar_is_judged(figures: dict[str, Any]) -> None:
         "first run / floor",
         "floor rows = first run's created",
         "no-op / floor no-op",
-        "no-op rows inserted + updated",
+        "b0 at once / floor's d0 (no vacuum)",
+        "no-op rows inserted + updated (b0 and b)",
         "naive (extrapolated) / first run",
         "peak RSS at N",
         "peak RSS at N vs N/10",
@@ -114,5 +116,9 @@ def test_every_bar_is_judged(figures: dict[str, Any]) -> None:
     verdicts = {verdict["name"]: verdict["passed"] for verdict in figures["verdicts"]}
     # The correctness lines hold at any N; the timing lines are not asserted.
     assert verdicts["floor rows = first run's created"]
-    assert verdicts["no-op rows inserted + updated"]
+    assert verdicts["no-op rows inserted + updated (b0 and b)"]
+    judged = {verdict["name"]: verdict["judged"] for verdict in figures["verdicts"]}
+    assert [name for name, counts in judged.items() if not counts] == [
+        "b0 at once / floor's d0 (no vacuum)"
+    ]
     assert verdicts["round trips vs N / chunk size"]

@@ -23,5 +23,15 @@ def test_migrate_applies_everything_to_an_empty_database(server_dsn: str, db_url
     with psycopg.connect(db_url, autocommit=True) as connection:
         connection.execute("DROP TABLE duly_task, duly_duty, duly_schema_migration")
     with psycopg.connect(db_url) as connection:
-        assert apply_migrations(connection) == ["0001_schema"]
+        assert apply_migrations(connection) == ["0001_schema", "0002_duty_fillfactor"]
         assert apply_migrations(connection) == []
+
+
+def test_duty_pages_keep_room_for_in_place_updates(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    # Advancing last_dispatched_period stays a HOT update only while the
+    # row's own page has room for its next version (migration 0002).
+    query = "SELECT reloptions FROM pg_class WHERE oid = 'duly_duty'::regclass"
+    row = conn.execute(query).fetchone()
+    assert row == (["fillfactor=50"],)

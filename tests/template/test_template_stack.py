@@ -27,6 +27,9 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
+from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE
+from dispatch_fn.events import DEFAULT_MAX_WINDOW_DAYS
+
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "eu-west-1"
 
@@ -288,8 +291,9 @@ def test_database_settings_parameters_admit_only_encrypting_ssl_modes_and_boolea
     }
     assert parameters["DatabaseUsesRdsProxy"]["AllowedValues"] == ["true", "false"]
     assert parameters["DatabaseUsesRdsProxy"]["Default"] == "false"
-    assert parameters["DispatchChunkSize"]["Default"] == 5000
-    assert parameters["DispatchMaxWindowDays"]["Default"] == 1827
+    # The deployed defaults are the code's own, not a second opinion.
+    assert parameters["DispatchChunkSize"]["Default"] == DEFAULT_CHUNK_SIZE
+    assert parameters["DispatchMaxWindowDays"]["Default"] == DEFAULT_MAX_WINDOW_DAYS
 
 
 def test_logs_go_to_a_stack_named_log_group_with_retention(
