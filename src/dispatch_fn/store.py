@@ -140,6 +140,16 @@ def ids_in_group(conn: Connection, scope: Scope, group: Group, limit: int) -> li
     return [str(row[0]) for row in conn.execute(query, params).fetchall()]
 
 
+def _unnest(*arrays: tuple[str, str]) -> str:
+    # Each array is read through a scalar subquery, so the planner sizes it as
+    # a small set of unknown length instead of counting its elements: it then
+    # hashes the schedules and streams the page through the hash, where knowing
+    # the sizes it would sort the whole page on three text columns for a merge
+    # join. Measured at 1,000,000 duties (lab, custom plans): no-op run
+    # 11.2 s with the sorts, 8.6-8.9 s hashed.
+    return "unnest(" + ", ".join(f"(SELECT %({name})b::{kind}[])" for name, kind in arrays) + ")"
+
+
 # The owed rows of the next keyset page: each dispatchable duty joined to its
 # schedule's candidate periods, its due date clamped into each, clipped by its
 # own effective window and lead. Both the writing and the dry-run statements
@@ -160,13 +170,27 @@ WITH page AS (
     LIMIT %(size)s
 ),
 cadence AS (
-    SELECT * FROM unnest(%(c_schedule)b::int[], %(c_frequency)b::text[], %(c_timezone)b::text[],
-                         %(c_anchor)b::text[], %(c_today)b::date[])
+    SELECT * FROM """
+    + _unnest(
+        ("c_schedule", "int"),
+        ("c_frequency", "text"),
+        ("c_timezone", "text"),
+        ("c_anchor", "text"),
+        ("c_today", "date"),
+    )
+    + """
         AS c(schedule_no, frequency, timezone, due_anchor, today)
 ),
 period AS (
-    SELECT * FROM unnest(%(p_schedule)b::int[], %(p_key)b::text[], %(p_first)b::date[],
-                         %(p_last)b::date[], %(p_current)b::bool[])
+    SELECT * FROM """
+    + _unnest(
+        ("p_schedule", "int"),
+        ("p_key", "text"),
+        ("p_first", "date"),
+        ("p_last", "date"),
+        ("p_current", "bool"),
+    )
+    + """
         AS p(schedule_no, period_key, first_day, last_day, current)
 ),
 placed AS (
@@ -322,7 +346,13 @@ def dispatch_page(
 ) -> PageResult:
     """Run ``statement`` on the page after ``after``: one statement, one transaction."""
     query = statement.first if after is None else statement.next
-    row = conn.execute(query, {**statement.params, "after": after, "size": size}).fetchone()
+    params = {**statement.params, "after": after, "size": size}
+    # Never prepared: a prepared statement would switch to a generic plan after
+    # five pages, and that plan, guessing at the cursor and the page size,
+    # measured slower (9.4 s vs 8.6-8.9 s no-op at 1,000,000 duties) than
+    # planning each page afresh (under a millisecond a page). It also leaves
+    # RDS Proxy and direct connections running the very same plan.
+    row = conn.execute(query, params, prepare=False).fetchone()
     assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
     upto, *counts = row
     return PageResult(None if upto is None else str(upto), *(int(n) for n in counts))
