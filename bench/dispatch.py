@@ -1216,9 +1216,9 @@ def render(results: Results) -> str:
         f"PostgreSQL {results.server['version']} ({results.server['where']}), "
         f"{p['cpus']} CPUs, generated in {data.seconds:.1f} s, dispatcher "
         + (
-            "without prepared statements (RDS Proxy)"
+            "connection as behind RDS Proxy (prepares nothing)"
             if p["rds_proxy"]
-            else "prepares (psycopg default)"
+            else "connection with psycopg's prepare threshold (page statements are never prepared)"
         )
         + ("" if results.settled else "; CHECKPOINT refused, phases not settled"),
         f"dispatcher code {', '.join(results.code_versions)}"
