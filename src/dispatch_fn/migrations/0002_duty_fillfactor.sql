@@ -6,9 +6,10 @@
 -- page is HOT: no new entry in any of the three duty indexes. At the default
 -- fillfactor the pages are full, every update moves the row to another page
 -- and writes three index entries; at 50 % a whole page can be rewritten in
--- place. Measured with bench/dispatch.py at 1,000,000 duties: the set-based
--- UPDATE of 843,068 duties 12.0-13.4 s -> 5.6-5.9 s, the first run
--- 31-36 s -> 24 s (ADR 0002).
+-- place. Measured side by side on one copy of bench/dispatch.py's
+-- 1,000,000-duty database: the floor's set-based UPDATE of 843,068 duties
+-- 12.0-13.4 s -> 5.6-5.9 s, the dispatcher's first run 31-36 s -> 24 s
+-- (ADR 0002; the README's Performance table has the benchmark of record).
 --
 -- Pages written from now on honour it; rows already stored gain the room
 -- when the table is next rewritten (VACUUM FULL or pg_repack, at a quiet hour).
