@@ -47,7 +47,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -200,6 +200,7 @@ class Options:
     duties: int = DEFAULT_DUTIES
     backfill_duties: int = DEFAULT_DUTIES // BACKFILL_SHARE
     chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
+    workers: int = dispatch.DEFAULT_WORKERS
     naive_sample: int = DEFAULT_NAIVE_SAMPLE
     json_path: Path | None = None
     database_url: str | None = None
@@ -242,6 +243,13 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         help=f"the dispatcher's page size (default {dispatch.DEFAULT_CHUNK_SIZE:,})",
     )
     parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=dispatch.DEFAULT_WORKERS,
+        metavar="W",
+        help=f"connections the dispatcher shares pages among (default {dispatch.DEFAULT_WORKERS})",
+    )
+    parser.add_argument(
         "--naive-sample",
         type=_positive_int,
         default=DEFAULT_NAIVE_SAMPLE,
@@ -275,6 +283,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
             args.backfill_duties or max(1, args.duties // BACKFILL_SHARE), args.duties
         ),
         chunk_size=args.chunk_size,
+        workers=args.workers,
         naive_sample=args.naive_sample,
         json_path=args.json,
         database_url=args.database_url,
@@ -634,6 +643,7 @@ class ChildSpec:
 
     dsn: str
     chunk_size: int
+    workers: int = 1
     window: tuple[str, str] | None = None
     organization_id: str | None = None
     prepare: bool = True
@@ -687,32 +697,47 @@ def _child_main(raw_spec: str) -> int:
     request = dispatch.RunRequest(
         now=CLOCK, window=window, scope=Scope(organization_id=spec.organization_id)
     )
-    # The options database.connect gives the Lambda's connection.
-    with CountingConnection.connect(
-        spec.dsn,
-        autocommit=True,
-        application_name="duly-dispatcher-bench",
-        options="-c statement_timeout=300000",
-        # As database.connect: psycopg's default, or never behind RDS Proxy.
-        prepare_threshold=5 if spec.prepare else None,
-    ) as conn:
-        conn.execute("SELECT 1")  # the connection is warm before the clock starts
+    with ExitStack() as stack:
+        # The options database.connect gives the Lambda's connections.
+        conns = [
+            stack.enter_context(
+                CountingConnection.connect(
+                    spec.dsn,
+                    autocommit=True,
+                    application_name="duly-dispatcher-bench",
+                    options="-c statement_timeout=300000",
+                    # As database.connect: psycopg's default, or never behind RDS Proxy.
+                    prepare_threshold=5 if spec.prepare else None,
+                )
+            )
+            for _ in range(spec.workers)
+        ]
+        for conn in conns:
+            conn.execute("SELECT 1")  # the connections are warm before the clock starts
+            conn.statements = conn.transactions = 0
         baseline_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        conn.statements = conn.transactions = 0
-        with _protocol_trace(conn, enabled=spec.trace) as traced:
+        with ExitStack() as tracing:
+            traces = [
+                tracing.enter_context(_protocol_trace(conn, enabled=spec.trace)) for conn in conns
+            ]
             started = time.perf_counter()
-            report = dispatch.run(conn, request, chunk_size=spec.chunk_size)
+            report = dispatch.run(conns[0], request, chunk_size=spec.chunk_size, helpers=conns[1:])
             seconds = time.perf_counter() - started
-        statements, transactions = conn.statements, conn.transactions
-        prepared = int(_scalar(conn, "SELECT count(*) FROM pg_prepared_statements"))
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        statements = sum(conn.statements for conn in conns)
+        transactions = sum(conn.transactions for conn in conns)
+        prepared = sum(
+            int(_scalar(conn, "SELECT count(*) FROM pg_prepared_statements")) for conn in conns
+        )
+        for conn in conns:  # each backend reports its own table statistics
+            conn.execute("SELECT pg_stat_force_next_flush()")
+    traced = [count for trace in traces for count in trace]
     figures = {
         "seconds": seconds,
         "statements": statements,
         "transactions": transactions,
         "prepared": prepared,
         "round_trips": statements + 2 * transactions + prepared,
-        "traced_round_trips": traced[0] if traced else None,
+        "traced_round_trips": sum(traced) if traced else None,
         "rss_baseline_kib": baseline_kib,
         "rss_peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "code": _code_fingerprint(),
@@ -1038,6 +1063,7 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
         scheduled = ChildSpec(
             dsn,
             options.chunk_size,
+            options.workers,
             prepare=not options.rds_proxy,
             trace=options.trace_round_trips,
         )
@@ -1053,6 +1079,7 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
         backfill_spec = ChildSpec(
             dsn,
             options.chunk_size,
+            options.workers,
             window=(BACKFILL.from_date.isoformat(), _iso(BACKFILL.to_date)),
             organization_id=BIG_ORG,
             prepare=not options.rds_proxy,
@@ -1075,6 +1102,7 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
             "duties": options.duties,
             "backfill_duties": options.backfill_duties,
             "chunk_size": options.chunk_size,
+            "workers": options.workers,
             "naive_sample": options.naive_sample,
             "clock": CLOCK.isoformat(),
             "backfill_window": [BACKFILL.from_date.isoformat(), _iso(BACKFILL.to_date)],
@@ -1212,13 +1240,14 @@ def render(results: Results) -> str:
         f"dispatch benchmark: N={data.duties:,} duties ({data.dispatchable:,} dispatchable, "
         f"{data.cadences:,} distinct cadences ({data.cadences_without_lead:,} without the lead), "
         f"{data.organisations:,} organisations, "
-        f"{data.owners:,} owners), chunk {p['chunk_size']:,}, clock {p['clock']}",
+        f"{data.owners:,} owners), chunk {p['chunk_size']:,}, "
+        f"{p['workers']} dispatcher connection(s), clock {p['clock']}",
         f"PostgreSQL {results.server['version']} ({results.server['where']}), "
         f"{p['cpus']} CPUs, generated in {data.seconds:.1f} s, dispatcher "
         + (
-            "connection as behind RDS Proxy (prepares nothing)"
+            "connections as behind RDS Proxy (prepare nothing)"
             if p["rds_proxy"]
-            else "connection with psycopg's prepare threshold (page statements are never prepared)"
+            else "connections with psycopg's prepare threshold (page statements are never prepared)"
         )
         + ("" if results.settled else "; CHECKPOINT refused, phases not settled"),
         f"dispatcher code {', '.join(results.code_versions)}"

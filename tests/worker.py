@@ -1,10 +1,11 @@
 """A dispatcher run in its own process, for the concurrency and kill tests.
 
-usage: python tests/worker.py DSN REQUEST_JSON START_AT CHUNK_SIZE PAUSE_S
+usage: python tests/worker.py DSN REQUEST_JSON START_AT CHUNK_SIZE PAUSE_S WORKERS
 
 Waits until the wall clock reaches START_AT (so two workers are released at
 the same instant), runs one dispatch and prints its report as JSON.
-PAUSE_S sleeps before each page, so a test can kill the run between pages.
+PAUSE_S sleeps before each page, so a test can kill the run between pages;
+WORKERS connections share the pages.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from dispatch_fn import dispatch
 from dispatch_fn.plan import Window
 
 
-def main(dsn: str, request_json: str, start_at: float, chunk_size: int, pause_s: float) -> None:
+def main(argv: list[str]) -> None:
+    """Run as the module docstring says, ``argv`` being the arguments."""
+    dsn, request_json = argv[0], argv[1]
+    start_at, chunk_size, pause_s, workers = (
+        float(argv[2]),
+        int(argv[3]),
+        float(argv[4]),
+        int(argv[5]),
+    )
     spec = json.loads(request_json)
     window = None
     if spec.get("from"):
@@ -31,12 +40,19 @@ def main(dsn: str, request_json: str, start_at: float, chunk_size: int, pause_s:
         time.sleep(pause_s)
         return False
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT 1")
+    conns = [psycopg.connect(dsn, autocommit=True) for _ in range(workers)]
+    try:
+        for conn in conns:
+            conn.execute("SELECT 1")
         time.sleep(max(0.0, start_at - time.time()))
-        report = dispatch.run(conn, request, chunk_size=chunk_size, should_stop=pause)
+        report = dispatch.run(
+            conns[0], request, chunk_size=chunk_size, should_stop=pause, helpers=conns[1:]
+        )
+    finally:
+        for conn in conns:
+            conn.close()
     sys.stdout.write(json.dumps(report.as_json()) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+    main(sys.argv[1:])

@@ -73,13 +73,14 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         dry_run=request.dry_run,
     )
     logger.info("run started")
-    conn = _connections.get(settings)
+    conn, *helpers = _connections.get(settings)
     try:
         report = dispatch.run(
             conn,
             request,
             chunk_size=settings.chunk_size,
             should_stop=_deadline(context, settings.reserve_ms),
+            helpers=helpers,
         )
     except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.

@@ -1,6 +1,6 @@
 """Connections to the duties database: from ``DATABASE_URL`` or a Secrets Manager secret.
 
-A warm Lambda keeps its connection between invocations; one found closed or
+A warm Lambda keeps its connections between invocations; one found closed or
 broken is replaced before the next run uses it.
 """
 
@@ -80,29 +80,35 @@ def connect(settings: Settings, conninfo: str | None = None) -> Connection:
 
 
 class ConnectionCache:
-    """Keeps one connection across warm invocations, replacing it when it broke."""
+    """Keeps a run's connections across warm invocations, replacing any that broke."""
 
     def __init__(self) -> None:
-        self._conn: Connection | None = None
+        self._conns: list[Connection] = []
         self._conninfo: str | None = None
 
-    def get(self, settings: Settings) -> Connection:
-        """The cached connection if still usable and still wanted, else a new one."""
+    def get(self, settings: Settings) -> list[Connection]:
+        """``settings.workers`` usable connections: cached ones that still work, then new ones."""
         conninfo = conninfo_for(settings)
-        conn = self._conn
-        if conn is not None and (conninfo != self._conninfo or not _alive(conn)):
-            conn.close()
-            conn = None
-        if conn is None:
-            conn = self._conn = connect(settings, conninfo)
+        if conninfo != self._conninfo:
+            self.discard()
             self._conninfo = conninfo
-        return conn
+        kept: list[Connection] = []
+        for conn in self._conns:
+            if len(kept) < settings.workers and _alive(conn):
+                kept.append(conn)
+            else:
+                conn.close()
+        # Kept before connecting more, so a failed connect leaves none unowned.
+        self._conns = kept
+        while len(kept) < settings.workers:
+            kept.append(connect(settings, conninfo))
+        return list(kept)
 
     def discard(self) -> None:
-        """Close and forget the cached connection (after a failure mid-run)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Close and forget the cached connections (after a failure mid-run)."""
+        for conn in self._conns:
+            conn.close()
+        self._conns = []
 
 
 def _alive(conn: Connection) -> bool:

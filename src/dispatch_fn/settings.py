@@ -6,11 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE
+from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_WORKERS
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.events import DEFAULT_MAX_WINDOW_DAYS
 
 _SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+# Each worker is one more database connection (and backend) per invocation.
+MAX_WORKERS: Final = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,7 @@ class Settings:
     uses_rds_proxy: bool = False
     statement_timeout_ms: int = 300_000
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    workers: int = DEFAULT_WORKERS
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
     # Stop starting pages when less than this remains of the invocation, so a
     # long run reports how far it got instead of being killed mid-page.
@@ -43,21 +46,25 @@ class Settings:
             uses_rds_proxy=_flag(environ, "DB_USES_RDS_PROXY"),
             statement_timeout_ms=_positive(environ, "DB_STATEMENT_TIMEOUT_MS", 300_000),
             chunk_size=_positive(environ, "DISPATCH_CHUNK_SIZE", DEFAULT_CHUNK_SIZE),
+            workers=_positive(environ, "DISPATCH_WORKERS", DEFAULT_WORKERS, most=MAX_WORKERS),
             max_window_days=_positive(environ, "DISPATCH_MAX_WINDOW_DAYS", DEFAULT_MAX_WINDOW_DAYS),
             reserve_ms=_positive(environ, "DISPATCH_RESERVE_MS", 30_000),
         )
 
 
-def _positive(environ: Mapping[str, str], name: str, default: int) -> int:
+def _positive(
+    environ: Mapping[str, str], name: str, default: int, *, most: int | None = None
+) -> int:
     raw = environ.get(name)
     if raw is None or raw == "":
         return default
+    expected = "a positive integer" if most is None else f"an integer from 1 to {most}"
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigurationError(f"{name}={raw!r}; expected a positive integer") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name}={raw!r}; expected a positive integer")
+        raise ConfigurationError(f"{name}={raw!r}; expected {expected}") from None
+    if value <= 0 or (most is not None and value > most):
+        raise ConfigurationError(f"{name}={raw!r}; expected {expected}")
     return value
 
 

@@ -67,9 +67,10 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class PageResult:
-    """What the database reported for one page; ``upto`` None means there was none."""
+    """What the database reported for one page: its last id (None if it was empty) and counts."""
 
     upto: str | None
+    rows: int
     duties: int
     outside_window: int
     nothing_due: int
@@ -121,6 +122,20 @@ def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
     ]
 
 
+def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
+    """The last id of every full page of ``size`` dispatchable duties in scope, in order.
+
+    One pass over the dispatchable index, so that pages can be handed to
+    several connections at once; its result grows with N / size, not with N.
+    """
+    query = sql.SQL(
+        "SELECT id FROM (SELECT d.id, row_number() OVER (ORDER BY d.id) AS n FROM duly_duty d"
+        " WHERE " + _DISPATCHABLE + " AND {scope}) numbered"
+        " WHERE mod(n, %(size)s) = 0 ORDER BY n"
+    ).format(scope=scope.condition())
+    return [str(row[0]) for row in conn.execute(query, {**scope.params(), "size": size})]
+
+
 def ids_in_group(conn: Connection, scope: Scope, group: Group, limit: int) -> list[str]:
     """Ids of up to ``limit`` dispatchable duties in scope that belong to ``group``."""
     query = sql.SQL(
@@ -165,7 +180,7 @@ WITH page AS (
     FROM duly_duty d
     WHERE """
     + _DISPATCHABLE
-    + """ AND {after} AND {scope}
+    + """ AND {bounds} AND {scope}
     ORDER BY d.id
     LIMIT %(size)s
 ),
@@ -253,10 +268,11 @@ def _summary(new_rows: str, advanced_duties: str) -> str:
     # is counted by difference: an anti-join between two CTEs is planned
     # blind, as a nested loop.
     return f"""
-SELECT d.upto, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
+SELECT d.upto, d.page_rows, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
        (SELECT count(*) FROM {new_rows}),
        (SELECT count(*) FROM {advanced_duties})
 FROM (SELECT max(id) AS upto,
+             count(*) AS page_rows,
              count(schedule_no) AS duties,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
@@ -319,12 +335,12 @@ advancing AS (
 class PageStatement:
     """One run's page statement, composed once: its SQL and the schedules it binds.
 
-    Only the cursor and the page size change from page to page, so the text
-    and the arrays are built once per run rather than once per page.
+    Only the page's bounds and size change from page to page, so the text (one
+    variant per kind of bounds) and the arrays are built once per run rather
+    than once per page.
     """
 
-    first: sql.Composed
-    next: sql.Composed
+    variants: dict[tuple[bool, bool], sql.Composed]
     params: dict[str, Any]
 
 
@@ -334,19 +350,30 @@ def page_statement(
     """The statement that inserts (or, dry, counts) the owed tasks of one page."""
     template = sql.SQL(_DRY_RUN if dry_run else _WRITE)
     condition = scope.condition()
+    lower = {False: sql.SQL("true"), True: sql.SQL("d.id > %(after)s")}
+    upper = {False: sql.SQL("true"), True: sql.SQL("d.id <= %(upto)s")}
     return PageStatement(
-        first=template.format(after=sql.SQL("true"), scope=condition),
-        next=template.format(after=sql.SQL("d.id > %(after)s"), scope=condition),
+        variants={
+            (has_after, has_upto): template.format(
+                bounds=sql.SQL(" AND ").join([lower[has_after], upper[has_upto]]),
+                scope=condition,
+            )
+            for has_after in (False, True)
+            for has_upto in (False, True)
+        },
         params={**scope.params(), **_arrays(ready)},
     )
 
 
 def dispatch_page(
-    conn: Connection, statement: PageStatement, after: str | None, size: int
+    conn: Connection, statement: PageStatement, after: str | None, upto: str | None, size: int
 ) -> PageResult:
-    """Run ``statement`` on the page after ``after``: one statement, one transaction."""
-    query = statement.first if after is None else statement.next
-    params = {**statement.params, "after": after, "size": size}
+    """Run ``statement`` on the first ``size`` duties in ``(after, upto]``: one transaction.
+
+    A None bound is open.
+    """
+    query = statement.variants[after is not None, upto is not None]
+    params = {**statement.params, "after": after, "upto": upto, "size": size}
     # Never prepared: a prepared statement would switch to a generic plan after
     # five pages, and that plan, guessing at the cursor and the page size,
     # measured slower (9.4 s vs 8.6-8.9 s no-op at 1,000,000 duties) than
@@ -354,8 +381,8 @@ def dispatch_page(
     # RDS Proxy and direct connections running the very same plan.
     row = conn.execute(query, params, prepare=False).fetchone()
     assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
-    upto, *counts = row
-    return PageResult(None if upto is None else str(upto), *(int(n) for n in counts))
+    upto_seen, *counts = row
+    return PageResult(None if upto_seen is None else str(upto_seen), *(int(n) for n in counts))
 
 
 def _arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:

@@ -41,7 +41,7 @@ def _duties(count: int) -> list[dict[str, Any]]:
 
 
 def _spawn(
-    dsn: str, request: dict[str, Any], start_at: float, chunk: int, pause: float
+    dsn: str, request: dict[str, Any], start_at: float, chunk: int, *, pause: float, workers: int
 ) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.Popen(
@@ -53,6 +53,7 @@ def _spawn(
             str(start_at),
             str(chunk),
             str(pause),
+            str(workers),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -94,21 +95,27 @@ BACKFILL_WINDOW = Window(date(2026, 5, 1), date(2026, 8, 31))
     ],
     ids=["two-schedules", "schedule-and-backfill"],
 )
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-connection", "two-connections"])
 def test_two_runs_started_at_the_same_instant_both_succeed_and_leave_each_task_once(
     conn: psycopg.Connection[Any],
     db_url: str,
     first: dict[str, Any],
     second: dict[str, Any],
     windows: list[Window | None],
+    *,
+    workers: int,
 ) -> None:
     duties = _duties(600)
     insert_duties(conn, duties)
     start_at = time.time() + 1.5
-    workers = [_spawn(db_url, first, start_at, 25, 0.0), _spawn(db_url, second, start_at, 25, 0.0)]
+    runs = [
+        _spawn(db_url, first, start_at, 25, pause=0.0, workers=workers),
+        _spawn(db_url, second, start_at, 25, pause=0.0, workers=workers),
+    ]
     reports = []
-    for worker in workers:
-        out, err = worker.communicate(timeout=120)
-        assert worker.returncode == 0, err
+    for each in runs:
+        out, err = each.communicate(timeout=120)
+        assert each.returncode == 0, err
         reports.append(json.loads(out))
     expected_rows, expected_latest = _expected(duties, windows)
     rows = _rows(conn)
@@ -119,13 +126,16 @@ def test_two_runs_started_at_the_same_instant_both_succeed_and_leave_each_task_o
     assert sum(r["tasks_created"] for r in reports) == len(expected_rows)
 
 
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-connection", "two-connections"])
 def test_a_run_killed_mid_way_and_run_again_leaves_exactly_the_expected_rows(
-    conn: psycopg.Connection[Any], db_url: str
+    conn: psycopg.Connection[Any], db_url: str, workers: int
 ) -> None:
     duties = _duties(400)
     insert_duties(conn, duties)
     expected_rows, expected_latest = _expected(duties, [BACKFILL_WINDOW])
-    victim = _spawn(db_url, BACKFILL, time.time(), 10, 0.05)  # 40 pages, 50 ms apart
+    victim = _spawn(
+        db_url, BACKFILL, time.time(), 10, pause=0.05, workers=workers
+    )  # 40 pages, 50 ms apart
     deadline = time.monotonic() + 60
     while task_count(conn) == 0:
         assert victim.poll() is None, "the run finished before it could be killed"
@@ -141,7 +151,7 @@ def test_a_run_killed_mid_way_and_run_again_leaves_exactly_the_expected_rows(
     wanted = {d: sum(1 for r in expected_rows if r[1] == d) for d, _ in per_duty}
     assert all(n == wanted[d] for d, n in per_duty)
 
-    rerun = _spawn(db_url, BACKFILL, time.time(), 10, 0.0)
+    rerun = _spawn(db_url, BACKFILL, time.time(), 10, pause=0.0, workers=workers)
     out, err = rerun.communicate(timeout=120)
     assert rerun.returncode == 0, err
     assert json.loads(out)["tasks_created"] == len(expected_rows) - partial

@@ -14,6 +14,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from dispatch_fn import app
 from dispatch_fn.database import conninfo_from_secret
+from dispatch_fn.dispatch import DEFAULT_WORKERS
 from dispatch_fn.errors import ConfigurationError, RunFailedError
 from dispatch_fn.settings import Settings
 from support import CLOCK, Conn, Invoke, duty, insert_duties, task_count
@@ -123,6 +124,8 @@ def test_the_secret_becomes_a_tls_conninfo_by_default() -> None:
         ("DISPATCH_CHUNK_SIZE", "0"),
         ("DISPATCH_CHUNK_SIZE", "many"),
         ("DISPATCH_MAX_WINDOW_DAYS", "-1"),
+        ("DISPATCH_WORKERS", "0"),
+        ("DISPATCH_WORKERS", "17"),
         ("DB_USES_RDS_PROXY", "yes"),
     ],
 )
@@ -138,9 +141,11 @@ def test_the_connection_is_configured_for_the_dispatcher(
     monkeypatch.setenv("DB_STATEMENT_TIMEOUT_MS", "123000")
     invoke({"now": CLOCK})
     cached = app._connections.get(Settings.from_environ(dict(_env())))
-    assert cached.prepare_threshold is None  # RDS Proxy: never pin a session
-    assert cached.execute("SHOW statement_timeout").fetchone() == ("123s",)
-    assert cached.execute("SHOW application_name").fetchone() == ("duly-dispatcher",)
+    assert len(cached) == DEFAULT_WORKERS
+    for each in cached:
+        assert each.prepare_threshold is None  # RDS Proxy: never pin a session
+        assert each.execute("SHOW statement_timeout").fetchone() == ("123s",)
+        assert each.execute("SHOW application_name").fetchone() == ("duly-dispatcher",)
 
 
 def _env() -> dict[str, str]:
@@ -154,12 +159,28 @@ def test_a_broken_warm_connection_is_replaced_on_the_next_invocation(
 ) -> None:
     insert_duties(conn, [duty("d1")])
     invoke({"now": CLOCK})
-    warm = app._connections.get(Settings.from_environ(_env()))
-    conn.execute("SELECT pg_terminate_backend(%s)", (warm.info.backend_pid,))
+    dead, alive = app._connections.get(Settings.from_environ(_env()))
+    conn.execute("SELECT pg_terminate_backend(%s)", (dead.info.backend_pid,))
     insert_duties(conn, [duty("d2")])
     report = invoke({"now": CLOCK})
     assert report["tasks_created"] == 1
-    assert app._connections.get(Settings.from_environ(_env())) is not warm
+    now_cached = app._connections.get(Settings.from_environ(_env()))
+    assert alive in now_cached  # a connection that still works is kept
+    assert dead not in now_cached
+    assert dead.closed
+
+
+def test_fewer_workers_close_the_connections_no_longer_needed(
+    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DISPATCH_WORKERS", "3")
+    invoke({"now": CLOCK})
+    three = app._connections.get(Settings.from_environ(_env()))
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    invoke({"now": CLOCK})
+    (one,) = app._connections.get(Settings.from_environ(_env()))
+    assert one is three[0]
+    assert [each.closed for each in three[1:]] == [True, True]
 
 
 def test_a_run_near_its_timeout_stops_between_pages_and_the_next_one_completes_it(
@@ -167,6 +188,7 @@ def test_a_run_near_its_timeout_stops_between_pages_and_the_next_one_completes_i
 ) -> None:
     insert_duties(conn, [duty(f"d{n}") for n in range(5)])
     monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")  # pages in id order, so the stop is known
     # Plenty of time for two pages, then less than the 30 s reserve.
     first = invoke({"now": CLOCK}, FakeContext(remaining_ms=[600_000, 600_000, 20_000]))
     assert first["complete"] is False
@@ -182,10 +204,11 @@ def test_a_dropped_connection_fails_the_run_with_how_far_it_got_for_the_failure_
 ) -> None:
     insert_duties(conn, [duty(f"d{n}") for n in range(5)])
     monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")  # pages in id order, so the failure point is known
 
     def drop_connection(check: int) -> None:
         if check == 3:  # after two pages committed
-            warm = app._connections.get(Settings.from_environ(_env()))
+            (warm,) = app._connections.get(Settings.from_environ(_env()))
             conn.execute("SELECT pg_terminate_backend(%s)", (warm.info.backend_pid,))
 
     event = {"now": CLOCK}

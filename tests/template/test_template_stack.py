@@ -27,8 +27,9 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE
+from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_WORKERS
 from dispatch_fn.events import DEFAULT_MAX_WINDOW_DAYS
+from dispatch_fn.settings import MAX_WORKERS
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "eu-west-1"
@@ -52,6 +53,7 @@ EXPECTED_ENVIRONMENT = {
     "DB_USES_RDS_PROXY": {"Ref": "DatabaseUsesRdsProxy"},
     "DISPATCH_CHUNK_SIZE": {"Ref": "DispatchChunkSize"},
     "DISPATCH_MAX_WINDOW_DAYS": {"Ref": "DispatchMaxWindowDays"},
+    "DISPATCH_WORKERS": {"Ref": "DispatchWorkers"},
     "POWERTOOLS_SERVICE_NAME": "duly-dispatcher",
     "POWERTOOLS_METRICS_NAMESPACE": "Duly",
     "POWERTOOLS_LOG_LEVEL": "INFO",
@@ -294,6 +296,8 @@ def test_database_settings_parameters_admit_only_encrypting_ssl_modes_and_boolea
     # The deployed defaults are the code's own, not a second opinion.
     assert parameters["DispatchChunkSize"]["Default"] == DEFAULT_CHUNK_SIZE
     assert parameters["DispatchMaxWindowDays"]["Default"] == DEFAULT_MAX_WINDOW_DAYS
+    assert parameters["DispatchWorkers"]["Default"] == DEFAULT_WORKERS
+    assert parameters["DispatchWorkers"]["MaxValue"] == MAX_WORKERS
 
 
 def test_logs_go_to_a_stack_named_log_group_with_retention(
