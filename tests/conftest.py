@@ -117,6 +117,15 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 
 @pytest.fixture
+def helpers(db_url: str) -> Iterator[list[psycopg.Connection[tuple[object, ...]]]]:
+    """Two more autocommit connections to this test's database, for runs that share pages."""
+    conns = [psycopg.connect(db_url, autocommit=True) for _ in range(2)]
+    yield conns
+    for each in conns:
+        each.close()
+
+
+@pytest.fixture
 def invoke(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., dict[str, Any]]]:
     """Call ``lambda_handler`` against this test's database, as Lambda would."""
     monkeypatch.setenv("DATABASE_URL", db_url)

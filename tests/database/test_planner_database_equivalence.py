@@ -69,19 +69,26 @@ def _as_tuples(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(duties=duties(), run=runs(), chunk=st.integers(1, 5))
-def test_database_path_inserts_exactly_the_planned_rows(
+@given(duties=duties(), run=runs(), chunk=st.integers(1, 5), workers=st.integers(1, 3))
+def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypothesis draws
     conn: psycopg.Connection[Any],
+    helpers: list[psycopg.Connection[Any]],
     duties: list[dict[str, Any]],
     run: tuple[datetime, Window | None],
     chunk: int,
+    workers: int,
 ) -> None:
     conn.execute("TRUNCATE duly_task, duly_duty")
     insert_duties(conn, duties)
     now, window = run
     plan = plan_dispatch(duties, now, window)
 
-    report = dispatch.run(conn, dispatch.RunRequest(now=now, window=window), chunk_size=chunk)
+    report = dispatch.run(
+        conn,
+        dispatch.RunRequest(now=now, window=window),
+        chunk_size=chunk,
+        helpers=helpers[: workers - 1],
+    )
 
     assert _as_tuples(task_rows(conn)) == _as_tuples(plan.drafts)
     summary = report.as_json()
