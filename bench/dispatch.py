@@ -596,6 +596,37 @@ def _written(before: _Counters, after: _Counters) -> Written:
     )
 
 
+# --- server CPU ----------------------------------------------------------------
+
+
+def backend_cpu_seconds(conns: Sequence[psycopg.Connection[Any]]) -> float | None:
+    """CPU seconds the server processes behind ``conns`` have used so far.
+
+    Read from /proc, so only for a server on this machine (a Unix socket or
+    loopback address); None elsewhere. It shows what a run cost the database
+    in work, beside the wall time the bar judges: several connections shorten
+    the wall time, not the work.
+    """
+    total_ticks = 0
+    for conn in conns:
+        host = conn.info.host
+        if not (host.startswith("/") or host in ("localhost", "127.0.0.1", "::1")):
+            return None
+        stat = Path(f"/proc/{conn.info.backend_pid}/stat")
+        try:
+            # Fields after the ")" closing the command name start at field 3;
+            # utime and stime are fields 14 and 15.
+            fields = stat.read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total_ticks += int(fields[11]) + int(fields[12])
+    return total_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_spent(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
 # --- the dispatching child process ------------------------------------------
 
 
@@ -716,6 +747,7 @@ def _child_main(raw_spec: str) -> int:
             conn.execute("SELECT 1")  # the connections are warm before the clock starts
             conn.statements = conn.transactions = 0
         baseline_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        cpu_before = backend_cpu_seconds(conns)
         with ExitStack() as tracing:
             traces = [
                 tracing.enter_context(_protocol_trace(conn, enabled=spec.trace)) for conn in conns
@@ -723,6 +755,7 @@ def _child_main(raw_spec: str) -> int:
             started = time.perf_counter()
             report = dispatch.run(conns[0], request, chunk_size=spec.chunk_size, helpers=conns[1:])
             seconds = time.perf_counter() - started
+        server_cpu = _cpu_spent(cpu_before, backend_cpu_seconds(conns))
         statements = sum(conn.statements for conn in conns)
         transactions = sum(conn.transactions for conn in conns)
         prepared = sum(
@@ -733,6 +766,7 @@ def _child_main(raw_spec: str) -> int:
     traced = [count for trace in traces for count in trace]
     figures = {
         "seconds": seconds,
+        "server_cpu_seconds": server_cpu,
         "statements": statements,
         "transactions": transactions,
         "prepared": prepared,
@@ -752,6 +786,7 @@ class ChildRun:
     """A dispatcher run made in a child process, as it and the database saw it."""
 
     seconds: float
+    server_cpu_seconds: float | None
     process_seconds: float
     tasks_created: int
     tasks_existing: int
@@ -789,6 +824,7 @@ def run_child(conn: Conn, spec: ChildSpec, tables: Sequence[str] = DISPATCH_TABL
     report = figures["report"]
     return ChildRun(
         seconds=figures["seconds"],
+        server_cpu_seconds=figures["server_cpu_seconds"],
         process_seconds=process_seconds,
         tasks_created=report["tasks_created"],
         tasks_existing=report["tasks_existing"],
@@ -884,6 +920,7 @@ class FloorRun:
     """One pass of the floor: the INSERT and the UPDATE in one transaction."""
 
     seconds: float
+    server_cpu_seconds: float | None
     insert_seconds: float
     update_seconds: float
     inserted: int
@@ -911,6 +948,7 @@ def run_floor(conn: Conn) -> FloorRun:
     """Time one pass of the floor, from BEGIN to COMMIT."""
     _settle(conn)
     before = _table_counters(conn, FLOOR_TABLES)
+    cpu_before = backend_cpu_seconds([conn])
     started = time.perf_counter()
     with conn.transaction():
         inserted = conn.execute(_FLOOR_INSERT).rowcount
@@ -920,6 +958,7 @@ def run_floor(conn: Conn) -> FloorRun:
     seconds = time.perf_counter() - started
     return FloorRun(
         seconds=seconds,
+        server_cpu_seconds=_cpu_spent(cpu_before, backend_cpu_seconds([conn])),
         insert_seconds=after_insert - started,
         update_seconds=after_update - after_insert,
         inserted=inserted,
@@ -1227,7 +1266,23 @@ def judge(results: Results, options: Options) -> list[Verdict]:
             f"<= {budget:g} s",
             first.seconds <= budget,
         ),
+        _cpu_verdict("server CPU: first run / floor", first, floor),
+        _cpu_verdict("server CPU: no-op / floor no-op", noop, results.floor_noop),
     ]
+
+
+# The bar of an information-only line.
+_NO_BAR: Final = "(info) none"
+
+
+def _cpu_verdict(name: str, run: ChildRun, floor: FloorRun) -> Verdict:
+    """The work a run cost the database against the floor's, beside the timed bar."""
+    spent, floor_spent = run.server_cpu_seconds, floor.server_cpu_seconds
+    if spent is None or floor_spent is None:
+        return Verdict(name, math.nan, "n/a (server not local)", _NO_BAR, passed=True, judged=False)
+    ratio = _ratio(spent, floor_spent)
+    shown = f"{ratio:.2f}x ({spent:.1f} vs {floor_spent:.1f} s)"
+    return Verdict(name, ratio, shown, _NO_BAR, passed=True, judged=False)
 
 
 # --- the printed table -----------------------------------------------------------
@@ -1257,18 +1312,21 @@ def render(results: Results) -> str:
             else ""
         ),
         "",
-        f"{'measurement':<48} {'seconds':>9} {'rows':>11} {'trips':>7} "
+        f"{'measurement':<48} {'seconds':>9} {'srv CPU':>8} {'rows':>11} {'trips':>7} "
         f"{'RSS MiB':>8}  rows written (ins + upd)",
     ]
 
     def child(label: str, run: ChildRun) -> str:
         return (
-            f"{label:<48} {run.seconds:>9.2f} {run.tasks_created:>11,} {run.round_trips:>7,} "
+            f"{label:<48} {run.seconds:>9.2f} {_cpu_text(run.server_cpu_seconds):>8} "
+            f"{run.tasks_created:>11,} {run.round_trips:>7,} "
             f"{run.rss_peak_mib:>8.1f}  {_written_text(run.written)}"
         )
 
-    def plain(label: str, seconds: float, rows: int, trips: str = "", note: str = "") -> str:
-        return f"{label:<48} {seconds:>9.2f} {rows:>11,} {trips:>7} {'':>8}  {note}"
+    def plain(  # noqa: PLR0917 - one per column
+        label: str, seconds: float, rows: int, trips: str = "", note: str = "", cpu: str = ""
+    ) -> str:
+        return f"{label:<48} {seconds:>9.2f} {cpu:>8} {rows:>11,} {trips:>7} {'':>8}  {note}"
 
     floor, floor_noop, naive = results.floor, results.floor_noop, results.naive
     backfill_label = f"{p['backfill_duties']:,}-duty organisation"
@@ -1279,13 +1337,14 @@ def render(results: Results) -> str:
         child(f"c1 backfill 13 months, {backfill_label}", results.backfill),
         child("c2 backfill again (no-op)", results.backfill_again),
         plain("d1 floor: INSERT ... SELECT + UPDATE", floor.seconds, floor.inserted, "4",
-              _written_text(floor.written)),
+              _written_text(floor.written), _cpu_text(floor.server_cpu_seconds)),
         plain("     INSERT ... ON CONFLICT DO NOTHING", floor.insert_seconds, floor.inserted),
         plain("     UPDATE last_dispatched_period", floor.update_seconds, floor.advanced),
         plain("d0 floor no-op at once", results.floor_retry.seconds,
-              results.floor_retry.inserted, "4", _written_text(results.floor_retry.written)),
+              results.floor_retry.inserted, "4", _written_text(results.floor_retry.written),
+              _cpu_text(results.floor_retry.server_cpu_seconds)),
         plain("d2 floor no-op, tables vacuumed", floor_noop.seconds, floor_noop.inserted, "4",
-              _written_text(floor_noop.written)),
+              _written_text(floor_noop.written), _cpu_text(floor_noop.server_cpu_seconds)),
         plain(f"e1 naive: {naive.sample:,} single-row INSERTs (sample)", naive.seconds,
               naive.inserted, f"{naive.sample:,}"),
         plain(f"     extrapolated to {results.staged_rows:,} rows", naive.extrapolated_seconds,
@@ -1309,10 +1368,14 @@ def render(results: Results) -> str:
     ]
     lines += [
         f"{v.name:<40} {v.shown:>34}  {v.bar:<30} "
-        + ("PASS" if v.passed else "FAIL" if v.judged else "over")
+        + ("info" if v.bar == _NO_BAR else "PASS" if v.passed else "FAIL" if v.judged else "over")
         for v in results.verdicts
     ]
     return "\n".join(lines)
+
+
+def _cpu_text(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.2f}"
 
 
 def _written_text(written: Written) -> str:

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "dispatch.py"
 
@@ -98,6 +99,19 @@ def test_round_trips_counted_are_those_on_the_wire(figures: dict[str, Any]) -> N
         assert run["rss_peak_mib"] > 0
 
 
+def test_server_cpu_is_read_where_the_server_runs_on_this_machine(
+    figures: dict[str, Any], server_dsn: str
+) -> None:
+    host = conninfo_to_dict(server_dsn).get("host") or "/"  # libpq's default: a socket
+    local = str(host).startswith("/") or host in ("localhost", "127.0.0.1", "::1")
+    for name in ("first", "retry", "noop", "backfill", "tenth_first", "floor", "floor_noop"):
+        spent = figures[name]["server_cpu_seconds"]
+        assert (spent is not None) is local, name
+        assert spent is None or spent >= 0, name
+    if local:  # tick-granular (10 ms), but a first run does measurable work
+        assert figures["first"]["server_cpu_seconds"] > 0
+
+
 def test_every_bar_is_judged(figures: dict[str, Any]) -> None:
     names = [verdict["name"] for verdict in figures["verdicts"]]
     assert names == [
@@ -111,6 +125,8 @@ def test_every_bar_is_judged(figures: dict[str, Any]) -> None:
         "peak RSS at N vs N/10",
         "round trips vs N / chunk size",
         "first run within the Lambda budget",
+        "server CPU: first run / floor",
+        "server CPU: no-op / floor no-op",
     ]
     assert figures["code_versions"]  # the dispatcher code each run imported, fingerprinted
     verdicts = {verdict["name"]: verdict["passed"] for verdict in figures["verdicts"]}
@@ -119,6 +135,8 @@ def test_every_bar_is_judged(figures: dict[str, Any]) -> None:
     assert verdicts["no-op rows inserted + updated (b0 and b)"]
     judged = {verdict["name"]: verdict["judged"] for verdict in figures["verdicts"]}
     assert [name for name, counts in judged.items() if not counts] == [
-        "b0 at once / floor's d0 (no vacuum)"
+        "b0 at once / floor's d0 (no vacuum)",
+        "server CPU: first run / floor",
+        "server CPU: no-op / floor no-op",
     ]
     assert verdicts["round trips vs N / chunk size"]
