@@ -74,6 +74,11 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     )
     logger.info("run started")
     conn, *helpers = _connections.get(settings)
+    if len(helpers) + 1 < settings.workers:
+        logger.warning(
+            "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
+            extra={"connections": len(helpers) + 1, "workers": settings.workers},
+        )
     try:
         report = dispatch.run(
             conn,

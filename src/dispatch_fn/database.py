@@ -87,7 +87,10 @@ class ConnectionCache:
         self._conninfo: str | None = None
 
     def get(self, settings: Settings) -> list[Connection]:
-        """``settings.workers`` usable connections: cached ones that still work, then new ones."""
+        """Up to ``settings.workers`` usable connections: cached ones that still work, then new.
+
+        Fewer only when the server refuses more; never none (the error is raised).
+        """
         conninfo = conninfo_for(settings)
         if conninfo != self._conninfo:
             self.discard()
@@ -101,7 +104,14 @@ class ConnectionCache:
         # Kept before connecting more, so a failed connect leaves none unowned.
         self._conns = kept
         while len(kept) < settings.workers:
-            kept.append(connect(settings, conninfo))
+            try:
+                kept.append(connect(settings, conninfo))
+            except psycopg.OperationalError:
+                # A helper is an optimisation: a server at its connection limit
+                # gets a run on the connections it did give, not a failed run.
+                if not kept:
+                    raise
+                break
         return list(kept)
 
     def discard(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from psycopg.conninfo import conninfo_to_dict
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dispatch_fn import app
 from dispatch_fn.database import conninfo_from_secret
@@ -168,6 +170,37 @@ def test_a_broken_warm_connection_is_replaced_on_the_next_invocation(
     assert alive in now_cached  # a connection that still works is kept
     assert dead not in now_cached
     assert dead.closed
+
+
+def test_a_server_that_refuses_the_extra_connections_gets_a_run_on_the_ones_it_gave(
+    conn: Conn,
+    db_url: str,
+    invoke: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    insert_duties(conn, [duty(f"d{n}") for n in range(5)])
+    # The server's own refusal: a role allowed one connection at a time
+    # (superusers are exempt from connection limits, so not the test's role).
+    role = f"duly_one_conn_{uuid.uuid4().hex[:8]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN CONNECTION LIMIT 1").format(sql.Identifier(role)))
+    try:
+        conn.execute(
+            sql.SQL("GRANT SELECT, INSERT, UPDATE ON duly_duty, duly_task TO {}").format(
+                sql.Identifier(role)
+            )
+        )
+        monkeypatch.setenv("DATABASE_URL", make_conninfo(db_url, user=role))
+        monkeypatch.setenv("DISPATCH_WORKERS", "2")
+        monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
+        report = invoke({"now": CLOCK})
+        assert (report["tasks_created"], report["complete"]) == (5, True)
+        assert len(app._connections.get(Settings.from_environ(_env()))) == 1
+        assert "fewer connections than DISPATCH_WORKERS" in capfd.readouterr().err
+    finally:
+        app._connections.discard()
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def test_fewer_workers_close_the_connections_no_longer_needed(
