@@ -45,8 +45,8 @@ from dispatch_fn.store import Connection, Scope
 DEFAULT_CHUNK_SIZE: Final = 10_000
 # Connections a run dispatches pages on. A page keeps one server backend busy
 # while the client waits, so one connection leaves every other core of the
-# database idle; two pages at once measured 1.5-1.7x faster than one at
-# 1,000,000 duties on a 2-core server (README, Performance).
+# database idle; two at once made a first run 1.6-1.7x and a no-op run
+# 1.4-1.9x faster at 1,000,000 duties on a 2-core server (README, Performance).
 DEFAULT_WORKERS: Final = 2
 # A report lists at most this many faulty duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100

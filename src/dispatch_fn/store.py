@@ -277,7 +277,9 @@ def _summary(new_rows: str, advanced_duties: str) -> str:
     # taken in the database's own collation, the one the page's ORDER BY used,
     # so it is the next cursor. nothing_due (in its window, yet owed nothing)
     # is counted by difference: an anti-join between two CTEs is planned
-    # blind, as a nested loop.
+    # blind, as a nested loop. Its DISTINCT sorts the page's owed rows; in "C"
+    # that is a byte comparison, where a linguistic default collation (such as
+    # en_US.UTF-8) would call strcoll for each, for the same count.
     return f"""
 SELECT d.upto, d.page_rows, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
        (SELECT count(*) FROM {new_rows}),
@@ -288,7 +290,7 @@ FROM (SELECT max(id) AS upto,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
       FROM placed) d,
-     (SELECT count(*) AS owed, count(DISTINCT duty_id) AS owing FROM owed) o"""
+     (SELECT count(*) AS owed, count(DISTINCT duty_id COLLATE "C") AS owing FROM owed) o"""
 
 
 # Rows go in sorted by the unique key, so two runs inserting overlapping sets
