@@ -1,8 +1,8 @@
 """The dispatcher against PostgreSQL's own floor, side by side in one run (issue 5).
 
 Run: .venv/bin/python bench/dispatch.py [--duties N] [--backfill-duties M]
-         [--chunk-size C] [--json PATH] [--naive-sample S] [--database-url DSN]
-         [--rds-proxy]
+         [--chunk-size C] [--workers W] [--json PATH] [--naive-sample S]
+         [--database-url DSN] [--rds-proxy]
 
 Without ``--database-url`` (or ``DATABASE_URL``) it starts an embedded
 PostgreSQL in a temporary directory under /tmp and removes it afterwards; with
@@ -674,7 +674,7 @@ class ChildSpec:
 
     dsn: str
     chunk_size: int
-    workers: int = 1
+    workers: int
     window: tuple[str, str] | None = None
     organization_id: str | None = None
     prepare: bool = True

@@ -128,21 +128,24 @@ def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
     So that pages can be handed to several connections at once; the result
     grows with N / size, not with N.
     """
+
     # Each step skips one page along the index from the previous bound: one
     # pass over the index in all, a third of the time numbering every row
     # with row_number() took (108 vs 307 ms at 900,000 dispatchable duties).
-    step = (
-        "SELECT d.id FROM duly_duty d WHERE " + _DISPATCHABLE + " AND {scope} AND {after}"
-        " ORDER BY d.id OFFSET %(skip)s LIMIT 1"
-    )
+    def step(after: str) -> sql.Composed:
+        return sql.SQL(
+            "SELECT d.id FROM duly_duty d WHERE "
+            + _DISPATCHABLE
+            + " AND {scope} AND "
+            + after
+            + " ORDER BY d.id OFFSET %(skip)s LIMIT 1"
+        ).format(scope=scope.condition())
+
     query = sql.SQL(
-        "WITH RECURSIVE bound(id) AS ("
-        " SELECT (" + step.replace("{after}", "true") + ")"
-        " UNION ALL"
-        " SELECT (" + step.replace("{after}", "d.id > bound.id") + ")"
+        "WITH RECURSIVE bound(id) AS ( SELECT ({first}) UNION ALL SELECT ({next})"
         " FROM bound WHERE bound.id IS NOT NULL)"
         " SELECT id FROM bound WHERE id IS NOT NULL ORDER BY id"
-    ).format(scope=scope.condition())
+    ).format(first=step("true"), next=step("d.id > bound.id"))
     params = {**scope.params(), "skip": size - 1}
     return [str(row[0]) for row in conn.execute(query, params)]
 
