@@ -33,7 +33,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
-from dispatch_fn import dispatch
+from dispatch_fn import continuation, invocation
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.errors import EventError, RunFailedError
 from dispatch_fn.events import parse_event
@@ -80,12 +80,13 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
             extra={"connections": len(helpers) + 1, "workers": settings.workers},
         )
     try:
-        report = dispatch.run(
-            conn,
+        result = invocation.execute(
+            [conn, *helpers],
             request,
-            chunk_size=settings.chunk_size,
+            options=invocation.Options(settings.chunk_size, settings.catch_up_days),
+            request_id=getattr(context, "aws_request_id", None),
             should_stop=_deadline(context, settings.reserve_ms),
-            helpers=helpers,
+            hand_off=_hand_off(context),
         )
     except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.
@@ -93,7 +94,6 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         metrics.add_metric("FailedRuns", MetricUnit.Count, 1)
         logger.exception("run failed", extra={"report": failed.report})
         raise
-    result = report.as_json()
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(result)
     logger.info("run finished", extra={"report": result})
@@ -107,11 +107,26 @@ def _deadline(context: Any, reserve_ms: int) -> Callable[[], bool]:
     return lambda: remaining() < reserve_ms
 
 
+def _hand_off(context: Any) -> invocation.HandOff | None:
+    # The ARN Lambda invoked (with its version or alias), so the chain stays on one code version.
+    arn: str | None = getattr(context, "invoked_function_arn", None)
+    if not arn:
+        return None
+
+    def send(event: dict[str, Any]) -> None:
+        continuation.hand_off(continuation.lambda_client_for(arn), arn, event)
+
+    return send
+
+
 def _emit_metrics(result: dict[str, Any]) -> None:
     metrics.add_metric("DutiesRead", MetricUnit.Count, result["duties_read"])
     metrics.add_metric("TasksCreated", MetricUnit.Count, result["tasks_created"])
     metrics.add_metric("TasksExisting", MetricUnit.Count, result["tasks_existing"])
     metrics.add_metric("Faults", MetricUnit.Count, sum(result["fault_counts"].values()))
     metrics.add_metric("Degraded", MetricUnit.Count, int(result["degraded"]))
-    metrics.add_metric("Incomplete", MetricUnit.Count, int(not result["complete"]))
+    # Only a chain that ends incomplete: a run that handed its rest on is not one.
+    ended_incomplete = not result["complete"] and not result["handed_off"]
+    metrics.add_metric("Incomplete", MetricUnit.Count, int(ended_incomplete))
+    metrics.add_metric("HandedOff", MetricUnit.Count, int(result["handed_off"]))
     metrics.add_metric("DurationMs", MetricUnit.Milliseconds, result["duration_ms"])

@@ -22,7 +22,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors as pg_errors
 
-from dispatch_fn import store
+from dispatch_fn import catch_up, store
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
@@ -65,6 +65,8 @@ class RunRequest:
     window: Window | None = None
     dry_run: bool = False
     scope: Scope = field(default_factory=Scope)
+    resume_after: str | None = None
+    continuation: int = 0
 
     @property
     def mode(self) -> str:
@@ -88,6 +90,7 @@ class RunReport:
     retries: int = 0
     complete: bool = True
     last_duty_id: str | None = None
+    catch_up: catch_up.CatchUpReport | None = None
 
     @property
     def degraded(self) -> bool:
@@ -122,6 +125,7 @@ class RunReport:
             "last_duty_id": self.last_duty_id,
             "pages": self.pages,
             "retries": self.retries,
+            "catch_up": None if self.catch_up is None else self.catch_up.as_json(),
         }
 
 
@@ -132,6 +136,7 @@ def run(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     should_stop: Callable[[], bool] = lambda: False,
     helpers: Sequence[Connection] = (),
+    catch_up_clocks: Sequence[datetime] = (),
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -146,6 +151,8 @@ def run(
         # killed near its end would lose all of them.
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
     report = RunReport(request)
+    if catch_up_clocks:
+        report.catch_up = catch_up.CatchUpReport(tuple(catch_up_clocks))
     try:
         _run_pages([conn, *helpers], request, report, chunk_size, should_stop)
     except (psycopg.Error, OSError) as exc:
@@ -174,6 +181,13 @@ def _run_pages(
     if not ready:
         return
     statement = store.page_statement(request.scope, ready, dry_run=request.dry_run)
+    extras = catch_up.page_statements(
+        conn,
+        request.scope,
+        ready,
+        () if report.catch_up is None else report.catch_up.clocks,
+        request.now,
+    )
     # One connection walks the keyset alone; several need the pages' bounds
     # up front to take them in turn.
     bounds = store.page_bounds(conn, request.scope, chunk_size) if len(conns) > 1 else []
@@ -193,12 +207,19 @@ def _run_pages(
                         halt.set()
                         return
                     result, retries = _dispatch_page(worker, statement, after, upto, chunk_size)
+                    # Catch-up: the very same duties, at the missed clocks.
+                    caught = [
+                        _dispatch_page(worker, extra, after, result.upto, chunk_size)
+                        for extra in (extras if result.upto is not None else ())
+                    ]
                     # A short page, or one that reached its bound, ends its range.
                     finished = result.rows < chunk_size or (
                         upto is not None and result.upto == upto
                     )
                     with lock:
                         _count_page(report, result, retries)
+                        for more, again in caught:
+                            _count_catch_up(report, more, again)
                         report.last_duty_id = pages.record(index, result.upto, finished=finished)
                     if finished:
                         break
@@ -357,6 +378,15 @@ def _count_page(report: RunReport, result: store.PageResult, retries: int) -> No
     report.skipped["nothing_due"] += result.nothing_due
     report.tasks_created += result.created
     report.tasks_existing += result.owed - result.created
+    report.duties_advanced += result.advanced
+
+
+def _count_catch_up(report: RunReport, result: store.PageResult, retries: int) -> None:
+    # Only what was written: the page's duties were counted at the run's own clock.
+    assert report.catch_up is not None  # noqa: S101 - only called with catch-up statements
+    report.retries += retries
+    report.tasks_created += result.created
+    report.catch_up.tasks_created += result.created
     report.duties_advanced += result.advanced
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from dispatch_fn.continuation import MAX_CONTINUATIONS
 from dispatch_fn.dispatch import RunRequest
 from dispatch_fn.errors import EventError
 from dispatch_fn.plan import Window
@@ -83,6 +84,8 @@ class ManualEvent(BaseModel):
     dry_run: bool = Field(default=False, strict=True)
     organization_id: str | None = Field(default=None, min_length=1)
     duty_ids: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    resume_after: str | None = Field(default=None, min_length=1)
+    continuation: int = Field(default=0, ge=0, le=MAX_CONTINUATIONS, strict=True)
 
 
 def parse_event(
@@ -105,9 +108,17 @@ def parse_event(
     scope = Scope(
         organization_id=manual.organization_id,
         duty_ids=None if manual.duty_ids is None else tuple(manual.duty_ids),
+        resume_after=manual.resume_after,
     )
     window = _window(manual, now, max_window_days)
-    return RunRequest(now=now, window=window, dry_run=manual.dry_run, scope=scope)
+    return RunRequest(
+        now=now,
+        window=window,
+        dry_run=manual.dry_run,
+        scope=scope,
+        resume_after=manual.resume_after,
+        continuation=manual.continuation,
+    )
 
 
 def _window(manual: ManualEvent, now: datetime, max_window_days: int) -> Window | None:

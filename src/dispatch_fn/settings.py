@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from dispatch_fn.catch_up import DEFAULT_CATCH_UP_DAYS
 from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_WORKERS
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.events import DEFAULT_MAX_WINDOW_DAYS
@@ -30,6 +31,8 @@ class Settings:
     # Stop starting pages when less than this remains of the invocation, so a
     # long run reports how far it got instead of being killed mid-page.
     reserve_ms: int = 30_000
+    # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -49,6 +52,7 @@ class Settings:
             workers=_positive(environ, "DISPATCH_WORKERS", DEFAULT_WORKERS, most=MAX_WORKERS),
             max_window_days=_positive(environ, "DISPATCH_MAX_WINDOW_DAYS", DEFAULT_MAX_WINDOW_DAYS),
             reserve_ms=_positive(environ, "DISPATCH_RESERVE_MS", 30_000),
+            catch_up_days=_not_negative(environ, "DISPATCH_CATCH_UP_DAYS", DEFAULT_CATCH_UP_DAYS),
         )
 
 
@@ -65,6 +69,19 @@ def _positive(
         raise ConfigurationError(f"{name}={raw!r}; expected {expected}") from None
     if value <= 0 or (most is not None and value > most):
         raise ConfigurationError(f"{name}={raw!r}; expected {expected}")
+    return value
+
+
+def _not_negative(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r}; expected an integer, 0 or more") from None
+    if value < 0:
+        raise ConfigurationError(f"{name}={raw!r}; expected an integer, 0 or more")
     return value
 
 

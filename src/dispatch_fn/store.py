@@ -39,6 +39,8 @@ class Scope:
 
     organization_id: str | None = None
     duty_ids: tuple[str, ...] | None = None
+    # A continuation's resume point (SPEC §9): only duties whose id sorts after it.
+    resume_after: str | None = None
 
     def condition(self) -> sql.Composable:
         """The scope as a ``WHERE`` conjunct over ``duly_duty d`` (see ``params``)."""
@@ -47,11 +49,17 @@ class Scope:
             parts.append(sql.SQL("d.organization_id = %(organization_id)s"))
         if self.duty_ids is not None:
             parts.append(sql.SQL("d.id = ANY(%(duty_ids)s)"))
+        if self.resume_after is not None:
+            parts.append(sql.SQL("d.id > %(resume_after)s"))
         return sql.SQL(" AND ").join(parts)
 
     def params(self) -> dict[str, Any]:
         """The values ``condition`` refers to."""
-        return {"organization_id": self.organization_id, "duty_ids": list(self.duty_ids or ())}
+        return {
+            "organization_id": self.organization_id,
+            "duty_ids": list(self.duty_ids or ()),
+            "resume_after": self.resume_after,
+        }
 
 
 @dataclass(frozen=True, slots=True)

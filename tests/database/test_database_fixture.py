@@ -21,9 +21,15 @@ def test_migrate_twice_is_a_no_op(db_url: str) -> None:
 
 def test_migrate_applies_everything_to_an_empty_database(server_dsn: str, db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as connection:
-        connection.execute("DROP TABLE duly_task, duly_duty, duly_schema_migration")
+        connection.execute(
+            "DROP TABLE duly_dispatch_run, duly_task, duly_duty, duly_schema_migration"
+        )
     with psycopg.connect(db_url) as connection:
-        assert apply_migrations(connection) == ["0001_schema", "0002_duty_fillfactor"]
+        assert apply_migrations(connection) == [
+            "0001_schema",
+            "0002_duty_fillfactor",
+            "0004_run_ledger",
+        ]
         assert apply_migrations(connection) == []
 
 

@@ -186,9 +186,9 @@ def test_a_server_that_refuses_the_extra_connections_gets_a_run_on_the_ones_it_g
     conn.execute(sql.SQL("CREATE ROLE {} LOGIN CONNECTION LIMIT 1").format(sql.Identifier(role)))
     try:
         conn.execute(
-            sql.SQL("GRANT SELECT, INSERT, UPDATE ON duly_duty, duly_task TO {}").format(
-                sql.Identifier(role)
-            )
+            sql.SQL(
+                "GRANT SELECT, INSERT, UPDATE ON duly_duty, duly_task, duly_dispatch_run TO {}"
+            ).format(sql.Identifier(role))
         )
         monkeypatch.setenv("DATABASE_URL", make_conninfo(db_url, user=role))
         monkeypatch.setenv("DISPATCH_WORKERS", "2")

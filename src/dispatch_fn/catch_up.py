@@ -1,0 +1,157 @@
+"""Catch-up (SPEC §9): what the scheduled runs of missed days would have owed.
+
+A scheduled run whose predecessor completed more than a day earlier also owes
+what a run at each missed daily clock would have owed under SPEC §4. Run once
+per missed clock, that would cost a whole run per day; instead the run's own
+pages carry it. Each page is dispatched at the run's clock first, then once
+more with a schedule per missed clock holding only the periods that the run's
+own clock no longer owes:
+
+- For a duty whose effective window holds today, a period that is current or
+  later at the run's clock and was owed at a missed clock is owed now as well
+  (visibility only opens with time), so only periods *before* the current one
+  are left to catch up. Between two daily runs of a monthly duty that is
+  usually none, and a schedule with no periods is not sent at all.
+- A duty whose ``effective_to`` fell during the outage owes nothing at the
+  run's clock, so for those few duties (found by one query) every candidate
+  of each missed clock is sent.
+
+Both extra statements are the ordinary page statement over the same duties,
+so a page is still a unit of progress: a run stopped or killed between pages
+leaves whole pages behind, caught up or not, and the next run redoes the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from psycopg import sql
+
+from dispatch_fn import store
+from dispatch_fn.plan import CadenceRefused, Schedule, schedule_for
+from dispatch_fn.store import Connection, Group, Scope
+
+DEFAULT_CATCH_UP_DAYS: Final = 7
+_DAY: Final = timedelta(days=1)
+
+# Dispatchable duties in scope whose window closed between the first missed
+# clock and the run's own clock (a day's margin each way covers every zone).
+_EXPIRED_DURING: Final = (
+    "SELECT d.id FROM duly_duty d"
+    " WHERE d.status = 'active' AND d.form = 'recurring' AND {scope}"
+    " AND d.effective_to >= %(lo)s AND d.effective_to < %(hi)s"
+    " ORDER BY d.id"
+)
+
+
+@dataclass(slots=True)
+class CatchUpReport:
+    """What a run caught up: its missed clocks and the tasks it created for them."""
+
+    clocks: tuple[datetime, ...]
+    tasks_created: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The report's ``catch_up`` object (SPEC §9)."""
+        return {
+            "from": self.clocks[0].isoformat(),
+            "to": self.clocks[-1].isoformat(),
+            "clocks": len(self.clocks),
+            "tasks_created": self.tasks_created,
+        }
+
+
+def missed_clocks(latest: datetime | None, now: datetime, days: int) -> tuple[datetime, ...]:
+    """The daily clocks after ``latest`` and before ``now``, at most ``days`` days back.
+
+    None when ``latest`` is None (no earlier run), within a day of ``now``, or
+    after it (a replayed older clock).
+    """
+    if days < 0:
+        raise ValueError(f"catch-up days {days!r}; expected 0 or more")
+    if latest is None or days == 0 or now - latest <= _DAY:
+        return ()
+    earliest = now - days * _DAY
+    # Jump straight to the first clock inside the bound: an outage of years
+    # costs no more to compute than one of a week.
+    skipped = max(0, (earliest - latest) // _DAY - 1)
+    clock = latest + (skipped + 1) * _DAY
+    clocks = []
+    while clock < now:
+        if clock >= earliest:
+            clocks.append(clock)
+        clock += _DAY
+    return tuple(clocks)
+
+
+def page_statements(
+    conn: Connection,
+    scope: Scope,
+    ready: Sequence[tuple[Group, Schedule]],
+    clocks: Sequence[datetime],
+    now: datetime,
+) -> list[store.PageStatement]:
+    """The extra page statements that catch ``clocks`` up (none if nothing can be owed)."""
+    if not clocks or not ready:
+        return []
+    lead: dict[tuple[str | None, str], int] = {}
+    current: dict[tuple[str | None, str], str] = {}
+    for group, schedule in ready:
+        memo = (group.frequency, group.timezone)
+        lead[memo] = max(lead.get(memo, group.max_lead), group.max_lead)
+        current[memo] = next(period.key for period in schedule.periods if period.current)
+    full: dict[tuple[str | None, str], list[Schedule]] = {}
+    for memo, horizon in lead.items():
+        frequency, zone = memo
+        for clock in clocks:
+            try:
+                full.setdefault(memo, []).append(
+                    schedule_for(frequency, zone, clock, lead_horizon=horizon)
+                )
+            except CadenceRefused:
+                # Only at a calendar's edge, where the run's own clock already
+                # planned this group; a missed clock there owes nothing.
+                continue
+    earlier: dict[tuple[str | None, str], list[Schedule]] = {
+        memo: [
+            Schedule(s.today, kept)
+            for s in schedules
+            if (kept := tuple(p for p in s.periods if p.key < current[memo]))
+        ]
+        for memo, schedules in full.items()
+    }
+    statements = []
+    before = _pairs(ready, earlier)
+    if before:
+        statements.append(store.page_statement(scope, before, dry_run=False))
+    expired = _expired_during(conn, scope, clocks[0], now)
+    if expired:
+        narrowed = Scope(
+            organization_id=scope.organization_id,
+            duty_ids=expired,
+            resume_after=scope.resume_after,
+        )
+        statements.append(store.page_statement(narrowed, _pairs(ready, full), dry_run=False))
+    return statements
+
+
+def _pairs(
+    ready: Sequence[tuple[Group, Schedule]],
+    schedules: dict[tuple[str | None, str], list[Schedule]],
+) -> list[tuple[Group, Schedule]]:
+    return [
+        (group, schedule)
+        for group, _ in ready
+        for schedule in schedules.get((group.frequency, group.timezone), [])
+    ]
+
+
+def _expired_during(
+    conn: Connection, scope: Scope, first: datetime, now: datetime
+) -> tuple[str, ...]:
+    query = sql.SQL(_EXPIRED_DURING).format(scope=scope.condition())
+    params = {**scope.params(), "lo": (first - _DAY).date(), "hi": (now + _DAY).date()}
+    return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())

@@ -1,0 +1,88 @@
+"""Self-continuation (SPEC §9): a run stopped by its deadline hands the rest on.
+
+The hand-off is an asynchronous invocation of the same function (and the same
+version or alias: the ARN Lambda says it invoked) with the same clock, window
+and scope, plus ``resume_after`` and the next ``continuation`` number. The
+chain is bounded, so a bug can never keep a function invoking itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, Protocol
+
+from dispatch_fn.dispatch import RunReport, RunRequest
+
+MAX_CONTINUATIONS: Final = 20
+
+
+class HandOffError(RuntimeError):
+    """The continuation could not be handed off; the chain ends incomplete."""
+
+
+class LambdaClient(Protocol):
+    """The one call of boto3's Lambda client a hand-off makes."""
+
+    def invoke(self, **kwargs: Any) -> Any:
+        """``lambda:Invoke``."""
+        ...
+
+
+def next_event(request: RunRequest, report: RunReport) -> dict[str, Any]:
+    """The event of the run that continues ``request`` from where ``report`` stopped.
+
+    Raises ``HandOffError`` when that run would exceed ``MAX_CONTINUATIONS``.
+    """
+    following = request.continuation + 1
+    if following > MAX_CONTINUATIONS:
+        raise HandOffError(
+            f"continuation {following} would exceed the bound of {MAX_CONTINUATIONS}; "
+            f"the chain stops at duty id {report.last_duty_id!r}"
+        )
+    # The clock travels as "now": the continuation replays this run's clock,
+    # whatever envelope this run came in.
+    event: dict[str, Any] = {"now": request.now.isoformat(), "continuation": following}
+    # No progress at all (stopped before its first page) resumes where this
+    # run itself resumed.
+    resume_after = report.last_duty_id or request.resume_after
+    if resume_after is not None:
+        event["resume_after"] = resume_after
+    if request.window is not None:
+        event["from"] = request.window.from_date.isoformat()
+        if request.window.to_date is not None:
+            event["to"] = request.window.to_date.isoformat()
+    if request.dry_run:
+        event["dry_run"] = True
+    if request.scope.organization_id is not None:
+        event["organization_id"] = request.scope.organization_id
+    if request.scope.duty_ids is not None:
+        event["duty_ids"] = list(request.scope.duty_ids)
+    return event
+
+
+def hand_off(client: LambdaClient, function_arn: str, event: dict[str, Any]) -> None:
+    """Invoke ``function_arn`` asynchronously with ``event``; raise ``HandOffError`` if refused."""
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - AWS path only
+
+    try:
+        response = client.invoke(
+            FunctionName=function_arn,
+            InvocationType="Event",
+            Payload=json.dumps(event).encode("utf-8"),
+        )
+    except (BotoCoreError, ClientError) as exc:
+        raise HandOffError(f"invoking {function_arn!r} failed: {exc}") from exc
+    status = response.get("StatusCode")
+    if status != 202:  # Lambda's "accepted" for an Event invocation
+        raise HandOffError(f"invoking {function_arn!r} answered status {status!r}; expected 202")
+
+
+def lambda_client_for(function_arn: str) -> LambdaClient:
+    """A boto3 Lambda client in the function's own region (from its ARN)."""
+    import boto3  # noqa: PLC0415 - only a run that hands off needs it
+
+    parts = function_arn.split(":")
+    if len(parts) < 7 or parts[2] != "lambda":  # arn:partition:lambda:region:...
+        raise HandOffError(f"{function_arn!r} is not a Lambda function ARN")
+    client: LambdaClient = boto3.client("lambda", region_name=parts[3])
+    return client
