@@ -1,4 +1,4 @@
-"""Local commands: ``python -m dispatch_fn migrate | invoke EVENT_FILE | demo``.
+"""Local commands: ``python -m dispatch_fn migrate | invoke EVENT_FILE | demo | runs``.
 
 Each honours ``DATABASE_URL``; without it they use the embedded PostgreSQL kept
 in the checkout's git-ignored ``.duly/`` directory.
@@ -33,6 +33,16 @@ def _database_url() -> tuple[str, bool]:
 def _migrate(dsn: str) -> list[str]:
     with psycopg.connect(dsn) as conn:
         return apply_migrations(conn)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}; expected 1 or more")
+    return value
 
 
 def _cmd_migrate(_: argparse.Namespace) -> int:
@@ -79,6 +89,17 @@ def _cmd_demo(_: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from dispatch_fn import runs_table  # noqa: PLC0415 - only this command needs it
+
+    dsn, is_embedded = _database_url()
+    if is_embedded:
+        _migrate(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        print(runs_table.render(conn, limit=args.limit, as_json=args.json))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run one command; return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m dispatch_fn", description=__doc__)
@@ -92,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser(
         "demo", help="seed a demo organisation and run the dispatcher"
     ).set_defaults(run=_cmd_demo)
+    runs = commands.add_parser("runs", help="recent runs from the run ledger, newest first")
+    runs.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+    runs.add_argument("--json", action="store_true", help="JSON for machines")
+    runs.set_defaults(run=_cmd_runs)
     args = parser.parse_args(argv)
     status: int = args.run(args)
     return status

@@ -63,7 +63,7 @@ SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_r
        continues_run, continuation, status, started_at, finished_at, error,
        (report ->> 'tasks_created')::bigint AS tasks_created,
        (report ->> 'tasks_existing')::bigint AS tasks_existing,
-       (SELECT coalesce(sum(value::bigint), 0)
+       (SELECT coalesce(sum(value::bigint), 0)::bigint
         FROM jsonb_each_text(report -> 'fault_counts')) AS faults,
        report -> 'catch_up' AS catch_up,
        status = 'running' AND started_at < clock_timestamp() - %(timeout)s AS abandoned

@@ -1,0 +1,87 @@
+"""``python -m dispatch_fn runs``: the run ledger as a table, or as JSON for machines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from typing import Any, Final
+
+from dispatch_fn import ledger
+from dispatch_fn.store import Connection
+
+_COLUMNS: Final = (
+    "id", "clock", "mode", "status", "created", "existing", "faults", "duration", "notes",
+)  # fmt: skip
+
+
+def render(conn: Connection, *, limit: int, as_json: bool) -> str:
+    """The ``limit`` newest runs as an aligned text table, or as a JSON array."""
+    rows = ledger.recent(conn, limit)
+    if as_json:
+        return json.dumps([_json_row(row) for row in rows], indent=2)
+    if not rows:
+        return "no runs recorded yet"
+    return _table([_text_row(row) for row in rows])
+
+
+def _json_row(row: ledger.LedgerRow) -> dict[str, Any]:
+    fields = {name: _plain(value) for name, value in row.fields.items()}
+    fields["status"] = row.shown_status
+    fields["duration_s"] = _seconds(row.fields["started_at"], row.fields["finished_at"])
+    return fields
+
+
+def _text_row(row: ledger.LedgerRow) -> list[str]:
+    fields = row.fields
+    notes = []
+    if fields["window_from"] is not None:
+        notes.append(f"window {fields['window_from']}..{fields['window_to'] or 'today'}")
+    if fields["organization_id"] is not None:
+        notes.append(f"org {fields['organization_id']}")
+    if fields["duty_ids"] is not None:
+        notes.append(f"{len(fields['duty_ids'])} duties")
+    if fields["dry_run"]:
+        notes.append("dry run")
+    if fields["continues_run"] is not None:
+        notes.append(f"continues #{fields['continues_run']} ({fields['continuation']})")
+    if fields["catch_up"]:
+        caught = fields["catch_up"]
+        notes.append(f"caught up {caught['clocks']} day(s), {caught['tasks_created']} task(s)")
+    if fields["error"]:
+        notes.append(str(fields["error"]).splitlines()[0][:60])
+    seconds = _seconds(fields["started_at"], fields["finished_at"])
+    return [
+        str(fields["id"]),
+        fields["clock"].isoformat(),
+        str(fields["mode"]),
+        row.shown_status,
+        _count(fields["tasks_created"]),
+        _count(fields["tasks_existing"]),
+        _count(fields["faults"] if fields["finished_at"] is not None else None),
+        "-" if seconds is None else f"{seconds:.1f} s",
+        "; ".join(notes),
+    ]
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(name), *(len(row[i]) for row in rows)) for i, name in enumerate(_COLUMNS)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (_COLUMNS, *rows)
+    ]
+    return "\n".join(lines)
+
+
+def _count(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _seconds(started: datetime, finished: datetime | None) -> float | None:
+    return None if finished is None else (finished - started) / timedelta(seconds=1)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return value
