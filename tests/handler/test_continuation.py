@@ -1,0 +1,276 @@
+"""Self-continuation (SPEC §9): a run its deadline stops hands the rest to itself, asynchronously.
+
+The hand-off goes through boto3 against moto's Lambda; the test reads the
+payload boto3 sent and invokes the handler with it, as Lambda would.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+from moto import mock_aws
+
+from dispatch_fn import app, continuation, dispatch, invocation
+from dispatch_fn.errors import EventError
+from dispatch_fn.plan import Window, plan_dispatch
+from dispatch_fn.store import Scope
+from support import (
+    CLOCK,
+    TASK_COLUMNS,
+    Conn,
+    Invoke,
+    duty,
+    insert_duties,
+    last_dispatched,
+    task_rows,
+)
+
+_REGION = "eu-west-1"
+
+
+@dataclass
+class LambdaContext:
+    """Lambda's context: the function's own ARN, and a clock budget of so many checks."""
+
+    invoked_function_arn: str
+    checks_left: int = 1_000_000
+    aws_request_id: str = "req-1"
+    checked: int = field(default=0)
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.checked += 1
+        return 600_000 if self.checked <= self.checks_left else 0
+
+
+@dataclass
+class SentInvocations:
+    """Every ``lambda:Invoke`` boto3 sent, as its API parameters."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(call["Payload"]) for call in self.calls]
+
+
+@pytest.fixture
+def function_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A function in moto's Lambda (not executed: moto answers 202 and stops there)."""
+    for name, value in {
+        "AWS_DEFAULT_REGION": _REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        role = boto3.client("iam").create_role(RoleName="dispatcher", AssumeRolePolicyDocument="{}")
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as bundle:
+            bundle.writestr("app.py", "def lambda_handler(event, context):\n    return event\n")
+        yield boto3.client("lambda").create_function(
+            FunctionName="duly-dispatcher",
+            Runtime="python3.12",
+            Role=role["Role"]["Arn"],
+            Handler="app.lambda_handler",
+            Code={"ZipFile": archive.getvalue()},
+        )["FunctionArn"]
+
+
+@pytest.fixture
+def sent(function_arn: str) -> Iterator[SentInvocations]:
+    """Records the parameters of every Invoke made by clients of boto3's default session."""
+    record = SentInvocations()
+
+    def capture(params: dict[str, Any], **_: Any) -> None:
+        record.calls.append(dict(params))
+
+    boto3.setup_default_session()
+    assert boto3.DEFAULT_SESSION is not None
+    boto3.DEFAULT_SESSION.events.register("provide-client-params.lambda.Invoke", capture)
+    yield record
+    boto3.DEFAULT_SESSION = None
+
+
+def _duties(count: int) -> list[dict[str, Any]]:
+    return [
+        duty(f"d{n:03}", frequency=("daily", "weekly", "monthly")[n % 3], lead_days=n % 9)
+        for n in range(count)
+    ]
+
+
+def _rows(conn: Conn) -> set[tuple[Any, ...]]:
+    return {tuple(row[c] for c in TASK_COLUMNS) for row in task_rows(conn)}
+
+
+def _uninterrupted(duties: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    return {tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, _clock()).drafts}
+
+
+def _clock() -> datetime:
+    return datetime.fromisoformat(CLOCK)
+
+
+def _ledger(conn: Conn) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+        cursor.execute(
+            "SELECT id, status, continues_run, continuation, resume_after"
+            " FROM duly_dispatch_run ORDER BY id"
+        )
+        return list(cursor.fetchall())
+
+
+def test_a_run_out_of_time_hands_off_and_the_continuation_completes_exactly_the_rest(
+    conn: Conn,
+    *,
+    invoke: Invoke,
+    function_arn: str,
+    sent: SentInvocations,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    duties = _duties(12)
+    insert_duties(conn, duties)
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "4")
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    first = invoke({"scheduled_time": CLOCK}, LambdaContext(function_arn, checks_left=1))
+    assert (first["complete"], first["handed_off"], first["last_duty_id"]) == (False, True, "d003")
+    [call] = sent.calls
+    assert (call["FunctionName"], call["InvocationType"]) == (function_arn, "Event")
+    assert sent.events() == [
+        {"now": "2026-08-21T01:00:00+00:00", "continuation": 1, "resume_after": "d003"}
+    ]
+    metrics = capsys.readouterr().out
+    assert '"Incomplete":[0.0]' in metrics
+    assert '"HandedOff":[1.0]' in metrics
+
+    second = invoke(sent.events()[0], LambdaContext(function_arn))
+    assert (second["complete"], second["continuation"], len(sent.calls)) == (True, 1, 1)
+    assert _rows(conn) == _uninterrupted(duties)
+    assert first["tasks_created"] + second["tasks_created"] == len(_uninterrupted(duties))
+    assert [(r["status"], r["continues_run"], r["continuation"]) for r in _ledger(conn)] == [
+        ("incomplete", None, 0),
+        ("completed", first["run_id"], 1),
+    ]
+
+
+def test_a_chain_of_hand_offs_ends_with_the_rows_of_one_uninterrupted_run(
+    conn: Conn,
+    invoke: Invoke,
+    function_arn: str,
+    sent: SentInvocations,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    duties = _duties(10)
+    insert_duties(conn, duties)
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "3")
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    report = invoke({"now": CLOCK}, LambdaContext(function_arn, checks_left=1))
+    while not report["complete"]:
+        report = invoke(sent.events()[-1], LambdaContext(function_arn, checks_left=1))
+    assert [event["continuation"] for event in sent.events()] == [1, 2, 3]
+    assert [event["resume_after"] for event in sent.events()] == ["d002", "d005", "d008"]
+    assert _rows(conn) == _uninterrupted(duties)
+    chain = _ledger(conn)
+    assert [r["continues_run"] for r in chain] == [None, *(r["id"] for r in chain[:-1])]
+    assert [r["status"] for r in chain] == ["incomplete"] * 3 + ["completed"]
+    # The completed link completes the clock: the next day owes no catch-up.
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "100")
+    assert invoke({"now": "2026-08-22T01:00:00Z"})["catch_up"] is None
+
+
+def test_a_hand_off_that_fails_ends_the_chain_incomplete_and_says_why(
+    conn: Conn, invoke: Invoke, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    insert_duties(conn, _duties(6))
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    for name, value in {
+        "AWS_DEFAULT_REGION": _REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    missing = f"arn:aws:lambda:{_REGION}:123456789012:function:no-such-function"
+    with mock_aws():  # a Lambda with no such function: the invoke is refused
+        report = invoke({"now": CLOCK}, LambdaContext(missing, checks_left=1))
+    assert (report["complete"], report["handed_off"]) == (False, False)
+    assert "no-such-function" in report["hand_off_error"]
+    assert '"Incomplete":[1.0]' in capsys.readouterr().out
+    assert [r["status"] for r in _ledger(conn)] == ["incomplete"]
+
+
+def test_the_chain_stops_at_its_bound(
+    conn: Conn,
+    invoke: Invoke,
+    function_arn: str,
+    sent: SentInvocations,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    insert_duties(conn, _duties(6))
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    last = {"now": CLOCK, "continuation": continuation.MAX_CONTINUATIONS, "resume_after": "d001"}
+    report = invoke(last, LambdaContext(function_arn, checks_left=1))
+    assert (report["complete"], report["handed_off"], sent.calls) == (False, False, [])
+    assert "exceed the bound of 20" in report["hand_off_error"]
+    with pytest.raises(EventError, match="continuation"):
+        invoke({**last, "continuation": continuation.MAX_CONTINUATIONS + 1})
+
+
+def test_resume_after_limits_the_run_to_the_duties_after_it(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("a"), duty("b"), duty("c")])
+    report = invoke({"now": CLOCK, "resume_after": "a"})
+    assert {row["duty_id"] for row in task_rows(conn)} == {"b", "c"}
+    assert report["duties_read"] == 2
+    assert last_dispatched(conn)["a"] is None
+
+
+def test_a_continuation_carries_the_window_scope_and_dry_run_of_the_run_it_continues() -> None:
+    request = dispatch.RunRequest(
+        now=_clock(),
+        window=Window(date(2026, 1, 1), None),
+        dry_run=True,
+        scope=Scope(organization_id="org-1", duty_ids=("a", "b"), resume_after="a"),
+        resume_after="a",
+        continuation=3,
+    )
+    report = dispatch.RunReport(request, complete=False, last_duty_id="b")
+    assert continuation.next_event(request, report) == {
+        "now": "2026-08-21T01:00:00+00:00",
+        "continuation": 4,
+        "resume_after": "b",
+        "from": "2026-01-01",
+        "dry_run": True,
+        "organization_id": "org-1",
+        "duty_ids": ["a", "b"],
+    }
+
+
+def test_a_local_run_without_a_function_arn_ends_incomplete_without_a_hand_off(
+    conn: Conn,
+) -> None:
+    insert_duties(conn, _duties(4))
+    report = invocation.execute(
+        [conn],
+        dispatch.RunRequest(now=_clock()),
+        options=invocation.Options(chunk_size=2),
+        should_stop=lambda: True,
+    )
+    assert (report["complete"], report["handed_off"]) == (False, False)
+
+
+def test_the_handler_sends_nothing_when_a_run_completes(
+    conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
+) -> None:
+    insert_duties(conn, _duties(4))
+    assert invoke({"now": CLOCK}, LambdaContext(function_arn))["complete"] is True
+    assert sent.calls == []
+    app._connections.discard()
