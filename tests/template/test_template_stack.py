@@ -51,6 +51,7 @@ EXPECTED_ENVIRONMENT = {
     "DB_SECRET_ARN": {"Ref": "DatabaseSecretArn"},
     "DB_SSLMODE": {"Ref": "DatabaseSslMode"},
     "DB_USES_RDS_PROXY": {"Ref": "DatabaseUsesRdsProxy"},
+    "DISPATCH_CATCH_UP_DAYS": {"Ref": "DispatchCatchUpDays"},
     "DISPATCH_CHUNK_SIZE": {"Ref": "DispatchChunkSize"},
     "DISPATCH_MAX_WINDOW_DAYS": {"Ref": "DispatchMaxWindowDays"},
     "DISPATCH_WORKERS": {"Ref": "DispatchWorkers"},
