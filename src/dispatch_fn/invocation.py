@@ -44,17 +44,23 @@ def execute(
     incomplete run simply ends incomplete.
     """
     conn, *helpers = conns
-    clocks: tuple[Any, ...] = ()
-    if request.mode == "scheduled" and not request.dry_run and _unscoped(request):
-        clocks = catch_up.missed_clocks(
-            ledger.latest_completed_clock(conn), request.now, options.catch_up_days
+    try:
+        clocks: tuple[Any, ...] = ()
+        if request.mode == "scheduled" and not request.dry_run and _unscoped(request):
+            clocks = catch_up.missed_clocks(
+                ledger.latest_completed_clock(conn), request.now, options.catch_up_days
+            )
+        run_id = ledger.start(
+            conn,
+            request,
+            request_id=request_id,
+            continues_run=ledger.continued_run(conn, request),
         )
-    run_id = ledger.start(
-        conn,
-        request,
-        request_id=request_id,
-        continues_run=ledger.continued_run(conn, request),
-    )
+    except psycopg.Error as exc:
+        raise RunFailedError(
+            f"run not started: the run ledger is unreachable: {type(exc).__name__}: {exc}",
+            {"complete": False, "run_id": None},
+        ) from exc
     try:
         report = dispatch.run(
             conn,
@@ -73,18 +79,44 @@ def execute(
     result["continuation"] = request.continuation
     result["handed_off"] = False
     result["hand_off_error"] = None
-    if not report.complete and hand_off is not None:
-        try:
-            hand_off(continuation.next_event(request, report))
-            result["handed_off"] = True
-        except continuation.HandOffError as refused:
-            result["hand_off_error"] = str(refused)
-    ledger.finish(conn, run_id, "completed" if report.complete else "incomplete", result)
+    if report.complete or hand_off is None:
+        _record_end(conn, run_id, "completed" if report.complete else "incomplete", result)
+        return result
+    # Recorded before the hand-off: the continuation finds the run it continues
+    # by this row's final report, and may start within milliseconds.
+    try:
+        following = continuation.next_event(request, report)
+    except continuation.HandOffError as refused:
+        result["hand_off_error"] = str(refused)
+        _record_end(conn, run_id, "incomplete", result)
+        return result
+    _record_end(conn, run_id, "incomplete", {**result, "handed_off": True})
+    try:
+        hand_off(following)
+    except continuation.HandOffError as refused:
+        result["hand_off_error"] = str(refused)
+        _record_end(conn, run_id, "incomplete", result)
+        return result
+    result["handed_off"] = True
     return result
 
 
 def _unscoped(request: dispatch.RunRequest) -> bool:
     return request.scope.organization_id is None and request.scope.duty_ids is None
+
+
+def _record_end(conn: Connection, run_id: int, status: str, result: dict[str, Any]) -> None:
+    try:
+        ledger.finish(conn, run_id, status, result)
+    except psycopg.Error as exc:
+        # Every page is committed; only the record of it is missing (the row
+        # stays 'running'). Raised so the handler starts its next run on fresh
+        # connections and the failure is seen.
+        raise RunFailedError(
+            f"run {run_id} finished ({status}) but its ledger row could not be written: "
+            f"{type(exc).__name__}: {exc}",
+            result,
+        ) from exc
 
 
 def _record_failure(conn: Connection, run_id: int, report: dict[str, Any], error: str) -> None:

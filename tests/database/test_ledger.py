@@ -194,3 +194,13 @@ class _Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return self._remaining_ms
+
+
+def test_a_run_whose_ledger_is_unreachable_fails_before_its_first_page(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("a")])
+    conn.execute("ALTER TABLE duly_dispatch_run RENAME TO gone")
+    with pytest.raises(RunFailedError, match="run not started"):
+        invoke({"now": CLOCK})
+    assert conn.execute("SELECT count(*) FROM duly_task").fetchone() == (0,)

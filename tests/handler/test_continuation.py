@@ -274,3 +274,52 @@ def test_the_handler_sends_nothing_when_a_run_completes(
     assert invoke({"now": CLOCK}, LambdaContext(function_arn))["complete"] is True
     assert sent.calls == []
     app._connections.discard()
+
+
+def test_a_catching_up_run_that_hands_off_leaves_the_rest_of_the_catch_up_to_its_continuation(
+    conn: Conn,
+    invoke: Invoke,
+    function_arn: str,
+    sent: SentInvocations,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    duties = [duty(f"d{n:03}", frequency="daily", lead_days=0) for n in range(10)]
+    insert_duties(conn, duties)
+    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "4")
+    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    invoke({"now": "2026-08-18T01:00:00Z"}, LambdaContext(function_arn))
+    first = invoke({"now": "2026-08-21T01:00:00Z"}, LambdaContext(function_arn, checks_left=1))
+    assert (first["handed_off"], first["catch_up"]["clocks"]) == (True, 2)
+    second = invoke(sent.events()[-1], LambdaContext(function_arn))
+    assert (second["complete"], second["catch_up"]["clocks"]) == (True, 2)
+    clocks = [datetime.fromisoformat(f"2026-08-{d}T01:00:00+00:00") for d in (18, 19, 20, 21)]
+    expected = {
+        tuple(draft[c] for c in TASK_COLUMNS)
+        for clock in clocks
+        for draft in plan_dispatch(duties, clock).drafts
+    }
+    assert _rows(conn) == expected
+    assert first["catch_up"]["tasks_created"] + second["catch_up"]["tasks_created"] == 20
+
+
+def test_the_ledger_row_is_final_before_the_continuation_is_sent(conn: Conn) -> None:
+    insert_duties(conn, _duties(6))
+    seen: list[tuple[Any, ...]] = []
+
+    def hand_off(event: dict[str, Any]) -> None:
+        # What a continuation starting this very instant would find.
+        row = conn.execute(
+            "SELECT status, report ->> 'last_duty_id' FROM duly_dispatch_run"
+        ).fetchone()
+        assert row is not None
+        seen.append((*row, event["resume_after"]))
+
+    checks = iter([False, True])
+    invocation.execute(
+        [conn],
+        dispatch.RunRequest(now=_clock()),
+        options=invocation.Options(chunk_size=2),
+        should_stop=lambda: next(checks),
+        hand_off=hand_off,
+    )
+    assert seen == [("incomplete", "d001", "d001")]
