@@ -40,7 +40,7 @@ def _text_row(row: ledger.LedgerRow) -> list[str]:
     if fields["organization_id"] is not None:
         notes.append(f"org {fields['organization_id']}")
     if fields["duty_ids"] is not None:
-        notes.append(f"{len(fields['duty_ids'])} duties")
+        notes.append(f"{len(fields['duty_ids'])} duty id(s)")
     if fields["dry_run"]:
         notes.append("dry run")
     if fields["continues_run"] is not None:
@@ -59,7 +59,7 @@ def _text_row(row: ledger.LedgerRow) -> list[str]:
         _count(fields["tasks_created"]),
         _count(fields["tasks_existing"]),
         _count(fields["faults"] if fields["finished_at"] is not None else None),
-        "-" if seconds is None else f"{seconds:.1f} s",
+        "-" if seconds is None else f"{seconds:.2f} s",
         "; ".join(notes),
     ]
 
