@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, Final
 
@@ -67,6 +67,14 @@ class RunRequest:
     scope: Scope = field(default_factory=Scope)
     resume_after: str | None = None
     continuation: int = 0
+
+    def __post_init__(self) -> None:
+        # resume_after is a scope condition (store.Scope): whichever side was
+        # given it, both say the same, so every statement of the run obeys it.
+        resume_after = self.resume_after or self.scope.resume_after
+        if self.scope.resume_after != resume_after:
+            object.__setattr__(self, "scope", replace(self.scope, resume_after=resume_after))
+        object.__setattr__(self, "resume_after", resume_after)
 
     @property
     def mode(self) -> str:

@@ -108,7 +108,6 @@ def parse_event(
     scope = Scope(
         organization_id=manual.organization_id,
         duty_ids=None if manual.duty_ids is None else tuple(manual.duty_ids),
-        resume_after=manual.resume_after,
     )
     window = _window(manual, now, max_window_days)
     return RunRequest(

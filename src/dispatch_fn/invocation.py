@@ -77,6 +77,7 @@ def execute(
     result = report.as_json()
     result["run_id"] = run_id
     result["continuation"] = request.continuation
+    result["resume_after"] = request.resume_after
     result["handed_off"] = False
     result["hand_off_error"] = None
     if report.complete or hand_off is None:

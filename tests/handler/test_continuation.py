@@ -323,3 +323,13 @@ def test_the_ledger_row_is_final_before_the_continuation_is_sent(conn: Conn) -> 
         hand_off=hand_off,
     )
     assert seen == [("incomplete", "d001", "d001")]
+
+
+def test_a_request_resuming_after_a_duty_limits_every_statement_of_its_run(conn: Conn) -> None:
+    insert_duties(conn, [duty("a"), duty("b", timezone="Mars/Olympus"), duty("c")])
+    request = dispatch.RunRequest(now=_clock(), resume_after="a")
+    assert request.scope.resume_after == "a"
+    report = invocation.execute([conn], request, options=invocation.Options())
+    assert {row["duty_id"] for row in task_rows(conn)} == {"c"}
+    assert [fault["duty_id"] for fault in report["faults"]] == ["b"]
+    assert (report["duties_read"], report["resume_after"]) == (2, "a")
