@@ -206,7 +206,7 @@ def test_late_after_is_the_due_date_plus_grace_calendar_days(
         (lambda: after("monthly", "2026-08", 0, 367), OffsetOutOfRangeError, "367"),
         (lambda: after("monthly", "2026-08", 0, -1), OffsetOutOfRangeError, "-1"),
         (lambda: after("monthly", "2026-08", True, 0), InvalidDayCountError, "True"),
-        (lambda: after("monthly", "2026-08", 1.5, 0), InvalidDayCountError, "1.5"),
+        (lambda: after("monthly", "2026-08", 1.5, 0), InvalidDayCountError, "1.5"),  # type: ignore[arg-type]
         (lambda: after("monthly", "2026-08", 0, 0, due_roll="next"), UnknownRollError, "'next'"),
         (lambda: after("monthly", "2026-08", 0, 0, due_roll=None), UnknownRollError, "None"),
         (lambda: after("monthly", "2026-08", 0, 0, holiday_calendar="XX"),
