@@ -67,6 +67,19 @@ MIXED = [
     duty("ends", frequency="daily", lead_days=0, effective_to=date(2026, 8, 30)),
     duty("starts", frequency="daily", lead_days=0, effective_from=date(2026, 8, 30)),
     duty("quarterly", frequency="quarterly", lead_days=10),
+    # Due after the period, rolled onto a business day, with grace: the task of
+    # August is owed from its visible-from date in September.
+    duty(
+        "payroll",
+        due_anchor="after_period_end",
+        due_offset_days=15,
+        lead_days=20,
+        due_roll="following",
+        holiday_calendar="US",
+        grace_days=3,
+    ),
+    duty("weekly-rolled", frequency="weekly", lead_days=0, due_roll="preceding"),
+    duty("unapproved", frequency="daily", lead_days=0, review_status="to_review"),
 ]
 
 
