@@ -37,15 +37,6 @@ from dispatch_fn.store import Connection, Group, Scope
 DEFAULT_CATCH_UP_DAYS: Final = 7
 _DAY: Final = timedelta(days=1)
 
-# Dispatchable duties in scope whose window closed between the first missed
-# clock and the run's own clock (a day's margin each way covers every zone).
-_EXPIRED_DURING: Final = (
-    "SELECT d.id FROM duly_duty d"
-    " WHERE d.status = 'active' AND d.form = 'recurring' AND {scope}"
-    " AND d.effective_to >= %(lo)s AND d.effective_to < %(hi)s"
-    " ORDER BY d.id"
-)
-
 
 @dataclass(slots=True)
 class CatchUpReport:
@@ -152,6 +143,6 @@ def _pairs(
 def _expired_during(
     conn: Connection, scope: Scope, first: datetime, now: datetime
 ) -> tuple[str, ...]:
-    query = sql.SQL(_EXPIRED_DURING).format(scope=scope.condition())
+    query = sql.SQL(store.statement_text("catch_up_expired_during")).format(scope=scope.condition())
     params = {**scope.params(), "lo": (first - _DAY).date(), "hi": (now + _DAY).date()}
     return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())

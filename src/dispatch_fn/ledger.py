@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from dispatch_fn import store
 from dispatch_fn.dispatch import RunRequest
 from dispatch_fn.store import Connection
 
@@ -22,54 +24,10 @@ from dispatch_fn.store import Connection
 FUNCTION_TIMEOUT: Final = timedelta(seconds=900)
 STATUSES: Final = ("running", "completed", "incomplete", "failed")
 
-_START: Final = """
-INSERT INTO duly_dispatch_run (mode, clock, window_from, window_to, organization_id, duty_ids,
-                               dry_run, request_id, continues_run, continuation, resume_after)
-VALUES (%(mode)s, %(clock)s, %(window_from)s, %(window_to)s, %(organization_id)s,
-        %(duty_ids)s, %(dry_run)s, %(request_id)s, %(continues_run)s, %(continuation)s,
-        %(resume_after)s)
-RETURNING id"""
 
-_FINISH: Final = """
-UPDATE duly_dispatch_run
-SET status = %(status)s, finished_at = clock_timestamp(), report = %(report)s, error = %(error)s
-WHERE id = %(id)s"""
-
-# Served by the partial index duly_dispatch_run_completed_clock.
-_LATEST_COMPLETED_CLOCK: Final = """
-SELECT clock FROM duly_dispatch_run
-WHERE status = 'completed' AND mode = 'scheduled' AND NOT dry_run
-  AND organization_id IS NULL AND duty_ids IS NULL
-  AND (resume_after IS NULL OR continues_run IS NOT NULL)
-ORDER BY clock DESC
-LIMIT 1"""
-
-# The link a continuation hands off from: same clock, window and scope, the
-# previous hand-off number, stopped at the very duty this one resumes after.
-_CONTINUED: Final = """
-SELECT id FROM duly_dispatch_run
-WHERE clock = %(clock)s AND mode = %(mode)s AND dry_run = %(dry_run)s
-  AND window_from IS NOT DISTINCT FROM %(window_from)s
-  AND window_to IS NOT DISTINCT FROM %(window_to)s
-  AND organization_id IS NOT DISTINCT FROM %(organization_id)s
-  AND duty_ids IS NOT DISTINCT FROM %(duty_ids)s
-  AND continuation = %(previous)s AND status = 'incomplete'
-  AND report ->> 'last_duty_id' IS NOT DISTINCT FROM %(resume_after)s
-ORDER BY id DESC
-LIMIT 1"""
-
-_RECENT: Final = """
-SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_run, request_id,
-       continues_run, continuation, status, started_at, finished_at, error,
-       (report ->> 'tasks_created')::bigint AS tasks_created,
-       (report ->> 'tasks_existing')::bigint AS tasks_existing,
-       (SELECT coalesce(sum(value::bigint), 0)::bigint
-        FROM jsonb_each_text(report -> 'fault_counts')) AS faults,
-       report -> 'catch_up' AS catch_up,
-       status = 'running' AND started_at < clock_timestamp() - %(timeout)s AS abandoned
-FROM duly_dispatch_run
-ORDER BY started_at DESC, id DESC
-LIMIT %(limit)s"""
+def _sql(name: str) -> sql.SQL:
+    # Each statement is a file in statements/ (run_*.sql), fixed text.
+    return sql.SQL(store.statement_text(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +66,8 @@ def start(
         "continues_run": continues_run,
         "continuation": request.continuation,
     }
-    row = conn.execute(_START, params).fetchone()
-    assert row is not None  # noqa: S101 - INSERT ... RETURNING returns its row
+    row = conn.execute(_sql("run_start"), params).fetchone()
+    assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
     return int(row[0])
 
 
@@ -124,7 +82,7 @@ def finish(
     if status not in STATUSES[1:]:
         raise ValueError(f"run status {status!r}; expected one of {', '.join(STATUSES[1:])}")
     conn.execute(
-        _FINISH,
+        _sql("run_finish"),
         {
             "id": run_id,
             "status": status,
@@ -136,7 +94,7 @@ def finish(
 
 def latest_completed_clock(conn: Connection) -> datetime | None:
     """The clock of the latest completed scheduled, unscoped, non-dry run, if any."""
-    row = conn.execute(_LATEST_COMPLETED_CLOCK).fetchone()
+    row = conn.execute(_sql("run_latest_completed_clock")).fetchone()
     return None if row is None else row[0]
 
 
@@ -145,12 +103,12 @@ def continued_run(conn: Connection, request: RunRequest) -> int | None:
     if request.continuation == 0:
         return None
     params = {**_request_params(request), "previous": request.continuation - 1}
-    row = conn.execute(_CONTINUED, params).fetchone()
+    row = conn.execute(_sql("run_continued"), params).fetchone()
     return None if row is None else int(row[0])
 
 
 def recent(conn: Connection, limit: int) -> list[LedgerRow]:
     """The ``limit`` most recently started runs, newest first."""
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(_RECENT, {"limit": limit, "timeout": FUNCTION_TIMEOUT})
+        cursor.execute(_sql("run_recent"), {"limit": limit, "timeout": FUNCTION_TIMEOUT})
         return [LedgerRow(dict(row)) for row in cursor.fetchall()]

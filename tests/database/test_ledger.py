@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn import app, ledger
+from dispatch_fn import app, catch_up, ledger, store
 from dispatch_fn.__main__ import main
 from dispatch_fn.errors import EventError, RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
@@ -204,3 +206,15 @@ def test_a_run_whose_ledger_is_unreachable_fails_before_its_first_page(
     with pytest.raises(RunFailedError, match="run not started"):
         invoke({"now": CLOCK})
     assert conn.execute("SELECT count(*) FROM duly_task").fetchone() == (0,)
+
+
+def test_the_ledger_and_catch_up_statements_are_files_a_dba_can_read() -> None:
+    for module in (ledger, catch_up):
+        source = inspect.getsource(module)
+        for keyword in ("SELECT ", "INSERT ", "UPDATE ", " FROM duly_"):
+            assert keyword not in source, (module.__name__, keyword)
+    for name in ("run_start", "run_finish", "run_latest_completed_clock", "run_continued",
+                 "run_recent", "catch_up_expired_during"):  # fmt: skip
+        text = store.statement_text(name)
+        assert text.startswith("-- "), name
+        assert set(re.findall(r"(?<!%\()\{(\w+)\}", text)) <= {"scope"}, name

@@ -1,0 +1,13 @@
+-- ledger.recent: the newest runs for `python -m dispatch_fn runs`. A run still
+-- 'running' after the function's timeout was killed: abandoned.
+SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_run, request_id,
+       continues_run, continuation, status, started_at, finished_at, error,
+       (report ->> 'tasks_created')::bigint AS tasks_created,
+       (report ->> 'tasks_existing')::bigint AS tasks_existing,
+       (SELECT coalesce(sum(value::bigint), 0)::bigint
+        FROM jsonb_each_text(report -> 'fault_counts')) AS faults,
+       report -> 'catch_up' AS catch_up,
+       status = 'running' AND started_at < clock_timestamp() - %(timeout)s AS abandoned
+FROM duly_dispatch_run
+ORDER BY started_at DESC, id DESC
+LIMIT %(limit)s
