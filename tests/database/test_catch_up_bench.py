@@ -1,0 +1,26 @@
+"""bench/catch_up.py at a tiny N, so it cannot rot; its timings are not asserted."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "catch_up.py"
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_catch_up_benchmark_ends_with_the_daily_runs_rows(server_dsn: str) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(BENCH), "--duties", "1500", "--database-url", server_dsn],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "rows identical" in completed.stdout
+    assert "for 3 missed clock(s)" in completed.stdout
