@@ -89,3 +89,12 @@ def test_the_incomplete_alarm_is_about_a_chain_that_ends_incomplete(
     assert alarm["MetricName"] == "Incomplete"
     assert "chain" in alarm["AlarmDescription"]
     assert "handed off does not count" in " ".join(alarm["AlarmDescription"].split())
+
+
+def test_the_function_name_fits_lambdas_64_characters_wherever_the_schedule_name_does(
+    template: dict[str, Any],
+) -> None:
+    # Same suffix as the schedule's name, whose 64-character bound on the
+    # configured stack names test_template_stack checks; Lambda's is also 64.
+    schedule = template["Resources"]["DispatchFunction"]["Properties"]["Events"]["DailyDispatch"]
+    assert _function(template)["FunctionName"] == schedule["Properties"]["Name"]
