@@ -44,6 +44,11 @@ def execute(
     incomplete run simply ends incomplete.
     """
     conn, *helpers = conns
+    if not all(each.autocommit for each in conns):
+        # The ledger's rows must commit on their own, never with a page's.
+        raise ValueError(
+            "invocation.execute needs autocommit connections: each write commits alone"
+        )
     try:
         clocks: tuple[Any, ...] = ()
         if request.mode == "scheduled" and not request.dry_run and _unscoped(request):
