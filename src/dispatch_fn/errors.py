@@ -62,3 +62,11 @@ class RunFailedError(RuntimeError):
     def __init__(self, message: str, report: dict[str, object]) -> None:
         super().__init__(message)
         self.report = report
+
+
+class MigrationError(RuntimeError):
+    """A schema migration could not be applied; the message names the migration."""
+
+
+class MigrationChecksumError(MigrationError):
+    """An already-applied migration file was edited since it was applied."""

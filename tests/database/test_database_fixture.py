@@ -23,7 +23,11 @@ def test_migrate_applies_everything_to_an_empty_database(server_dsn: str, db_url
     with psycopg.connect(db_url, autocommit=True) as connection:
         connection.execute("DROP TABLE duly_task, duly_duty, duly_schema_migration")
     with psycopg.connect(db_url) as connection:
-        assert apply_migrations(connection) == ["0001_schema", "0002_duty_fillfactor"]
+        assert apply_migrations(connection) == [
+            "0001_schema",
+            "0002_duty_fillfactor",
+            "0005_dispatcher_role",
+        ]
         assert apply_migrations(connection) == []
 
 
