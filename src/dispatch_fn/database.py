@@ -53,8 +53,8 @@ def rds_auth_token(login: IamLogin) -> str:
     return token
 
 
-def conninfo_from_secret(secret: object, sslmode: str) -> str:
-    """A libpq conninfo from an RDS-managed secret (username, password, host, port, dbname)."""
+def secret_fields(secret: object) -> dict[str, str]:
+    """The RDS-managed secret's fields (username, password, host, port, dbname), checked."""
     if isinstance(secret, str | bytes):
         try:
             secret = json.loads(secret)
@@ -69,12 +69,18 @@ def conninfo_from_secret(secret: object, sslmode: str) -> str:
             f"database secret lacks {', '.join(missing)}; expected the RDS shape "
             f"({', '.join(_SECRET_FIELDS)})"
         )
+    return {name: str(secret[name]) for name in _SECRET_FIELDS}
+
+
+def conninfo_from_secret(secret: object, sslmode: str) -> str:
+    """A libpq conninfo from an RDS-managed secret (username, password, host, port, dbname)."""
+    fields = secret_fields(secret)
     return make_conninfo(
-        user=str(secret["username"]),
-        password=str(secret["password"]),
-        host=str(secret["host"]),
-        port=str(secret["port"]),
-        dbname=str(secret["dbname"]),
+        user=fields["username"],
+        password=fields["password"],
+        host=fields["host"],
+        port=fields["port"],
+        dbname=fields["dbname"],
         sslmode=sslmode,
     )
 
