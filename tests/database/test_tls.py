@@ -150,3 +150,14 @@ def test_iam_auth_signs_a_token_per_new_connection_and_sends_it_over_verified_tl
         assert len(signed) == 2
     finally:
         cache.discard()
+
+
+def test_require_with_a_ca_bundle_still_checks_the_chain(tls: TlsServer) -> None:
+    # libpq's rule: with a root certificate file, require behaves as verify-ca.
+    settings = Settings(
+        database_url=_url(tls, host="not-the-db.example"),
+        sslmode="require",
+        sslrootcert=str(tls.unknown_ca),
+    )
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        connect(settings)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from dispatch_fn.errors import EventError
+from dispatch_fn.errors import EventError, RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
@@ -91,7 +91,14 @@ def test_every_metric_an_alarm_or_the_dashboard_watches_is_published(
     with pytest.raises(EventError):
         invoke({"unknown_field": 1})
     published |= set(_published(capfd))
+    # A run that fails: the dispatcher's role (this test's database only) loses INSERT.
+    insert_duties(conn, [duty("d2", frequency="weekly")])
+    conn.execute("REVOKE INSERT ON duly_task FROM duly_dispatcher")
+    with pytest.raises(RunFailedError):
+        invoke({"scheduled_time": "2026-09-21T01:00:00Z"})
+    failed = _published(capfd)
+    assert (failed["FailedRuns"], failed.get("ScheduledRunsCompleted")) == (1, None)
+    published |= set(failed)
     watched = _watched_metric_names()
-    assert {"ScheduledRunsCompleted", "Degraded", "TasksCreated", "RefusedEvents"} <= watched
-    # FailedRuns is published only when a run fails (test_aws_edges covers that path).
-    assert watched - {"FailedRuns"} <= published
+    assert {"ScheduledRunsCompleted", "Degraded", "TasksCreated", "FailedRuns"} <= watched
+    assert watched <= published

@@ -857,3 +857,19 @@ def test_the_dashboard_shows_runs_tasks_faults_duration_errors_and_both_queues(
     assert {arn.removesuffix(".Arn>").removeprefix("<") for arn in alarms["alarms"]} == set(
         _alarms(resources)
     )
+
+
+def test_each_samconfig_environment_names_every_parameter_without_a_default(
+    sam_template: dict[str, Any],
+) -> None:
+    required = {
+        name for name, parameter in sam_template["Parameters"].items() if "Default" not in parameter
+    }
+    assert {"DatabaseOwnerSecretArn", "DatabaseSecretArn", "SubnetIds"} <= required
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text("utf-8"))
+    known = set(sam_template["Parameters"])
+    for environment in ("default", "prod"):
+        overrides = config[environment]["deploy"]["parameters"]["parameter_overrides"]
+        named = {override.partition("=")[0] for override in overrides}
+        assert required <= named, environment
+        assert named <= known, environment
