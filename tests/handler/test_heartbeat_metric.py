@@ -16,6 +16,17 @@ from support import CLOCK, Conn, Invoke, duty, insert_duties
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 
 
+@pytest.fixture(autouse=True)
+def _metrics_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `python -m dispatch_fn invoke` run in-process (test_cli) turns metrics off
+    # in os.environ for the rest of the session, and Powertools keeps what it did
+    # not flush; these tests read exactly one invocation's metrics.
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    from dispatch_fn import app  # noqa: PLC0415 - the handler's own Metrics instance
+
+    app.metrics.clear_metrics()
+
+
 def _published(capfd: pytest.CaptureFixture[str]) -> dict[str, float]:
     """Each EMF metric the invocation printed, with its one value."""
     values: dict[str, float] = {}
