@@ -3,11 +3,13 @@
 Each migration runs in its own transaction together with its ledger row, so a
 failure leaves every earlier migration applied and recorded and the failed one
 not at all. A file whose first line is ``-- duly:no-transaction`` runs outside
-any transaction (``CREATE INDEX CONCURRENTLY`` refuses to run inside one); such
-a file holds exactly one statement, because PostgreSQL runs a multi-statement
-string as one implicit transaction. The ledger records each file's SHA-256, and
-a database whose applied file has since been edited is refused before anything
-runs: the schema it has is not the one the file now describes.
+any transaction: each of its statements runs and commits alone, as ``CREATE
+INDEX CONCURRENTLY`` and batched backfills of large tables need, and its
+ledger row is written last, so a migration killed half way is re-run from its
+start (such files are written to be re-runnable). The ledger records each
+file's SHA-256, and a database whose applied file has since been edited is
+refused before anything runs: the schema it has is not the one the file now
+describes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Final
 
 import psycopg
 from psycopg import sql
-from psycopg.pq import TransactionStatus
 
 from dispatch_fn.errors import MigrationChecksumError, MigrationError
 
@@ -77,26 +78,26 @@ def pending_migrations(
 
 
 def apply_migrations(
-    conn: psycopg.Connection[object], migrations: list[Migration] | None = None
+    conn: psycopg.Connection[object],
+    migrations: list[Migration] | None = None,
+    *,
+    until: str | None = None,
 ) -> list[str]:
-    """Apply pending migrations, oldest first; return the versions applied.
+    """Apply pending migrations, oldest first (up to version ``until``); return those applied.
 
     ``migrations`` defaults to the bundled ones. Raises ``MigrationChecksumError``
     (applying nothing) when an applied file was edited, ``MigrationError`` when a
     migration fails (those before it stay applied).
     """
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        raise MigrationError(
-            f"migrations need an idle connection; this one is {conn.info.transaction_status.name}"
-        )
     chosen = bundled_migrations() if migrations is None else migrations
+    conn.commit()  # start from a clean state: the lock below outlives transactions
     was_autocommit = conn.autocommit
     # Autocommit so that each migration (and a no-transaction one) is its own unit.
     conn.autocommit = True
     try:
         _lock(conn)
         try:
-            return _apply(conn, chosen)
+            return _apply(conn, chosen, until)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
     finally:
@@ -122,7 +123,9 @@ def _lock(conn: psycopg.Connection[object]) -> None:
         waited += _LOCK_POLL_S
 
 
-def _apply(conn: psycopg.Connection[object], migrations: list[Migration]) -> list[str]:
+def _apply(
+    conn: psycopg.Connection[object], migrations: list[Migration], until: str | None
+) -> list[str]:
     ledger = sql.Identifier(LEDGER)
     conn.execute(
         sql.SQL(
@@ -154,6 +157,8 @@ def _apply(conn: psycopg.Connection[object], migrations: list[Migration]) -> lis
     for each in migrations:
         if each.version in done:
             continue
+        if until is not None and each.version > until:
+            break
         _run(conn, each)
         applied.append(each.version)
     return applied
@@ -169,7 +174,8 @@ def _run(conn: psycopg.Connection[object], migration: Migration) -> None:
                 conn.execute(sql.SQL(migration.script))
                 conn.execute(record, (migration.version, migration.checksum))
         else:
-            conn.execute(sql.SQL(migration.script))
+            for statement in split_statements(migration.script):
+                conn.execute(sql.SQL(statement))
             conn.execute(record, (migration.version, migration.checksum))
     except psycopg.Error as failed:
         raise MigrationError(f"migration {migration.version!r} failed: {failed}") from failed
@@ -180,3 +186,27 @@ def _ledger(conn: psycopg.Connection[object]) -> dict[str, str]:
         sql.SQL("SELECT version, coalesce(checksum, '') FROM {}").format(sql.Identifier(LEDGER))
     ).fetchall()
     return {str(row[0]): str(row[1]) for row in rows}  # type: ignore[index]
+
+
+def split_statements(script: str) -> list[str]:
+    """The statements of ``script``: split at a ``;`` ending a line, outside ``$$`` bodies."""
+    statements: list[str] = []
+    current: list[str] = []
+    in_body = False
+    for line in script.splitlines():
+        current.append(line)
+        # A dollar-quoted body (DO $$ ... $$) may hold semicolons of its own.
+        if line.count("$$") % 2:
+            in_body = not in_body
+        if not in_body and line.rstrip().endswith(";"):
+            statement = "\n".join(current).strip()
+            if _has_code(statement):
+                statements.append(statement)
+            current = []
+    if _has_code("\n".join(current)):
+        statements.append("\n".join(current).strip())
+    return statements
+
+
+def _has_code(text: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in text.splitlines())

@@ -57,6 +57,20 @@ def test_a_no_transaction_migration_builds_an_index_concurrently(conn: Conn) -> 
     assert apply_migrations(conn, migrations) == []
 
 
+def test_each_statement_of_a_no_transaction_migration_commits_alone(conn: Conn) -> None:
+    # The second statement fails; the first, already committed, stays.
+    two = Migration(
+        "0900_two_steps",
+        "-- duly:no-transaction\n"
+        "CREATE INDEX CONCURRENTLY duly_task_due ON duly_task (due_date);\n"
+        "CREATE INDEX CONCURRENTLY duly_task_due ON duly_task (due_date);\n",
+    )
+    with pytest.raises(MigrationError, match=r"'0900_two_steps' failed: .*already exists"):
+        apply_migrations(conn, [*bundled_migrations(), two])
+    assert _index_is_valid(conn, "duly_task_due") is True
+    assert "0900_two_steps" not in _ledger(conn)
+
+
 def test_a_non_autocommit_connection_is_restored_after_migrating(db_url: str) -> None:
     with psycopg.connect(db_url) as connection:
         assert apply_migrations(connection, [*bundled_migrations(), CONCURRENT_INDEX]) == [
