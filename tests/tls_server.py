@@ -46,7 +46,9 @@ _CA_KEY_USAGE = x509.KeyUsage(
 
 
 @dataclass(frozen=True)
-class _Issued:
+class Issued:
+    """A certificate and its private key, PEM-encoded."""
+
     cert_pem: bytes
     key_pem: bytes
 
@@ -63,7 +65,7 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _certificate_authority(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def certificate_authority(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = _key()
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = dt.datetime.now(dt.UTC)
@@ -82,9 +84,9 @@ def _certificate_authority(name: str) -> tuple[x509.Certificate, ec.EllipticCurv
     return cert, key
 
 
-def _server_certificate(
+def server_certificate(
     ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, host: str
-) -> _Issued:
+) -> Issued:
     key = _key()
     now = dt.datetime.now(dt.UTC)
     cert = (
@@ -99,7 +101,7 @@ def _server_certificate(
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    return _Issued(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
+    return Issued(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
 
 
 def _bindir() -> Path:
@@ -149,9 +151,9 @@ def start(base: Path) -> TlsServer:
     user = _run_as_owner()
     base.mkdir(parents=True, exist_ok=True)
     data_dir = base / "data"
-    ca, ca_key = _certificate_authority("Duly test CA")
-    stranger, _ = _certificate_authority("Some other CA")
-    issued = _server_certificate(ca, ca_key, SERVER_NAME)
+    ca, ca_key = certificate_authority("Duly test CA")
+    stranger, _ = certificate_authority("Some other CA")
+    issued = server_certificate(ca, ca_key, SERVER_NAME)
     (base / "trusted-ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     (base / "unknown-ca.pem").write_bytes(stranger.public_bytes(serialization.Encoding.PEM))
     (base / "pwfile").write_text(PASSWORD)

@@ -6,17 +6,25 @@ a recorder, and each test asserts what would have been sent.
 
 from __future__ import annotations
 
+import http.server
 import json
+import ssl
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from cryptography.hazmat.primitives import serialization
 from psycopg import sql
 
+import tls_server
 from conftest import database_dsn
+from dispatch_fn import migrate_resource
 from dispatch_fn.migrate import bundled_migrations
 from dispatch_fn.migrate_resource import PHYSICAL_ID, handle, send_to_presigned_url
 from support import Conn, duty, insert_duties
@@ -262,3 +270,61 @@ def test_the_response_is_put_as_json_with_no_content_type() -> None:
 def test_a_response_url_that_is_not_https_is_refused() -> None:
     with pytest.raises(ValueError, match="expected an https:// presigned URL"):
         send_to_presigned_url("http://example.com/x", {}, opener=lambda *_, **__: _Answer())
+
+
+@dataclass
+class _LambdaContext:
+    remaining_ms: int = 900_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@pytest.fixture
+def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """A local HTTPS server standing in for S3: records each request; trusted via SSL_CERT_FILE."""
+    ca, ca_key = tls_server.certificate_authority("Stand-in S3 CA")
+    issued = tls_server.server_certificate(ca, ca_key, "localhost")
+    (tmp_path / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "cert.pem").write_bytes(issued.cert_pem)
+    (tmp_path / "key.pem").write_bytes(issued.key_pem)
+    received: list[Any] = []
+
+    class Bucket(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers.get("Content-Type"), json.loads(body)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            return None
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Bucket)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    received.append(f"https://localhost:{server.server_address[1]}/response?X-Amz-Signature=ab")
+    yield received
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_lambda_entry_point_migrates_from_its_environment_and_puts_the_response(
+    db_url: str, login: str, presigned_url: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    for name in ("DB_SSLMODE", "DB_SSLROOTCERT", "DB_AUTH", "DB_SECRET_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    url = presigned_url.pop()
+    request = {**event("Update", DispatcherUser=login), "ResponseURL": url}
+    returned = migrate_resource.handler(request, _LambdaContext())
+    ((path, content_type, body),) = presigned_url
+    assert path == "/response?X-Amz-Signature=ab"
+    assert content_type == ""
+    assert body == returned
+    assert body["Status"] == "SUCCESS", body["Reason"]
+    assert body["Data"]["DispatcherLogin"] == login
