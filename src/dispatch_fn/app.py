@@ -135,3 +135,6 @@ def _emit_metrics(result: dict[str, Any]) -> None:
     metrics.add_metric("Incomplete", MetricUnit.Count, int(ended_incomplete))
     metrics.add_metric("HandedOff", MetricUnit.Count, int(result["handed_off"]))
     metrics.add_metric("DurationMs", MetricUnit.Milliseconds, result["duration_ms"])
+    # The heartbeat alarm's metric: it fires when none has been 1 for 26 hours.
+    heartbeat = result["mode"] == "scheduled" and result["complete"] and not result["dry_run"]
+    metrics.add_metric("ScheduledRunsCompleted", MetricUnit.Count, int(heartbeat))
