@@ -6,7 +6,7 @@ import signal
 import subprocess
 import time
 from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 import psycopg
@@ -14,9 +14,17 @@ import pytest
 
 from bench.dispatch import child
 from dispatch_fn.plan import Window, plan_dispatch
-from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
+from support import (
+    NOW,
+    TASK_COLUMNS,
+    duty,
+    insert_duties,
+    last_dispatched,
+    latest_keys,
+    task_count,
+    task_rows,
+)
 
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 ZONES = ("UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "Pacific/Auckland")
 FREQUENCIES = ("daily", "weekly", "fortnightly", "monthly", "quarterly")
 
@@ -53,13 +61,11 @@ def _expected(
     rows: set[tuple[Any, ...]] = set()
     for window in windows:
         rows |= {
-            tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK, window).drafts
+            tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, NOW, window).drafts
         }
-    latest: dict[str, str | None] = {d["id"]: None for d in duties}
-    for row in rows:
-        duty_id, key = row[1], row[6]
-        current = latest[duty_id]
-        latest[duty_id] = key if current is None or key > current else current
+    latest = latest_keys(
+        (d["id"] for d in duties), (dict(zip(TASK_COLUMNS, row, strict=True)) for row in rows)
+    )
     return rows, latest
 
 
@@ -82,7 +88,7 @@ def _rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
 
 
 # The dsn, start, page size, pause and connections are filled in by _spawn.
-SCHEDULED = child.ChildSpec(dsn="", now=CLOCK.isoformat(), chunk_size=1, workers=1)
+SCHEDULED = child.ChildSpec(dsn="", now=NOW.isoformat(), chunk_size=1, workers=1)
 BACKFILL = replace(SCHEDULED, window=("2026-05-01", "2026-08-31"))
 BACKFILL_WINDOW = Window(date(2026, 5, 1), date(2026, 8, 31))
 

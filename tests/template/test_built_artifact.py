@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from support import duty, insert_duties, task_count
+from support import CLOCK, duty, insert_duties, task_count
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BUILT = ROOT / ".aws-sam" / "build" / "DispatchFunction"
@@ -51,7 +51,7 @@ def test_the_built_handler_runs_a_dry_run_against_the_database(
     event = {
         "from": "2026-01-01",
         "to": "2026-03-31",
-        "now": "2026-08-21T01:00:00Z",
+        "now": CLOCK,
         "dry_run": True,
     }
     env = {
