@@ -13,7 +13,7 @@ from bench.dispatch.server import FLOOR_TABLES, Conn, scalar, settle
 
 TASK_COLUMNS: Final = (
     "organization_id", "duty_id", "owner_id", "business_unit_id", "subject", "source",
-    "period_key", "due_date", "visible_from",
+    "period_key", "due_date", "visible_from", "late_after",
 )  # fmt: skip
 
 
