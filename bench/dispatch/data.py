@@ -18,6 +18,7 @@ from psycopg import sql
 from bench.dispatch.mix import (
     BIG_ORG,
     BUSINESS_UNITS_PER_ORG,
+    HOLIDAY_CALENDARS,
     HOME_ZONE_PERMILLE,
     NAMES,
     ORGANISATIONS,
@@ -80,10 +81,55 @@ def _generate_query(duties: int, big_org_duties: int, mix: Mix) -> sql.Composed:
         "owner_no": (16, OWNERS_PER_ORG), "unit_no": (17, BUSINESS_UNITS_PER_ORG),
         "r_source": (18, 1000), "name_no": (19, len(NAMES)),
     }  # fmt: skip
+    if mix.compliance is not None:
+        draws |= {
+            "r_months": (20, 1000), "r_after_days": (21, 1000), "any_after_days": (22, 31),
+            "r_roll": (23, 1000), "calendar_no": (24, len(HOLIDAY_CALENDARS)),
+            "r_grace": (25, 1000), "any_grace": (26, 31), "r_review": (27, 1000),
+        }  # fmt: skip
     drawn = sql.SQL(", ").join(
         sql.SQL("{} AS {}").format(draw(salt, modulus), sql.Identifier(name))
         for name, (salt, modulus) in draws.items()
     )
+    anchor = weighted("r_anchor", mix.anchors)
+    start_offset = weighted("r_offset", mix.start_offsets)
+    end_offset = weighted("r_offset", mix.end_offsets)
+    offset_days: sql.Composable = sql.SQL(
+        "CASE WHEN {} = 'period_start' THEN {} ELSE {} END"
+    ).format(anchor, start_offset, end_offset)
+    # Nothing more for the classic mix, so its SQL (and data) stay as measured.
+    extra_shaped: sql.Composable = sql.SQL("")
+    extra_columns: sql.Composable = sql.SQL("")
+    if (compliance := mix.compliance) is not None:
+        offset_days = sql.SQL(
+            "CASE WHEN {anchor} = 'period_start' THEN {start}"
+            " WHEN {anchor} = 'after_period_end' THEN {after} ELSE {end} END"
+        ).format(
+            anchor=anchor,
+            start=start_offset,
+            after=weighted("r_after_days", compliance.after_days),
+            end=end_offset,
+        )
+        roll = weighted("r_roll", compliance.rolls)
+        extra_shaped = sql.SQL(
+            """,
+                   CASE WHEN {anchor} = 'after_period_end' THEN {months} ELSE 0 END
+                       AS due_offset_months,
+                   {roll} AS due_roll,
+                   CASE WHEN {roll} = 'none' THEN NULL
+                        ELSE (%(calendars)s::text[])[1 + calendar_no] END AS holiday_calendar,
+                   {grace} AS grace_days,
+                   {review} AS review_status"""
+        ).format(
+            anchor=anchor,
+            months=weighted("r_months", compliance.after_months),
+            roll=roll,
+            grace=weighted("r_grace", compliance.grace_days),
+            review=weighted("r_review", compliance.review_statuses),
+        )
+        extra_columns = sql.SQL(
+            ", due_offset_months, due_roll, holiday_calendar, grace_days, review_status"
+        )
     return sql.SQL(
         """
         WITH base AS (
@@ -111,24 +157,24 @@ def _generate_query(duties: int, big_org_duties: int, mix: Mix) -> sql.Composed:
                    {source} AS source,
                    CASE WHEN {form} = 'one_off' THEN NULL ELSE {frequency} END AS frequency,
                    {anchor} AS due_anchor,
-                   CASE WHEN {anchor} = 'period_start' THEN {start_offset}
-                        ELSE {end_offset} END AS due_offset_days,
+                   {offset_days} AS due_offset_days,
                    {lead} AS lead_days,
                    (%(zones)s::text[])[1 + CASE WHEN r_zone < {home_permille} THEN home_zone
                                                 ELSE any_zone END] AS timezone,
                    CASE WHEN r_from < {from_permille} THEN DATE '2024-01-01' + from_days END
                        AS effective_from,
-                   r_to, to_days
+                   r_to, to_days{extra_shaped}
             FROM drawn
         )
         INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id,
                                business_unit_id, source, frequency, due_anchor,
                                due_offset_days, lead_days, timezone,
-                               effective_from, effective_to)
+                               effective_from, effective_to{extra_columns})
         SELECT id, organization_id, name, form, status, owner_id, business_unit_id, source,
                frequency, due_anchor, due_offset_days, lead_days, timezone, effective_from,
                CASE WHEN r_to < {to_permille}
                     THEN greatest(effective_from, DATE '2025-06-01') + to_days END
+               {extra_columns}
         FROM shaped
         """
     ).format(
@@ -142,14 +188,19 @@ def _generate_query(duties: int, big_org_duties: int, mix: Mix) -> sql.Composed:
         status=weighted("r_form", mix.statuses),
         source=weighted("r_source", mix.sources),
         frequency=weighted("r_frequency", mix.frequencies),
-        anchor=weighted("r_anchor", mix.anchors),
-        start_offset=weighted("r_offset", mix.start_offsets),
-        end_offset=weighted("r_offset", mix.end_offsets),
+        anchor=anchor,
+        offset_days=offset_days,
+        extra_shaped=extra_shaped,
+        extra_columns=extra_columns,
         lead=weighted("r_lead", mix.leads),
         home_permille=sql.Literal(HOME_ZONE_PERMILLE),
         from_permille=sql.Literal(mix.effective_from_permille),
         to_permille=sql.Literal(mix.effective_to_permille),
     )
+
+
+# Which duties a run dispatches (plan.is_dispatchable, the partial index).
+_DISPATCHABLE: Final = "status = 'active' AND form = 'recurring' AND review_status = 'approved'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +212,18 @@ class DataSummary:
     dispatchable: int
     organisations: int
     owners: int
-    # (frequency, zone, anchor, offset, lead), as issue 5 counts a cadence,
-    # and without the lead, which only decides when a period becomes visible.
+    # (frequency, zone, anchor, offsets, roll, calendar, lead) among the
+    # dispatchable, as issue 5 counts a cadence, and without the lead, which
+    # only decides when a period becomes visible.
     cadences: int
     cadences_without_lead: int
     big_org_duties: int
     with_effective_window: int
+    # The compliance columns (all zero in the classic mix).
+    after_period_end: int
+    rolled: int
+    with_grace: int
+    held_for_review: int  # active recurring duties the review gate holds back
     seconds: float
 
 
@@ -175,7 +232,7 @@ def generate(conn: Conn, duties: int, big_org_duties: int, mix: Mix) -> DataSumm
     started = time.perf_counter()
     conn.execute(
         _generate_query(duties, big_org_duties, mix),
-        {"names": list(NAMES), "zones": list(ZONES)},
+        {"names": list(NAMES), "zones": list(ZONES), "calendars": list(HOLIDAY_CALENDARS)},
     )
     for table in DISPATCH_TABLES:
         # A background vacuum of one table landing inside another phase's
@@ -188,27 +245,41 @@ def generate(conn: Conn, duties: int, big_org_duties: int, mix: Mix) -> DataSumm
     conn.execute("VACUUM (ANALYZE) duly_task")
     seconds = time.perf_counter() - started
     row = conn.execute(
-        """
-        SELECT count(*),
-               count(*) FILTER (WHERE status = 'active' AND form = 'recurring'),
-               count(DISTINCT organization_id),
-               count(DISTINCT owner_id),
-               count(*) FILTER (WHERE organization_id = %s),
-               count(*) FILTER (WHERE effective_from IS NOT NULL OR effective_to IS NOT NULL)
-        FROM duly_duty
-        """,
+        sql.SQL(
+            """
+            SELECT count(*),
+                   count(*) FILTER (WHERE {dispatchable}),
+                   count(DISTINCT organization_id),
+                   count(DISTINCT owner_id),
+                   count(*) FILTER (WHERE organization_id = %s),
+                   count(*) FILTER (WHERE effective_from IS NOT NULL
+                                       OR effective_to IS NOT NULL),
+                   count(*) FILTER (WHERE due_anchor = 'after_period_end'),
+                   count(*) FILTER (WHERE due_roll <> 'none'),
+                   count(*) FILTER (WHERE grace_days > 0),
+                   count(*) FILTER (WHERE status = 'active' AND form = 'recurring'
+                                      AND review_status IS DISTINCT FROM 'approved')
+            FROM duly_duty
+            """
+        ).format(dispatchable=sql.SQL(_DISPATCHABLE)),
         (BIG_ORG,),
     ).fetchone()
     cadences = conn.execute(
-        "SELECT count(DISTINCT (frequency, timezone, due_anchor, due_offset_days, lead_days)),"
-        " count(DISTINCT (frequency, timezone, due_anchor, due_offset_days))"
-        " FROM duly_duty WHERE status = 'active' AND form = 'recurring'"
+        sql.SQL(
+            "SELECT count(DISTINCT (frequency, timezone, due_anchor, due_offset_months,"
+            " due_offset_days, due_roll, holiday_calendar, lead_days)),"
+            " count(DISTINCT (frequency, timezone, due_anchor, due_offset_months,"
+            " due_offset_days, due_roll, holiday_calendar))"
+            " FROM duly_duty WHERE {dispatchable}"
+        ).format(dispatchable=sql.SQL(_DISPATCHABLE))
     ).fetchone()
     if cadences is None:
         raise BenchError("no cadence counts from duly_duty")
     if row is None:
         raise BenchError("no counts from duly_duty")
-    total, dispatchable, organisations, owners, big, windowed = (int(v) for v in row)
+    total, dispatchable, organisations, owners, big, windowed, after, rolled, grace, held = (
+        int(v) for v in row
+    )
     return DataSummary(
         mix=mix.name,
         duties=total,
@@ -219,5 +290,9 @@ def generate(conn: Conn, duties: int, big_org_duties: int, mix: Mix) -> DataSumm
         cadences_without_lead=int(cadences[1]),
         big_org_duties=big,
         with_effective_window=windowed,
+        after_period_end=after,
+        rolled=rolled,
+        with_grace=grace,
+        held_for_review=held,
         seconds=seconds,
     )

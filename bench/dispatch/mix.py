@@ -54,6 +54,25 @@ NAMES: Final = (
 )  # fmt: skip
 
 
+# The holiday calendars of rolled due dates (SPEC §2a): both hemispheres'
+# weekends (SA: Friday and Saturday), subdivisions, and calendars with movable
+# feasts (CN, IN, SA).
+HOLIDAY_CALENDARS: Final = ("US", "US-CA", "DE-BY", "GB-SCT", "CN", "SA", "FR", "JP", "IN", "BR")
+
+
+@dataclass(frozen=True, slots=True)
+class Compliance:
+    """The columns of duties as compliance teams write them (SPEC §2a, §4)."""
+
+    # For due_anchor 'after_period_end': months, then days, after the period.
+    after_months: tuple[Choice, ...]
+    after_days: tuple[Choice, ...]
+    # Rolled due dates take one of HOLIDAY_CALENDARS; unrolled ones none.
+    rolls: tuple[Choice, ...]
+    grace_days: tuple[Choice, ...]
+    review_statuses: tuple[Choice, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Mix:
     """The weights of one duty mix, column by column."""
@@ -71,6 +90,8 @@ class Mix:
     # Shares (permille) with an effective window's start, and its end.
     effective_from_permille: int
     effective_to_permille: int
+    # None: the columns keep their defaults (approved, no grace, no roll).
+    compliance: Compliance | None = None
 
 
 # 10 % of duties are never dispatched: standing, one-off, paused or retired.
@@ -120,4 +141,48 @@ CLASSIC: Final = Mix(
     effective_to_permille=80,
 )
 
-MIXES: Final = {mix.name: mix for mix in (CLASSIC,)}
+# Due after the period: "20 days after the quarter", "within 4 months of the
+# year end"; months 0..4, days 0..30 with a uniform tail.
+_AFTER_MONTHS: Final[tuple[Choice, ...]] = ((0, 450), (1, 250), (2, 120), (3, 100), (4, 80))
+_AFTER_DAYS: Final[tuple[Choice, ...]] = (
+    (0, 150), (15, 150), (20, 150), (30, 100), (10, 50), (Tail("any_after_days"), 400),
+)  # fmt: skip
+_ROLLS: Final[tuple[Choice, ...]] = (
+    ("none", 750), ("following", 110), ("modified_following", 90), ("preceding", 50),
+)  # fmt: skip
+# Grace 0..30: mostly none or a week, and a uniform tail.
+_GRACE_DAYS: Final[tuple[Choice, ...]] = (
+    (0, 400), (5, 150), (3, 100), (7, 100), (10, 50), (14, 50), (30, 50),
+    (Tail("any_grace"), 100),
+)  # fmt: skip
+# Mostly approved; a null review status is not approved either.
+_REVIEW_STATUSES: Final[tuple[Choice, ...]] = (
+    ("approved", 850), ("to_review", 60), ("to_confirm", 40), ("returned", 30), (None, 20),
+)  # fmt: skip
+
+# The classic mix with duties as compliance teams write them: a quarter due
+# after the period, a quarter rolled to a business day on one of ten holiday
+# calendars, grace of up to a month, and about one in seven held back by the
+# review gate.
+COMPLIANCE: Final = Mix(
+    name="compliance",
+    forms=_FORMS,
+    statuses=_STATUSES,
+    frequencies=_FREQUENCIES,
+    anchors=(("period_start", 560), ("period_end", 190), ("after_period_end", 250)),
+    start_offsets=_START_OFFSETS,
+    end_offsets=_END_OFFSETS,
+    leads=_LEADS,
+    sources=_SOURCES,
+    effective_from_permille=120,
+    effective_to_permille=80,
+    compliance=Compliance(
+        after_months=_AFTER_MONTHS,
+        after_days=_AFTER_DAYS,
+        rolls=_ROLLS,
+        grace_days=_GRACE_DAYS,
+        review_statuses=_REVIEW_STATUSES,
+    ),
+)
+
+MIXES: Final = {mix.name: mix for mix in (CLASSIC, COMPLIANCE)}

@@ -17,7 +17,13 @@ def render(results: Results) -> str:
         f"{data.organisations:,} organisations, "
         f"{data.owners:,} owners), chunk {p['chunk_size']:,}, "
         f"{p['workers']} dispatcher connection(s), clock {p['clock']}"
-        + ("" if p["mix"] == "classic" else f", {p['mix']} mix"),
+        + (
+            ""
+            if data.mix == "classic"
+            else f"; {data.mix} mix: {data.after_period_end:,} due after the period, "
+            f"{data.rolled:,} rolled to a business day, {data.with_grace:,} with grace, "
+            f"{data.held_for_review:,} held by the review gate"
+        ),
         f"PostgreSQL {results.server['version']} ({results.server['where']}), "
         f"{p['cpus']} CPUs, generated in {data.seconds:.1f} s, dispatcher "
         + (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict
@@ -147,3 +148,27 @@ def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> N
     # Three header lines, a blank, the column heads, fifteen measurements, a
     # blank, the first run's summary, a blank, the ratio heads, then the bar.
     assert len(lines) == 3 + 1 + 1 + 15 + 1 + 1 + 1 + 1 + len(Bar)
+
+
+@pytest.fixture(scope="module")
+def compliance(server_dsn: str) -> Results:
+    """One tiny benchmark run on the compliance mix."""
+    return run_benchmark(replace(OPTIONS, mix="compliance"), server_dsn)
+
+
+def test_the_compliance_mix_has_the_shapes_it_promises(compliance: Results) -> None:
+    data = compliance.data
+    assert data.mix == "compliance"
+    # About a quarter due after the period, a quarter rolled, most with grace
+    # or not, and about one active recurring duty in seven held for review.
+    assert 0.2 < data.after_period_end / data.duties < 0.3
+    assert 0.2 < data.rolled / data.duties < 0.3
+    assert 0.5 < data.with_grace / data.duties < 0.7
+    assert 0.1 < data.held_for_review / (data.dispatchable + data.held_for_review) < 0.2
+
+
+def test_the_compliance_mix_dispatches_exactly_the_floors_rows_once(compliance: Results) -> None:
+    assert compliance.first.tasks_created > 0
+    assert compliance.verdict(Bar.FLOOR_ROWS_EQUAL).passed
+    assert compliance.verdict(Bar.NOOP_ROWS_WRITTEN).passed
+    assert compliance.backfill_again.tasks_created == 0
