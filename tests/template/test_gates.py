@@ -43,3 +43,13 @@ def test_the_pure_layers_collect_without_reaching_a_database() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "database: DATABASE_URL" in done.stdout  # the header ran, and did not connect
     assert " collected" in done.stdout
+
+
+def test_the_readme_and_docs_link_only_to_files_in_the_repository() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)", page.read_text(encoding="utf-8")):
+            assert "://" not in target, f"{page.name} links outside the repository: {target}"
+            resolved = (page.parent / target).resolve()
+            assert resolved.is_relative_to(ROOT), f"{page.name} links outside: {target}"
+            assert resolved.exists(), f"{page.name} links to a missing file: {target}"
