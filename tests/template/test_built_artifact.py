@@ -80,9 +80,9 @@ def test_the_built_handler_runs_a_dry_run_against_the_database(
 
 def test_the_artifact_carries_the_pinned_dependencies_and_no_development_ones(built: Path) -> None:
     pinned = {
-        line.split("==")[0].split("[")[0].lower().replace("_", "-"): line.split("==")[1]
+        line.split("==")[0].split("[")[0].lower().replace("_", "-"): line.split("==")[1].split()[0]
         for line in (ROOT / "src" / "dispatch_fn" / "requirements.txt").read_text().splitlines()
-        if "==" in line and not line.startswith("#")
+        if "==" in line and not line.startswith(("#", " "))
     }
     installed = {}
     for dist in built.glob("*.dist-info"):

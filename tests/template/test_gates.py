@@ -53,3 +53,21 @@ def test_the_readme_and_docs_link_only_to_files_in_the_repository() -> None:
             resolved = (page.parent / target).resolve()
             assert resolved.is_relative_to(ROOT), f"{page.name} links outside: {target}"
             assert resolved.exists(), f"{page.name} links to a missing file: {target}"
+
+
+def _pins(lock: Path) -> dict[str, str]:
+    """``name: version`` of every requirement in a pip-compile lock, each with its hashes."""
+    text = lock.read_text(encoding="utf-8")
+    pins = dict(re.findall(r"^([A-Za-z0-9._-]+)==(\S+) \\$", text, re.MULTILINE))
+    requirements = [line for line in text.splitlines() if line and line[0] not in "# "]
+    assert len(pins) == len(requirements), f"{lock.name}: a requirement without hashes"
+    return {name.lower(): version for name, version in pins.items()}
+
+
+def test_the_tests_run_against_the_very_pins_the_lambda_artifact_ships() -> None:
+    lambda_pins = _pins(ROOT / "src" / "dispatch_fn" / "requirements.txt")
+    dev_pins = _pins(ROOT / "requirements" / "dev.txt")
+    assert {"psycopg", "pydantic", "tzdata", "aws-lambda-powertools"} <= set(lambda_pins)
+    assert {name: dev_pins.get(name) for name in lambda_pins} == lambda_pins
+    assert "pytest" in dev_pins
+    assert "pytest" not in lambda_pins
