@@ -10,6 +10,7 @@ Sunday are not business days.
 from __future__ import annotations
 
 import functools
+import warnings
 from datetime import date, timedelta
 from typing import Final
 
@@ -30,23 +31,44 @@ _MAX_CODE_LENGTH: Final = 16
 class BusinessCalendar:
     """Which days are business days under one holiday calendar (or none)."""
 
-    __slots__ = ("_holidays", "code", "weekend")
+    __slots__ = ("_country", "_subdivision", "_years", "code", "weekend")
 
     def __init__(self, code: str | None) -> None:
         self.code = code
+        self._years: dict[int, frozenset[date]] = {}
         if code is None:
-            self._holidays: holidays.HolidayBase | None = None
+            self._country = ""
+            self._subdivision: str | None = None
             self.weekend: frozenset[int] = _SATURDAY_SUNDAY
             return
         country, _, subdivision = code.partition("-")
-        self._holidays = holidays.country_holidays(country, subdiv=subdivision or None)
-        self.weekend = frozenset(self._holidays.weekend)
+        self._country, self._subdivision = country, subdivision or None
+        self.weekend = frozenset(
+            holidays.country_holidays(country, subdiv=self._subdivision).weekend
+        )
 
     def is_business_day(self, day: date) -> bool:
         """Neither a weekend day of this calendar's country nor one of its public holidays."""
         if day.weekday() in self.weekend:
             return False
-        return self._holidays is None or day not in self._holidays
+        return not self.code or day not in self._holidays_of(day.year)
+
+    def _holidays_of(self, year: int) -> frozenset[date]:
+        found = self._years.get(year)
+        if found is None:
+            # Some countries define holidays for a span of years only (India
+            # 2001-2035, lunar calendars within their tables) and warn outside
+            # it; there the package knows no holidays, so only the weekend
+            # counts. That is the package's definition, kept as it is.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                found = frozenset(
+                    holidays.country_holidays(
+                        self._country, subdiv=self._subdivision, years=year
+                    ).keys()
+                )
+            self._years[year] = found
+        return found
 
     def next_business_day(self, day: date, step: int) -> date:
         """The nearest business day strictly after (``step`` 1) or before (-1) ``day``."""

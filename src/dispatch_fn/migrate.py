@@ -30,8 +30,8 @@ def available_migrations() -> list[tuple[str, str]]:
     return [(entry.name.removesuffix(".sql"), entry.read_text("utf-8")) for entry in files]
 
 
-def apply_migrations(conn: psycopg.Connection[object]) -> list[str]:
-    """Apply pending migrations, oldest first; return the versions applied."""
+def apply_migrations(conn: psycopg.Connection[object], *, until: str | None = None) -> list[str]:
+    """Apply pending migrations, oldest first (up to version ``until``); return those applied."""
     ledger = sql.Identifier(_LEDGER)
     applied_now: list[str] = []
     conn.commit()  # start from a clean state: the lock below outlives transactions
@@ -52,6 +52,8 @@ def apply_migrations(conn: psycopg.Connection[object]) -> list[str]:
         for version, script in available_migrations():
             if version in done:
                 continue
+            if until is not None and version > until:
+                break
             if script.startswith(NO_TRANSACTION):
                 for statement in split_statements(script):
                     conn.execute(sql.SQL(statement))

@@ -320,61 +320,118 @@ def plan_dispatch(
     if now.tzinfo is None or now.utcoffset() is None:
         raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
     plan = Plan()
-    schedules: dict[tuple[str | None, str, int], Schedule | CadenceRefused] = {}
+    schedules: _Schedules = {}
     for duty in duties:
-        duty_id = str(duty["id"])
-        # An absent review_status reads as its column default; a present null
-        # is a definition nobody approved.
-        not_dispatched = classify(
-            duty.get("form"), duty.get("status"), duty.get("review_status", APPROVED)
+        judged = judge_duty(duty, now, window, schedules)
+        if judged.skip is not None:
+            plan.skipped.append(judged.skip)
+            continue
+        plan.drafts.extend(
+            _draft(duty, c.period.key, c.due_date, c.visible_from, c.late_after)
+            for c in judged.candidates
+            if c.not_owed is None
         )
-        if not_dispatched is not None:
-            detail = (
-                unknown_form_detail(duty.get("form"))
-                if not_dispatched == FaultReason.UNKNOWN_FORM
-                else ""
-            )
-            plan.skipped.append(Skip(duty_id, not_dispatched, detail))
-            continue
-        cadence = Cadence.of(duty)
-        try:
-            schedule = _duty_schedule(cadence, now, window, schedules)
-        except CadenceRefused as refused:
-            plan.skipped.append(Skip(duty_id, refused.reason, refused.detail))
-            continue
-        effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
-        if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
-            plan.skipped.append(Skip(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
-            continue
-        try:
-            drafts = [
-                _draft(duty, period.key, due_date, visible_from, cadence.grace_days)
-                for period in schedule.periods
-                if within(
-                    cadence.window_day(period, due_date := cadence.due_date(period)),
-                    effective_from,
-                    effective_to,
-                )
-                and is_owed(
-                    period,
-                    visible_from := periods.visible_from_for(due_date, cadence.lead_days),
-                    schedule.today,
-                )
-            ]
-        except PeriodError as exc:  # a lead, roll or grace reaching past the calendar's edge
-            plan.skipped.append(Skip(duty_id, FaultReason.INVALID_CADENCE, str(exc)))
-            continue
-        if not drafts:
-            plan.skipped.append(Skip(duty_id, SkipReason.NOTHING_DUE))
-        plan.drafts.extend(drafts)
     return plan
+
+
+class NotOwed(StrEnum):
+    """Why a candidate period of a dispatched duty is owed no task at this clock."""
+
+    OUTSIDE_EFFECTIVE_WINDOW = "outside_effective_window"
+    NOT_VISIBLE_YET = "not_visible_yet"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One candidate period of a duty, its dates, and why it is not owed (None: it is)."""
+
+    period: Period
+    due_date: date
+    visible_from: date
+    late_after: date
+    not_owed: NotOwed | None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """Everything the planner decided about one duty at one clock.
+
+    ``skip`` set: the duty yields nothing, for that reason (and ``candidates``
+    is empty). Otherwise every candidate period with its verdict.
+    """
+
+    duty_id: str
+    cadence: Cadence
+    candidates: tuple[Candidate, ...] = ()
+    skip: Skip | None = None
+
+
+type _Schedules = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
+
+
+def judge_duty(
+    duty: Mapping[str, Any],
+    now: datetime,
+    window: WindowLike | None = None,
+    schedules: _Schedules | None = None,
+) -> Judgement:
+    """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
+
+    ``plan_dispatch`` is this over many duties; ``explain`` shows it to a person.
+    ``schedules`` shares planned schedules between calls of one run.
+    """
+    duty_id = str(duty["id"])
+    cadence = Cadence.of(duty)
+    # An absent review_status reads as its column default; a present null
+    # is a definition nobody approved.
+    not_dispatched = classify(
+        duty.get("form"), duty.get("status"), duty.get("review_status", APPROVED)
+    )
+    if not_dispatched is not None:
+        detail = (
+            unknown_form_detail(duty.get("form"))
+            if not_dispatched == FaultReason.UNKNOWN_FORM
+            else ""
+        )
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, not_dispatched, detail))
+    try:
+        schedule = _duty_schedule(cadence, now, window, {} if schedules is None else schedules)
+    except CadenceRefused as refused:
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, refused.reason, refused.detail))
+    effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
+    if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
+    candidates = []
+    try:
+        for period in schedule.periods:
+            due_date = cadence.due_date(period)
+            visible_from = periods.visible_from_for(due_date, cadence.lead_days)
+            not_owed = None
+            if not within(cadence.window_day(period, due_date), effective_from, effective_to):
+                not_owed = NotOwed.OUTSIDE_EFFECTIVE_WINDOW
+            elif not is_owed(period, visible_from, schedule.today):
+                not_owed = NotOwed.NOT_VISIBLE_YET
+            late_after = periods.late_after_for(due_date, cadence.grace_days)
+            candidates.append(Candidate(period, due_date, visible_from, late_after, not_owed))
+    except PeriodError as exc:  # a lead, roll or grace reaching past the calendar's edge
+        return Judgement(
+            duty_id, cadence, skip=Skip(duty_id, FaultReason.INVALID_CADENCE, str(exc))
+        )
+    if all(candidate.not_owed is not None for candidate in candidates):
+        return Judgement(
+            duty_id,
+            cadence,
+            tuple(candidates),
+            skip=Skip(duty_id, SkipReason.NOTHING_DUE),
+        )
+    return Judgement(duty_id, cadence, tuple(candidates))
 
 
 def _duty_schedule(
     cadence: Cadence,
     now: datetime,
     window: WindowLike | None,
-    schedules: dict[tuple[str | None, str, int], Schedule | CadenceRefused],
+    schedules: _Schedules,
 ) -> Schedule:
     """The duty's schedule, its cadence checked in the order the database path checks it."""
     try:
@@ -397,7 +454,7 @@ def _duty_schedule(
 
 
 def _draft(
-    duty: Mapping[str, Any], period_key: str, due_date: date, visible_from: date, grace_days: int
+    duty: Mapping[str, Any], period_key: str, due_date: date, visible_from: date, late_after: date
 ) -> dict[str, Any]:
     # Name and business unit are copied, so renaming or transferring a duty
     # later never rewrites the history its tasks record.
@@ -412,7 +469,7 @@ def _draft(
         "due_date": due_date,
         "visible_from": visible_from,
         # Stamped once: re-gracing the duty later never moves a task's lateness.
-        "late_after": periods.late_after_for(due_date, grace_days),
+        "late_after": late_after,
         "status": "open",
     }
 

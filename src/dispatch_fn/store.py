@@ -221,7 +221,7 @@ def dispatch_page(
     # planning each page afresh (under a millisecond a page). It also leaves
     # RDS Proxy and direct connections running the very same plan.
     row = conn.execute(query, params, prepare=False).fetchone()
-    assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
+    assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
     upto_seen, *counts = row
     return PageResult(None if upto_seen is None else str(upto_seen), *(int(n) for n in counts))
 
