@@ -1,9 +1,9 @@
 """What catching up missed days costs, beside an ordinary daily run (issue 14).
 
-Run: .venv/bin/python bench/catch_up.py [--duties N] [--missed K] [--database-url DSN]
+Run: .venv/bin/python -m bench.catch_up [--duties N] [--missed K] [--database-url DSN]
 
-On bench/dispatch.py's generated duties (the same mix of frequencies, zones,
-anchors, leads and windows), at bench/dispatch.py's clock ``D``:
+On bench.dispatch's generated duties (the same mix of frequencies, zones,
+anchors, leads and windows), at bench.dispatch's clock ``D``:
 
 - daily: runs at D-K-1, D-K, …, D-1 with catch-up off, each the day after the
   last; the run at D is the ordinary daily run. The K runs before it are what
@@ -16,7 +16,7 @@ anchors, leads and windows), at bench/dispatch.py's clock ``D``:
   only the missed clocks owed).
 
 Both runs at D must end with the same rows (checked). Each timed run starts
-after ``VACUUM (ANALYZE)``, as bench/dispatch.py's runs do. The figure of
+after ``VACUUM (ANALYZE)``, as bench.dispatch's runs do. The figure of
 interest: (catching-up run - daily run) / daily run, the extra cost in "runs",
 against K, the runs that replaying the missed days would have cost.
 """
@@ -32,7 +32,9 @@ from typing import Any
 
 import psycopg
 
-from dispatch import CLOCK, DISPATCH_TABLES, fresh_database, generate, server, vacuum
+from bench.dispatch.data import CLOCK, generate
+from bench.dispatch.mix import CLASSIC
+from bench.dispatch.server import DISPATCH_TABLES, fresh_database, server, vacuum
 from dispatch_fn import dispatch as core
 from dispatch_fn import invocation
 
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fresh_database(server_dsn, "cu") as dsn,
         psycopg.connect(dsn, autocommit=True) as conn,
     ):
-        summary = generate(conn, args.duties, args.duties // 20)
+        summary = generate(conn, args.duties, args.duties // 20, CLASSIC)
         print(f"{summary.duties:,} duties ({summary.dispatchable:,} dispatchable) on {label}")
 
         replayed: list[float] = []

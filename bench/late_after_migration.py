@@ -7,17 +7,15 @@ applies 0003 (columns: catalog only) and 0006 (late_after backfilled in
 committed batches, the check validated, NOT NULL, two indexes built
 concurrently), timing each, and times one insert made by another session
 while 0006 runs (it must not wait for the whole migration). Without ``--dsn``
-an embedded PostgreSQL is started in a temporary directory.
+a throwaway embedded PostgreSQL is started under /tmp and removed afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -33,13 +31,20 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--dsn", help="a server to create the throwaway database on")
     args = parser.parse_args()
-    server = args.dsn or embedded.start(Path(tempfile.mkdtemp(prefix="duly-bench-pg-")))
+    if args.dsn:
+        _on_server(args.dsn, args.tasks)
+        return
+    with embedded.throwaway("duly-bench-pg-") as started:
+        _on_server(started.dsn, args.tasks)
+
+
+def _on_server(server: str, tasks: int) -> None:
     name = f"duly_mig_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     dsn = make_conninfo(server, dbname=name)
     try:
-        _measure(dsn, args.tasks)
+        _measure(dsn, tasks)
     finally:
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))

@@ -8,4 +8,4 @@ ensure_venv
 if [ -f bench/periods.py ]; then
     .venv/bin/python bench/periods.py
 fi
-.venv/bin/python bench/dispatch.py "$@"
+.venv/bin/python -m bench.dispatch "$@"

@@ -1,21 +1,45 @@
 #!/usr/bin/env bash
-# Every gate, in the order a failure is cheapest to find: lint, format, types,
+# The gates, in the order a failure is cheapest to find: lint, format, types,
 # template, build, then the tests (against DATABASE_URL or an embedded server).
+#   ./scripts/test.sh [PYTEST ARGS]   every gate (what `make test` and CI run)
+#   ./scripts/test.sh lint | typecheck | template | fast [PYTEST ARGS]   one gate
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
 step() { printf '\n=== %s\n' "$*"; }
 
-step "ruff check"
-.venv/bin/ruff check .
-step "ruff format --check"
-.venv/bin/ruff format --check .
-step "mypy (strict)"
-.venv/bin/mypy
-if [ -f template.yaml ]; then
+lint() {
+    step "ruff check"
+    .venv/bin/ruff check .
+    step "ruff format --check"
+    .venv/bin/ruff format --check .
+}
+
+typecheck() {
+    step "mypy (strict)"
+    .venv/bin/mypy
+}
+
+template() {
     ensure_sam
     step "template gates and sam build"
     ./scripts/template_gates.sh
-fi
-step "pytest"
-.venv/bin/pytest "$@"
+}
+
+case "${1:-}" in
+lint | typecheck | template)
+    "$1"
+    ;;
+fast)
+    shift
+    step "pytest (pure layers)"
+    .venv/bin/pytest tests/engine tests/planner "$@"
+    ;;
+*)
+    lint
+    typecheck
+    template
+    step "pytest"
+    .venv/bin/pytest "$@"
+    ;;
+esac

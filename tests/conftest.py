@@ -1,20 +1,19 @@
 """Shared fixtures: a real PostgreSQL for every database test.
 
 ``DATABASE_URL`` names the server when set; otherwise an embedded PostgreSQL
-(pgserver) is started once per session in a temporary directory. Each test gets
-its own database, cloned from a migrated template, so tests never see each
-other's rows.
+(pgserver) is started in a temporary directory the first time a test asks for
+a database, so the pure layers (engine, planner) run without one. Each test
+gets its own database, cloned from a migrated template, so tests never see
+each other's rows.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,38 +30,50 @@ _CONNECT_TIMEOUT_S = 10
 DISPATCHER_LOGIN = "duly_dispatcher_test"
 _DISPATCHER_PASSWORD = "dispatcher-test-password"  # noqa: S105 - a test login's password
 
+# Holds the embedded server (when one was started) until the session ends.
+_SESSION = ExitStack()
+
 
 @functools.cache
-def _server() -> tuple[str, Path | None]:
-    """Connectable DSN of the session's server, started on first use."""
+def _server() -> tuple[str, str]:
+    """``(dsn, description)`` of the session's server, started on first use."""
     if url := os.environ.get("DATABASE_URL"):
-        data_dir = None
-        dsn = url
+        dsn, where = url, "DATABASE_URL"
     else:
-        data_dir = Path(tempfile.mkdtemp(prefix="duly-test-pg-"))
-        dsn = embedded.start(data_dir, persistent=False)
+        started = _SESSION.enter_context(embedded.throwaway("duly-test-pg-"))
+        dsn, where = started.dsn, f"embedded pgserver in {started.data_dir}"
     with psycopg.connect(dsn, connect_timeout=_CONNECT_TIMEOUT_S, autocommit=True) as conn:
-        conn.execute("SELECT 1")
-    return dsn, data_dir
+        version = conn.execute("SHOW server_version").fetchone()
+    return dsn, f"PostgreSQL {version[0] if version else '?'} via {where}"
 
 
 def pytest_report_header() -> str:
-    dsn, data_dir = _server()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        version = conn.execute("SHOW server_version").fetchone()
-    where = "DATABASE_URL" if data_dir is None else f"embedded pgserver in {data_dir}"
-    return f"database: PostgreSQL {version[0] if version else '?'} via {where}"
+    where = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "an embedded pgserver"
+    return f"database: {where}, reached when a test first needs it"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _server.cache_info().currsize:
+        terminalreporter.write_line(f"database: {_server()[1]}")
+
+
+# Layers that are pure Python: ``make test-fast`` runs them with no server at all.
+_PURE_LAYERS = ("engine", "planner")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        layer = item.path.resolve().relative_to(tests).parts[0]
+        if layer in _PURE_LAYERS and "server_dsn" in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(
+                f"{item.nodeid} asks for a database, but tests/{layer} is a pure layer;"
+                " move it to tests/database"
+            )
 
 
 def pytest_unconfigure() -> None:
-    if _server.cache_info().currsize:
-        _, data_dir = _server()
-        if data_dir is not None:
-            with contextlib.suppress(Exception):
-                import pgserver  # noqa: PLC0415 - only present with dev dependencies
-
-                pgserver.get_server(data_dir).cleanup()
-            shutil.rmtree(data_dir, ignore_errors=True)
+    _SESSION.close()
 
 
 @pytest.fixture(scope="session")

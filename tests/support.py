@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from datetime import date
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import psycopg
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 
 # The clock most tests run at: the schedule's own hour on an ordinary day.
-CLOCK = "2026-08-21T01:00:00Z"
+NOW = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
+# The same instant as an event spells it.
+CLOCK = NOW.isoformat().replace("+00:00", "Z")
 
 type Conn = psycopg.Connection[Any]
 type Invoke = Callable[..., dict[str, Any]]
@@ -108,6 +111,29 @@ def task_count(conn: psycopg.Connection[Any]) -> int:
 def last_dispatched(conn: psycopg.Connection[Any]) -> dict[str, str | None]:
     rows = conn.execute("SELECT id, last_dispatched_period FROM duly_duty ORDER BY id").fetchall()
     return {str(duty_id): key for duty_id, key in rows}
+
+
+def multiset(rows: Iterable[Mapping[str, Any]]) -> Counter[tuple[Any, ...]]:
+    """Task rows (or planned drafts) as a multiset of their ``TASK_COLUMNS`` tuples.
+
+    A multiset, not a set, so that a row written twice shows as twice.
+    """
+    return Counter(tuple(row[column] for column in TASK_COLUMNS) for row in rows)
+
+
+def latest_keys(
+    duty_ids: Iterable[str], rows: Iterable[Mapping[str, Any]]
+) -> dict[str, str | None]:
+    """Each duty's greatest period key among ``rows`` (None for a duty without one).
+
+    What ``last_dispatched_period`` should read once ``rows`` are dispatched.
+    """
+    latest: dict[str, str | None] = dict.fromkeys(duty_ids)
+    for row in rows:
+        current = latest[row["duty_id"]]
+        if current is None or row["period_key"] > current:
+            latest[row["duty_id"]] = row["period_key"]
+    return latest
 
 
 def load_event(name: str) -> dict[str, Any]:

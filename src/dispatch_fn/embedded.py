@@ -7,9 +7,13 @@ a development dependency and is never bundled into the Lambda artifact.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dispatch_fn.errors import ConfigurationError
 
@@ -47,3 +51,29 @@ def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
             ) from exc
         server: Any = pgserver.get_server(target, cleanup_mode=None if persistent else "stop")
     return str(server.get_uri())
+
+
+class Throwaway(NamedTuple):
+    """A started throwaway server: how to reach it, and where its data lives."""
+
+    dsn: str
+    data_dir: Path
+
+
+@contextmanager
+def throwaway(prefix: str) -> Iterator[Throwaway]:
+    """A server of its own in a new directory under /tmp, removed with its data on the way out.
+
+    /tmp rather than the default temp dir: the server's socket lives in its data
+    directory and a Unix socket path must be short; a benchmark's data (gigabytes)
+    belongs nowhere near a home directory either.
+    """
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        yield Throwaway(start(data_dir, persistent=False), data_dir)
+    finally:
+        with suppress(Exception):  # best effort: the directory goes either way
+            import pgserver  # noqa: PLC0415 - development-only dependency
+
+            pgserver.get_server(data_dir).cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)

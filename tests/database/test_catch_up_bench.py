@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "catch_up.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_catch_up_benchmark_ends_with_the_daily_runs_rows(server_dsn: str) -> None:
     completed = subprocess.run(
-        [sys.executable, str(BENCH), "--duties", "1500", "--database-url", server_dsn],
+        [sys.executable, "-m", "bench.catch_up", "--duties", "1500", "--database-url", server_dsn],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -14,9 +13,17 @@ import pytest
 from dispatch_fn import dispatch, store
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import plan_dispatch
-from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
+from support import (
+    NOW,
+    duty,
+    insert_duties,
+    last_dispatched,
+    latest_keys,
+    multiset,
+    task_count,
+    task_rows,
+)
 
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 ZONES = ("UTC", "Asia/Shanghai", "America/Los_Angeles", "Pacific/Kiritimati")
 FREQUENCIES = ("daily", "weekly", "fortnightly", "monthly", "quarterly")
 
@@ -37,7 +44,7 @@ def _duties(count: int) -> list[dict[str, Any]]:
 
 
 def _rows(conn: Conn) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in task_rows(conn))
+    return multiset(task_rows(conn))
 
 
 @pytest.fixture
@@ -73,20 +80,18 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
-    report = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
-    plan = plan_dispatch(duties, CLOCK)
-    assert _rows(conn) == Counter(tuple(d[c] for c in TASK_COLUMNS) for d in plan.drafts)
+    report = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
+    plan = plan_dispatch(duties, NOW)
+    assert _rows(conn) == multiset(plan.drafts)
     assert (report.tasks_created, report.tasks_existing) == (len(plan.drafts), 0)
     assert report.duties_read == len(duties)
     assert report.pages == 9  # ceil(60 / 7): every page once, none empty
     assert (report.complete, report.last_duty_id) == (True, "d059")
     assert {pid for pid, _ in pages_seen} == {c.info.backend_pid for c in (conn, *helpers)}
     assert max(depth for _, depth in pages_seen) > 1  # pages really ran at the same time
-    latest = {d["id"]: max(r["period_key"] for r in plan.drafts if r["duty_id"] == d["id"])
-              for d in duties}  # fmt: skip
-    assert last_dispatched(conn) == latest
+    assert last_dispatched(conn) == latest_keys((d["id"] for d in duties), plan.drafts)
 
-    again = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
+    again = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
     assert (again.tasks_created, again.tasks_existing) == (0, len(plan.drafts))
 
 
@@ -106,7 +111,7 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
             return asked > pages_allowed
 
     report = dispatch.run(
-        conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers, should_stop=should_stop
+        conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers, should_stop=should_stop
     )
     assert len(pages_seen) == min(pages_allowed, 9)
     dispatched = {row[0] for row in conn.execute("SELECT DISTINCT duty_id FROM duly_task")}
@@ -115,13 +120,11 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
     assert behind <= dispatched
     assert report.complete is (pages_allowed >= 9)
 
-    rest = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
+    rest = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
     assert rest.complete
     assert rest.tasks_created + report.tasks_created == task_count(conn)
     assert rest.tasks_existing == report.tasks_created
-    assert _rows(conn) == Counter(
-        tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK).drafts
-    )
+    assert _rows(conn) == multiset(plan_dispatch(duties, NOW).drafts)
 
 
 def test_a_connection_dropped_mid_run_fails_the_run_and_the_other_pages_stay_committed(
@@ -141,18 +144,18 @@ def test_a_connection_dropped_mid_run_fails_the_run_and_the_other_pages_stay_com
 
     monkeypatch.setattr(store, "dispatch_page", drop_the_victim)
     with pytest.raises(RunFailedError, match="terminating connection") as failed:
-        dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
+        dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
     written = task_count(conn)
     assert failed.value.report["tasks_created"] == written
     assert failed.value.report["complete"] is False
-    assert 0 < written < len(plan_dispatch(duties, CLOCK).drafts)
+    assert 0 < written < len(plan_dispatch(duties, NOW).drafts)
     # Only whole pages: every duty has all of its rows or none of them.
-    plan = plan_dispatch(duties, CLOCK)
+    plan = plan_dispatch(duties, NOW)
     wanted = Counter(draft["duty_id"] for draft in plan.drafts)
     per_duty = conn.execute("SELECT duty_id, count(*) FROM duly_task GROUP BY duty_id").fetchall()
     assert all(count == wanted[duty_id] for duty_id, count in per_duty)
 
-    rerun = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers[1:])
+    rerun = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers[1:])
     assert rerun.tasks_created == len(plan.drafts) - written
     assert task_count(conn) == len(plan.drafts)
 
@@ -161,4 +164,4 @@ def test_a_run_refuses_a_helper_that_would_make_it_one_long_transaction(
     conn: Conn, db_url: str
 ) -> None:
     with psycopg.connect(db_url) as manual, pytest.raises(ValueError, match="autocommit"):
-        dispatch.run(conn, dispatch.RunRequest(now=CLOCK), helpers=[manual])
+        dispatch.run(conn, dispatch.RunRequest(now=NOW), helpers=[manual])

@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
 import time
-from datetime import UTC, date, datetime
-from pathlib import Path
+from dataclasses import replace
+from datetime import date
 from typing import Any
 
 import psycopg
 import pytest
 
+from bench.dispatch import child
 from dispatch_fn.plan import Window, plan_dispatch
-from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
+from support import (
+    NOW,
+    TASK_COLUMNS,
+    duty,
+    insert_duties,
+    last_dispatched,
+    latest_keys,
+    task_count,
+    task_rows,
+)
 
-WORKER = Path(__file__).resolve().parent.parent / "worker.py"
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 ZONES = ("UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "Pacific/Auckland")
 FREQUENCIES = ("daily", "weekly", "fortnightly", "monthly", "quarterly")
 
@@ -41,24 +46,12 @@ def _duties(count: int) -> list[dict[str, Any]]:
 
 
 def _spawn(
-    dsn: str, request: dict[str, Any], start_at: float, chunk: int, *, pause: float, workers: int
+    dsn: str, request: child.ChildSpec, start_at: float, chunk: int, *, pause: float, workers: int
 ) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen(
-        [
-            sys.executable,
-            str(WORKER),
-            dsn,
-            json.dumps(request),
-            str(start_at),
-            str(chunk),
-            str(pause),
-            str(workers),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+    return child.spawn(
+        replace(
+            request, dsn=dsn, start_at=start_at, chunk_size=chunk, pause_s=pause, workers=workers
+        )
     )
 
 
@@ -68,13 +61,11 @@ def _expected(
     rows: set[tuple[Any, ...]] = set()
     for window in windows:
         rows |= {
-            tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK, window).drafts
+            tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, NOW, window).drafts
         }
-    latest: dict[str, str | None] = {d["id"]: None for d in duties}
-    for row in rows:
-        duty_id, key = row[1], row[6]
-        current = latest[duty_id]
-        latest[duty_id] = key if current is None or key > current else current
+    latest = latest_keys(
+        (d["id"] for d in duties), (dict(zip(TASK_COLUMNS, row, strict=True)) for row in rows)
+    )
     return rows, latest
 
 
@@ -96,8 +87,9 @@ def _rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return [tuple(r[c] for c in TASK_COLUMNS) for r in task_rows(conn)]
 
 
-SCHEDULED: dict[str, Any] = {"now": CLOCK.isoformat()}
-BACKFILL: dict[str, Any] = {"now": CLOCK.isoformat(), "from": "2026-05-01", "to": "2026-08-31"}
+# The dsn, start, page size, pause and connections are filled in by _spawn.
+SCHEDULED = child.ChildSpec(dsn="", now=NOW.isoformat(), chunk_size=1, workers=1)
+BACKFILL = replace(SCHEDULED, window=("2026-05-01", "2026-08-31"))
 BACKFILL_WINDOW = Window(date(2026, 5, 1), date(2026, 8, 31))
 
 
@@ -113,8 +105,8 @@ BACKFILL_WINDOW = Window(date(2026, 5, 1), date(2026, 8, 31))
 def test_two_runs_started_at_the_same_instant_both_succeed_and_leave_each_task_once(
     conn: psycopg.Connection[Any],
     db_url: str,
-    first: dict[str, Any],
-    second: dict[str, Any],
+    first: child.ChildSpec,
+    second: child.ChildSpec,
     windows: list[Window | None],
     *,
     workers: int,
@@ -126,11 +118,7 @@ def test_two_runs_started_at_the_same_instant_both_succeed_and_leave_each_task_o
         _spawn(db_url, first, start_at, 25, pause=0.0, workers=workers),
         _spawn(db_url, second, start_at, 25, pause=0.0, workers=workers),
     ]
-    reports = []
-    for each in runs:
-        out, err = each.communicate(timeout=120)
-        assert each.returncode == 0, err
-        reports.append(json.loads(out))
+    reports = [child.collect(each, timeout=120)["report"] for each in runs]
     expected_rows, expected_latest = _expected(duties, windows)
     rows = _rows(conn)
     assert len(rows) == len(set(rows))
@@ -167,9 +155,9 @@ def test_a_run_killed_mid_way_and_run_again_leaves_exactly_the_expected_rows(
     assert all(n == wanted[d] for d, n in per_duty)
 
     rerun = _spawn(db_url, BACKFILL, time.time(), 10, pause=0.0, workers=workers)
-    out, err = rerun.communicate(timeout=120)
-    assert rerun.returncode == 0, err
-    assert json.loads(out)["tasks_created"] == len(expected_rows) - partial
+    assert child.collect(rerun, timeout=120)["report"]["tasks_created"] == (
+        len(expected_rows) - partial
+    )
     assert set(_rows(conn)) == expected_rows
     assert task_count(conn) == len(expected_rows)
     assert last_dispatched(conn) == expected_latest

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -13,7 +12,7 @@ from hypothesis import strategies as st
 from dispatch_fn import dispatch
 from dispatch_fn.periods import FREQUENCIES
 from dispatch_fn.plan import Window, plan_dispatch
-from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_rows
+from support import duty, insert_duties, last_dispatched, latest_keys, multiset, task_rows
 
 ZONES = (
     "UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "America/Santiago",
@@ -85,10 +84,6 @@ def runs(draw: st.DrawFn) -> tuple[datetime, Window | None]:
     return now, Window(first, last)
 
 
-def _as_tuples(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in rows)
-
-
 @settings(
     max_examples=150,
     deadline=None,
@@ -115,7 +110,7 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
         helpers=helpers[: workers - 1],
     )
 
-    assert _as_tuples(task_rows(conn)) == _as_tuples(plan.drafts)
+    assert multiset(task_rows(conn)) == multiset(plan.drafts)
     summary = report.as_json()
     assert summary["tasks_created"] == len(plan.drafts)
     assert {k: v for k, v in summary["skipped"].items() if v} == plan.skip_counts()
@@ -123,12 +118,7 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
         (f.duty_id, f.reason, f.detail) for f in plan.faults
     )
     assert summary["duties_read"] == len(duties)
-    latest: dict[str, str | None] = {d["id"]: None for d in duties}
-    for draft in plan.drafts:
-        current = latest[draft["duty_id"]]
-        if current is None or draft["period_key"] > current:
-            latest[draft["duty_id"]] = draft["period_key"]
-    assert last_dispatched(conn) == latest
+    assert last_dispatched(conn) == latest_keys((d["id"] for d in duties), plan.drafts)
 
 
 def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
@@ -152,5 +142,5 @@ def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
     window = Window(date(2027, 12, 20), date(2028, 3, 10))  # a leap February inside
     plan = plan_dispatch(duties, now, window)
     dispatch.run(conn, dispatch.RunRequest(now=now, window=window), chunk_size=50)
-    assert _as_tuples(task_rows(conn)) == _as_tuples(plan.drafts)
+    assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert len(plan.drafts) > len(duties)

@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from dispatch_fn.plan import Plan, Window, plan_dispatch
-from support import TASK_COLUMNS, duty
-
-NOW = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
+from support import NOW, TASK_COLUMNS, duty
 
 
 def keys(plan: Plan, duty_id: str | None = None) -> list[str]:

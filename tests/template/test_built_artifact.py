@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from support import duty, insert_duties, task_count
+from support import CLOCK, duty, insert_duties, task_count
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BUILT = ROOT / ".aws-sam" / "build" / "DispatchFunction"
@@ -51,7 +51,7 @@ def test_the_built_handler_runs_a_dry_run_against_the_database(
     event = {
         "from": "2026-01-01",
         "to": "2026-03-31",
-        "now": "2026-08-21T01:00:00Z",
+        "now": CLOCK,
         "dry_run": True,
     }
     env = {
@@ -80,9 +80,9 @@ def test_the_built_handler_runs_a_dry_run_against_the_database(
 
 def test_the_artifact_carries_the_pinned_dependencies_and_no_development_ones(built: Path) -> None:
     pinned = {
-        line.split("==")[0].split("[")[0].lower().replace("_", "-"): line.split("==")[1]
+        line.split("==")[0].split("[")[0].lower().replace("_", "-"): line.split("==")[1].split()[0]
         for line in (ROOT / "src" / "dispatch_fn" / "requirements.txt").read_text().splitlines()
-        if "==" in line and not line.startswith("#")
+        if "==" in line and not line.startswith(("#", " "))
     }
     installed = {}
     for dist in built.glob("*.dist-info"):

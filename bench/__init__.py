@@ -1,0 +1,1 @@
+"""Benchmarks: the period engine's throughput, and the dispatcher against PostgreSQL's floor."""

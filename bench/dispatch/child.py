@@ -1,0 +1,261 @@
+"""One dispatcher run in a process of its own: the benchmark's and the tests' (both sides).
+
+The parent ``spawn``s ``python -m bench.dispatch.child SPEC_JSON``; the child
+makes the connections the spec asks for, optionally waits for a wall-clock
+instant (so two children are released together) and pauses before each page
+(so a test can kill it between pages), runs one dispatch, and prints one JSON
+line: the run's report and what the child measured of it (wall time, its own
+peak RSS, round trips, the server CPU of its backends). ``collect`` reads it.
+
+A process of its own gives the run its own peak RSS, and lets a test kill it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, override
+
+import psycopg
+from psycopg import pq
+from psycopg.abc import Params, Query
+from psycopg.rows import TupleRow
+from psycopg.transaction import Transaction
+
+from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
+from bench.dispatch.server import BenchError, scalar
+from dispatch_fn import dispatch
+from dispatch_fn.plan import Window
+from dispatch_fn.store import Scope
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """One dispatcher run for a child process to make."""
+
+    dsn: str
+    now: str  # the run's clock, an ISO 8601 instant
+    chunk_size: int
+    workers: int  # connections the run's pages are shared among
+    window: tuple[str, str] | None = None  # a backfill's first and last day, ISO dates
+    organization_id: str | None = None
+    # False connects as behind RDS Proxy: psycopg prepares nothing.
+    prepare: bool = True
+    # Also count round trips from libpq's protocol trace (slows the run a little).
+    trace: bool = False
+    start_at: float | None = None  # a time.time() to wait for once connected
+    pause_s: float = 0.0  # sleep before each page
+
+
+class ChildError(RuntimeError):
+    """The child process failed or printed no figures."""
+
+
+def spawn(spec: ChildSpec) -> subprocess.Popen[str]:
+    """Start the child that makes ``spec``'s run; read its figures with ``collect``."""
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), *([path] if path else [])])}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.dispatch.child", json.dumps(asdict(spec))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=_ROOT,
+    )
+
+
+def collect(child: subprocess.Popen[str], timeout: float | None = None) -> dict[str, Any]:
+    """Wait for the child to end; its figures, the run's report under ``"report"``."""
+    out, err = child.communicate(timeout=timeout)
+    if child.returncode != 0:
+        raise ChildError(f"dispatcher child exited {child.returncode}, expected 0:\n{err}")
+    lines = out.strip().splitlines()
+    if not lines:
+        raise ChildError(f"dispatcher child printed no figures:\n{err}")
+    figures: dict[str, Any] = json.loads(lines[-1])
+    return figures
+
+
+def run(spec: ChildSpec, timeout: float | None = None) -> dict[str, Any]:
+    """Make ``spec``'s run in a child process and return its figures."""
+    return collect(spawn(spec), timeout)
+
+
+# --- the child's side ------------------------------------------------------------
+
+
+class CountingConnection(psycopg.Connection[TupleRow]):
+    """A connection that counts the requests it sends; each waits for one reply.
+
+    ``execute`` is one round trip (Parse/Bind/Execute/Sync in one flight, or a
+    simple Query); a ``transaction()`` block adds two (BEGIN and COMMIT, as the
+    connection is in autocommit mode). The only other round trip psycopg makes
+    on its own is one Parse per statement it decides to prepare, which the
+    child reads back from ``pg_prepared_statements``.
+    """
+
+    statements = 0
+    transactions = 0
+
+    @override
+    def execute(  # one signature covers both of the base class's overloads
+        self,
+        query: Query,
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool = False,
+    ) -> psycopg.Cursor[TupleRow]:
+        """Count, then execute as usual."""
+        self.statements += 1
+        # The base's overloads split the query types this one signature joins.
+        return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[arg-type]
+
+    @override
+    @contextmanager
+    def transaction(
+        self, savepoint_name: str | None = None, force_rollback: bool = False
+    ) -> Iterator[Transaction]:
+        """Count, then open the block as usual."""
+        self.transactions += 1
+        with super().transaction(savepoint_name, force_rollback) as block:
+            yield block
+
+
+def code_fingerprint() -> str:
+    """A digest of the dispatcher's sources as this process imported them.
+
+    Each run imports the package afresh, so a file edited while the benchmark
+    runs would put two versions side by side; the digests show it.
+    """
+    digest = hashlib.sha256()
+    for source in sorted(Path(dispatch.__file__).parent.rglob("*")):
+        if source.suffix in (".py", ".sql"):
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+@contextmanager
+def _protocol_trace(conn: CountingConnection, *, enabled: bool) -> Iterator[list[int]]:
+    """Count, from libpq's protocol trace, the round trips made inside the block.
+
+    Every request ends with exactly one ReadyForQuery from the server, so their
+    number is the true count of round trips; it is appended to the yielded list
+    when the block ends (and nothing is, when not ``enabled``).
+    """
+    counted: list[int] = []
+    if not enabled:
+        yield counted
+        return
+    with tempfile.TemporaryFile("w+") as trace_file:
+        conn.pgconn.trace(trace_file.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            yield counted
+        finally:
+            conn.pgconn.untrace()  # flushes libpq's buffer into the file
+        trace_file.seek(0)
+        counted.append(
+            sum(1 for line in trace_file if line.startswith("B\t") and "\tReadyForQuery" in line)
+        )
+
+
+def _request(spec: ChildSpec) -> dispatch.RunRequest:
+    window = None
+    if spec.window is not None:
+        window = Window(date.fromisoformat(spec.window[0]), date.fromisoformat(spec.window[1]))
+    return dispatch.RunRequest(
+        now=datetime.fromisoformat(spec.now),
+        window=window,
+        scope=Scope(organization_id=spec.organization_id),
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """Make one run and print its figures as one JSON line."""
+    if len(argv) != 1:
+        raise BenchError(f"usage: python -m bench.dispatch.child SPEC_JSON (got {list(argv)!r})")
+    spec = ChildSpec(**json.loads(argv[0]))
+    request = _request(spec)
+
+    def pause() -> bool:
+        time.sleep(spec.pause_s)
+        return False
+
+    with ExitStack() as stack:
+        # The options database.connect gives the Lambda's connections.
+        conns = [
+            stack.enter_context(
+                CountingConnection.connect(
+                    spec.dsn,
+                    autocommit=True,
+                    application_name="duly-dispatcher-bench",
+                    options="-c statement_timeout=300000",
+                    # As database.connect: psycopg's default, or never behind RDS Proxy.
+                    prepare_threshold=5 if spec.prepare else None,
+                )
+            )
+            for _ in range(spec.workers)
+        ]
+        for conn in conns:
+            conn.execute("SELECT 1")  # the connections are warm before the clock starts
+            conn.statements = conn.transactions = 0
+        if spec.start_at is not None:
+            time.sleep(max(0.0, spec.start_at - time.time()))
+        baseline_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        cpu_before = backend_cpu_seconds(conns)
+        with ExitStack() as tracing:
+            traces = [
+                tracing.enter_context(_protocol_trace(conn, enabled=spec.trace)) for conn in conns
+            ]
+            started = time.perf_counter()
+            report = dispatch.run(
+                conns[0],
+                request,
+                chunk_size=spec.chunk_size,
+                should_stop=pause if spec.pause_s > 0 else lambda: False,
+                helpers=conns[1:],
+            )
+            seconds = time.perf_counter() - started
+        server_cpu = cpu_spent(cpu_before, backend_cpu_seconds(conns))
+        statements = sum(conn.statements for conn in conns)
+        transactions = sum(conn.transactions for conn in conns)
+        prepared = sum(
+            int(scalar(conn, "SELECT count(*) FROM pg_prepared_statements")) for conn in conns
+        )
+        for conn in conns:  # each backend reports its own table statistics
+            conn.execute("SELECT pg_stat_force_next_flush()")
+    traced = [count for trace in traces for count in trace]
+    figures = {
+        "seconds": seconds,
+        "server_cpu_seconds": server_cpu,
+        "statements": statements,
+        "transactions": transactions,
+        "prepared": prepared,
+        "round_trips": statements + 2 * transactions + prepared,
+        "traced_round_trips": sum(traced) if traced else None,
+        "rss_baseline_kib": baseline_kib,
+        "rss_peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "code": code_fingerprint(),
+        "report": report.as_json(),
+    }
+    sys.stdout.write(json.dumps(figures) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,69 @@
+"""The dispatcher's runs as the benchmark measures them: from the child, and from the server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.dispatch import child
+from bench.dispatch.readings import Written, table_counters, written
+from bench.dispatch.server import DISPATCH_TABLES, Conn, settle
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRun:
+    """A dispatcher run made in a child process, as it and the database saw it."""
+
+    seconds: float
+    server_cpu_seconds: float | None
+    process_seconds: float
+    tasks_created: int
+    tasks_existing: int
+    duties_advanced: int
+    duties_read: int
+    pages: int
+    round_trips: int
+    statements: int
+    transactions: int
+    prepared: int
+    traced_round_trips: int | None
+    rss_baseline_mib: float
+    rss_peak_mib: float
+    written: Written
+    code: str
+    report: dict[str, Any]
+
+
+def run_child(
+    conn: Conn, spec: child.ChildSpec, tables: Sequence[str] = DISPATCH_TABLES
+) -> ChildRun:
+    """Run the dispatcher in a child process; read its figures and the rows it wrote."""
+    settle(conn)
+    before = table_counters(conn, tables)
+    started = time.perf_counter()
+    figures = child.run(spec)
+    process_seconds = time.perf_counter() - started
+    rows = written(before, table_counters(conn, tables))
+    report = figures["report"]
+    return ChildRun(
+        seconds=figures["seconds"],
+        server_cpu_seconds=figures["server_cpu_seconds"],
+        process_seconds=process_seconds,
+        tasks_created=report["tasks_created"],
+        tasks_existing=report["tasks_existing"],
+        duties_advanced=report["duties_advanced"],
+        duties_read=report["duties_read"],
+        pages=report["pages"],
+        round_trips=figures["round_trips"],
+        statements=figures["statements"],
+        transactions=figures["transactions"],
+        prepared=figures["prepared"],
+        traced_round_trips=figures["traced_round_trips"],
+        rss_baseline_mib=figures["rss_baseline_kib"] / 1024,
+        rss_peak_mib=figures["rss_peak_kib"] / 1024,
+        written=rows,
+        code=figures["code"],
+        report=report,
+    )

@@ -1,0 +1,124 @@
+"""PostgreSQL's floor: the first run's very rows, written by one INSERT … SELECT and one UPDATE."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from psycopg import sql
+
+from bench.dispatch.readings import Written, backend_cpu_seconds, cpu_spent, table_counters, written
+from bench.dispatch.server import FLOOR_TABLES, Conn, scalar, settle
+
+TASK_COLUMNS: Final = (
+    "organization_id", "duty_id", "owner_id", "business_unit_id", "subject", "source",
+    "period_key", "due_date", "visible_from", "late_after",
+)  # fmt: skip
+
+
+def stage_floor(conn: Conn) -> int:
+    """Copy the rows the first run created into ``floor_stage``; return how many.
+
+    Called right after the first run, so duly_task holds exactly its rows. They
+    keep the order the dispatcher inserted them in, so the floor's index
+    inserts have the same locality.
+    """
+    columns = sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS))
+    conn.execute(
+        sql.SQL("CREATE TABLE floor_stage AS SELECT {} FROM duly_task ORDER BY id").format(columns)
+    )
+    conn.execute("ANALYZE floor_stage")
+    return int(scalar(conn, "SELECT count(*) FROM floor_stage"))
+
+
+def copy_table(conn: Conn, source: str, target: str) -> None:
+    """Create ``target`` empty, shaped as ``source``.
+
+    LIKE … INCLUDING ALL brings columns, defaults, identity, indexes and
+    constraints; the table's storage options (fillfactor, autovacuum) are
+    copied from pg_class, as LIKE leaves them behind. Foreign keys and
+    triggers are not copied: callers add the one foreign key duly_task has.
+    """
+    conn.execute(
+        sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(
+            sql.Identifier(target), sql.Identifier(source)
+        )
+    )
+    options = scalar(conn, "SELECT reloptions FROM pg_class WHERE oid = %s::regclass", (source,))
+    if options:
+        settings = sql.SQL(", ").join(
+            sql.SQL("{} = {}").format(sql.Identifier(name), sql.Literal(value))
+            for name, _, value in (str(option).partition("=") for option in options)
+        )
+        conn.execute(sql.SQL("ALTER TABLE {} SET ({})").format(sql.Identifier(target), settings))
+
+
+def prepare_floor_tables(conn: Conn) -> None:
+    """An identical copy of ``duly_duty`` as it is now, and an empty ``duly_task``.
+
+    Called before the first run: ``floor_duty`` starts where the dispatcher's
+    duties started (every ``last_dispatched_period`` null, loaded in the same
+    order, vacuumed and analysed alike), so the floor's UPDATE advances exactly
+    as many duties, through the same indexes, as the first run did.
+    ``floor_task`` has duly_task's shape and the same foreign key (to
+    ``floor_duty``).
+    """
+    copy_table(conn, "duly_duty", "floor_duty")
+    conn.execute("INSERT INTO floor_duty SELECT * FROM duly_duty")
+    copy_table(conn, "duly_task", "floor_task")
+    conn.execute("ALTER TABLE floor_task ADD FOREIGN KEY (duty_id) REFERENCES floor_duty (id)")
+    conn.execute("VACUUM (ANALYZE) floor_duty")
+    conn.execute("VACUUM (ANALYZE) floor_task")
+
+
+@dataclass(frozen=True, slots=True)
+class FloorRun:
+    """One pass of the floor: the INSERT and the UPDATE in one transaction."""
+
+    seconds: float
+    server_cpu_seconds: float | None
+    insert_seconds: float
+    update_seconds: float
+    inserted: int
+    advanced: int
+    written: Written
+
+
+_FLOOR_INSERT: Final = sql.SQL(
+    "INSERT INTO floor_task ({columns}) SELECT {columns} FROM floor_stage"
+    # The dispatcher's arbiter: the dispatch identity, not every unique index.
+    " ON CONFLICT (organization_id, duty_id, owner_id, period_key) DO NOTHING"
+).format(columns=sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS)))
+
+# The dispatcher's own never-regress comparison, in "C" collation.
+_FLOOR_UPDATE: Final = """
+    UPDATE floor_duty d SET last_dispatched_period = s.latest
+    FROM (SELECT duty_id, max(period_key COLLATE "C") AS latest
+          FROM floor_stage GROUP BY duty_id) s
+    WHERE d.id = s.duty_id
+      AND (d.last_dispatched_period IS NULL OR d.last_dispatched_period COLLATE "C" < s.latest)
+"""
+
+
+def run_floor(conn: Conn) -> FloorRun:
+    """Time one pass of the floor, from BEGIN to COMMIT."""
+    settle(conn)
+    before = table_counters(conn, FLOOR_TABLES)
+    cpu_before = backend_cpu_seconds([conn])
+    started = time.perf_counter()
+    with conn.transaction():
+        inserted = conn.execute(_FLOOR_INSERT).rowcount
+        after_insert = time.perf_counter()
+        advanced = conn.execute(_FLOOR_UPDATE).rowcount
+        after_update = time.perf_counter()
+    seconds = time.perf_counter() - started
+    return FloorRun(
+        seconds=seconds,
+        server_cpu_seconds=cpu_spent(cpu_before, backend_cpu_seconds([conn])),
+        insert_seconds=after_insert - started,
+        update_seconds=after_update - after_insert,
+        inserted=inserted,
+        advanced=advanced,
+        written=written(before, table_counters(conn, FLOOR_TABLES)),
+    )

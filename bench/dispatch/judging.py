@@ -1,0 +1,149 @@
+"""The bar of issue 5, "on this machine, at 1,000,000 duties", line by line."""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from bench.dispatch.dispatcher import ChildRun
+from bench.dispatch.floor import FloorRun
+from bench.dispatch.results import Bar, Results, Verdict
+
+FIRST_VS_FLOOR_MAX: Final = 1.25
+NOOP_VS_FLOOR_NOOP_MAX: Final = 1.25
+NAIVE_VS_FIRST_MIN: Final = 20.0
+RSS_MAX_MIB: Final = 150.0
+RSS_GROWTH_MAX: Final = 0.10
+# "Round trips grow with N / chunk size, not with N": a page may cost a small
+# constant number of round trips (the dispatcher's own is 1: one autocommit
+# statement per page), plus a constant per run. 8 per page is the bound.
+ROUND_TRIPS_PER_PAGE_MAX: Final = 8
+ROUND_TRIPS_PER_RUN_MAX: Final = 8
+# "Well inside one 900-second Lambda invocation": half of it, leaving room for
+# a slower Lambda CPU and a real network between the function and Aurora.
+LAMBDA_TIMEOUT_S: Final = 900.0
+LAMBDA_SHARE_MAX: Final = 0.5
+
+# The bar of an information-only line.
+NO_BAR: Final = "(info) none"
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``, infinite when there is nothing to divide by."""
+    return numerator / denominator if denominator > 0 else math.inf
+
+
+def judge(results: Results, duties: int, chunk_size: int) -> list[Verdict]:
+    """Every line of the bar, in ``Bar``'s order."""
+    first, noop, floor = results.first, results.noop, results.floor
+    first_vs_floor = ratio(first.seconds, floor.seconds)
+    noop_vs_floor = ratio(noop.seconds, results.floor_noop.seconds)
+    retry_vs_floor = ratio(results.retry.seconds, results.floor_retry.seconds)
+    written_by_reruns = noop.written.total + results.retry.written.total
+    created_by_reruns = noop.tasks_created + results.retry.tasks_created
+    naive_vs_first = ratio(results.naive.extrapolated_seconds, first.seconds)
+    rss_n, rss_tenth = first.rss_peak_mib, results.tenth_first.rss_peak_mib
+    growth = ratio(rss_n - rss_tenth, rss_tenth)
+    pages_bound = math.ceil(duties / chunk_size)
+    trips_max = ROUND_TRIPS_PER_PAGE_MAX * pages_bound + ROUND_TRIPS_PER_RUN_MAX
+    budget = LAMBDA_TIMEOUT_S * LAMBDA_SHARE_MAX
+    rows_equal = first.tasks_created == results.staged_rows == floor.inserted
+    return [
+        Verdict(
+            Bar.FIRST_VS_FLOOR,
+            "first run / floor",
+            first_vs_floor,
+            f"{first_vs_floor:.2f}x",
+            f"<= {FIRST_VS_FLOOR_MAX}x",
+            first_vs_floor <= FIRST_VS_FLOOR_MAX,
+        ),
+        Verdict(
+            Bar.FLOOR_ROWS_EQUAL,
+            "floor rows = first run's created",
+            float(rows_equal),
+            f"{floor.inserted:,} / {first.tasks_created:,}",
+            "equal",
+            rows_equal,
+        ),
+        Verdict(
+            Bar.NOOP_VS_FLOOR_NOOP,
+            "no-op / floor no-op",
+            noop_vs_floor,
+            f"{noop_vs_floor:.2f}x",
+            f"<= {NOOP_VS_FLOOR_NOOP_MAX}x",
+            noop_vs_floor <= NOOP_VS_FLOOR_NOOP_MAX,
+        ),
+        Verdict(
+            Bar.RETRY_VS_FLOOR_RETRY,
+            "b0 at once / floor's d0 (no vacuum)",
+            retry_vs_floor,
+            f"{retry_vs_floor:.2f}x",
+            f"(info) <= {NOOP_VS_FLOOR_NOOP_MAX}x",
+            retry_vs_floor <= NOOP_VS_FLOOR_NOOP_MAX,
+            judged=False,
+        ),
+        Verdict(
+            Bar.NOOP_ROWS_WRITTEN,
+            "no-op rows inserted + updated (b0 and b)",
+            float(written_by_reruns),
+            f"{written_by_reruns:,}",
+            "= 0",
+            written_by_reruns == 0 and created_by_reruns == 0,
+        ),
+        Verdict(
+            Bar.NAIVE_VS_FIRST,
+            "naive (extrapolated) / first run",
+            naive_vs_first,
+            f"{naive_vs_first:.1f}x",
+            f">= {NAIVE_VS_FIRST_MIN:g}x",
+            naive_vs_first >= NAIVE_VS_FIRST_MIN,
+        ),
+        Verdict(
+            Bar.RSS_AT_N,
+            "peak RSS at N",
+            rss_n,
+            f"{rss_n:.1f} MiB",
+            f"<= {RSS_MAX_MIB:g} MiB",
+            rss_n <= RSS_MAX_MIB,
+        ),
+        Verdict(
+            Bar.RSS_GROWTH,
+            "peak RSS at N vs N/10",
+            growth,
+            f"{rss_n:.1f} vs {rss_tenth:.1f} MiB ({growth:+.1%})",
+            f"within {RSS_GROWTH_MAX:.0%}",
+            abs(growth) <= RSS_GROWTH_MAX,
+        ),
+        Verdict(
+            Bar.ROUND_TRIPS,
+            "round trips vs N / chunk size",
+            float(first.round_trips),
+            f"{first.round_trips:,} vs {pages_bound:,} (N/10: {results.tenth_first.round_trips:,})",
+            f"<= {ROUND_TRIPS_PER_PAGE_MAX}/page + {ROUND_TRIPS_PER_RUN_MAX} = {trips_max:,}",
+            first.round_trips <= trips_max,
+        ),
+        Verdict(
+            Bar.LAMBDA_BUDGET,
+            "first run within the Lambda budget",
+            first.seconds,
+            f"{first.seconds:.1f} s of {LAMBDA_TIMEOUT_S:g} s",
+            f"<= {budget:g} s",
+            first.seconds <= budget,
+        ),
+        _cpu_verdict(Bar.SERVER_CPU_FIRST, "server CPU: first run / floor", first, floor),
+        _cpu_verdict(
+            Bar.SERVER_CPU_NOOP, "server CPU: no-op / floor no-op", noop, results.floor_noop
+        ),
+    ]
+
+
+def _cpu_verdict(key: Bar, name: str, run: ChildRun, floor: FloorRun) -> Verdict:
+    """The work a run cost the database against the floor's, beside the timed bar."""
+    spent, floor_spent = run.server_cpu_seconds, floor.server_cpu_seconds
+    if spent is None or floor_spent is None:
+        return Verdict(
+            key, name, math.nan, "n/a (server not local)", NO_BAR, passed=True, judged=False
+        )
+    value = ratio(spent, floor_spent)
+    shown = f"{value:.2f}x ({spent:.1f} vs {floor_spent:.1f} s)"
+    return Verdict(key, name, value, shown, NO_BAR, passed=True, judged=False)

@@ -1,0 +1,112 @@
+"""The measurements and the bar as the plain-text table ``make bench`` prints."""
+
+from __future__ import annotations
+
+from bench.dispatch.dispatcher import ChildRun
+from bench.dispatch.judging import NO_BAR
+from bench.dispatch.readings import Written
+from bench.dispatch.results import Results
+
+
+def render(results: Results) -> str:
+    """The measurements and the bar as a plain-text table."""
+    data, p = results.data, results.parameters
+    lines = [
+        f"dispatch benchmark: N={data.duties:,} duties ({data.dispatchable:,} dispatchable, "
+        f"{data.cadences:,} distinct cadences ({data.cadences_without_lead:,} without the lead), "
+        f"{data.organisations:,} organisations, "
+        f"{data.owners:,} owners), chunk {p['chunk_size']:,}, "
+        f"{p['workers']} dispatcher connection(s), clock {p['clock']}"
+        + (
+            ""
+            if data.mix == "classic"
+            else f"; {data.mix} mix: {data.after_period_end:,} due after the period, "
+            f"{data.rolled:,} rolled to a business day, {data.with_grace:,} with grace, "
+            f"{data.held_for_review:,} held by the review gate"
+        ),
+        f"PostgreSQL {results.server['version']} ({results.server['where']}), "
+        f"{p['cpus']} CPUs, generated in {data.seconds:.1f} s, dispatcher "
+        + (
+            "connections as behind RDS Proxy (prepare nothing)"
+            if p["rds_proxy"]
+            else "connections with psycopg's prepare threshold (page statements are never prepared)"
+        )
+        + ("" if results.settled else "; CHECKPOINT refused, phases not settled"),
+        f"dispatcher code {', '.join(results.code_versions)}"
+        + (
+            "  WARNING: the code changed during the run; figures mix versions"
+            if len(results.code_versions) > 1
+            else ""
+        ),
+        "",
+        f"{'measurement':<48} {'seconds':>9} {'srv CPU':>8} {'rows':>11} {'trips':>7} "
+        f"{'RSS MiB':>8}  rows written (ins + upd)",
+    ]
+
+    def child(label: str, run: ChildRun) -> str:
+        return (
+            f"{label:<48} {run.seconds:>9.2f} {_cpu_text(run.server_cpu_seconds):>8} "
+            f"{run.tasks_created:>11,} {run.round_trips:>7,} "
+            f"{run.rss_peak_mib:>8.1f}  {_written_text(run.written)}"
+        )
+
+    def plain(  # noqa: PLR0917 - one per column
+        label: str, seconds: float, rows: int, trips: str = "", note: str = "", cpu: str = ""
+    ) -> str:
+        return f"{label:<48} {seconds:>9.2f} {cpu:>8} {rows:>11,} {trips:>7} {'':>8}  {note}"
+
+    floor, floor_noop, naive = results.floor, results.floor_noop, results.naive
+    backfill_label = f"{p['backfill_duties']:,}-duty organisation"
+    lines += [
+        child("a  first scheduled run", results.first),
+        child("b0 no-op re-run at once", results.retry),
+        child("b  no-op re-run, tables vacuumed", results.noop),
+        child(f"c1 backfill 13 months, {backfill_label}", results.backfill),
+        child("c2 backfill again (no-op)", results.backfill_again),
+        plain("d1 floor: INSERT ... SELECT + UPDATE", floor.seconds, floor.inserted, "4",
+              _written_text(floor.written), _cpu_text(floor.server_cpu_seconds)),
+        plain("     INSERT ... ON CONFLICT DO NOTHING", floor.insert_seconds, floor.inserted),
+        plain("     UPDATE last_dispatched_period", floor.update_seconds, floor.advanced),
+        plain("d0 floor no-op at once", results.floor_retry.seconds,
+              results.floor_retry.inserted, "4", _written_text(results.floor_retry.written),
+              _cpu_text(results.floor_retry.server_cpu_seconds)),
+        plain("d2 floor no-op, tables vacuumed", floor_noop.seconds, floor_noop.inserted, "4",
+              _written_text(floor_noop.written), _cpu_text(floor_noop.server_cpu_seconds)),
+        plain(f"e1 naive: {naive.sample:,} single-row INSERTs (sample)", naive.seconds,
+              naive.inserted, f"{naive.sample:,}"),
+        plain(f"     extrapolated to {results.staged_rows:,} rows", naive.extrapolated_seconds,
+              results.staged_rows, f"{results.staged_rows:,}"),
+        plain("e2 naive no-op sample (every INSERT refused)", naive.noop_seconds, 0,
+              f"{naive.sample:,}", f"{naive.noop_refused:,} unique violations caught"),
+        plain(f"     extrapolated to {results.staged_rows:,} rows",
+              naive.noop_extrapolated_seconds, 0, f"{results.staged_rows:,}"),
+        child(f"f  first run at N/10 ({results.tenth_data.duties:,} duties, fresh db)",
+              results.tenth_first),
+    ]  # fmt: skip
+    first = results.first
+    lines += [
+        "",
+        f"first run: {first.pages:,} pages, {first.statements:,} statements + "
+        f"{first.transactions:,} transactions x 2 + {first.prepared} prepares = "
+        f"{first.round_trips:,} round trips; {first.duties_advanced:,} duties advanced; "
+        f"baseline RSS {first.rss_baseline_mib:.1f} MiB; process {first.process_seconds:.1f} s",
+        "",
+        f"{'ratio':<40} {'value':>34}  {'bar':<30} verdict",
+    ]
+    lines += [
+        f"{v.name:<40} {v.shown:>34}  {v.bar:<30} "
+        + ("info" if v.bar == NO_BAR else "PASS" if v.passed else "FAIL" if v.judged else "over")
+        for v in results.verdicts
+    ]
+    return "\n".join(lines)
+
+
+def _cpu_text(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.2f}"
+
+
+def _written_text(written: Written) -> str:
+    return ", ".join(
+        f"{table} {written.inserted[table]:,} + {written.updated[table]:,}"
+        for table in written.inserted
+    )
