@@ -753,7 +753,7 @@ def _child_main(raw_spec: str) -> int:
                 tracing.enter_context(_protocol_trace(conn, enabled=spec.trace)) for conn in conns
             ]
             started = time.perf_counter()
-            report = dispatch.run(conns[0], request, chunk_size=spec.chunk_size, helpers=conns[1:])
+            report = dispatch.run(conns, request, chunk_size=spec.chunk_size)
             seconds = time.perf_counter() - started
         server_cpu = _cpu_spent(cpu_before, backend_cpu_seconds(conns))
         statements = sum(conn.statements for conn in conns)

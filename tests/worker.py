@@ -45,9 +45,7 @@ def main(argv: list[str]) -> None:
         for conn in conns:
             conn.execute("SELECT 1")
         time.sleep(max(0.0, start_at - time.time()))
-        report = dispatch.run(
-            conns[0], request, chunk_size=chunk_size, should_stop=pause, helpers=conns[1:]
-        )
+        report = dispatch.run(conns, request, chunk_size=chunk_size, should_stop=pause)
     finally:
         for conn in conns:
             conn.close()

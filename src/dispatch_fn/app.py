@@ -34,7 +34,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from dispatch_fn import dispatch
-from dispatch_fn.database import ConnectionCache
+from dispatch_fn.database import ConnectionCache, connect
 from dispatch_fn.errors import EventError, RunFailedError
 from dispatch_fn.events import parse_event
 from dispatch_fn.settings import Settings
@@ -73,19 +73,19 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         dry_run=request.dry_run,
     )
     logger.info("run started")
-    conn, *helpers = _connections.get(settings)
-    if len(helpers) + 1 < settings.workers:
+    conns = _connections.get(settings)
+    if len(conns) < settings.workers:
         logger.warning(
             "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
-            extra={"connections": len(helpers) + 1, "workers": settings.workers},
+            extra={"connections": len(conns), "workers": settings.workers},
         )
     try:
         report = dispatch.run(
-            conn,
+            conns,
             request,
             chunk_size=settings.chunk_size,
             should_stop=_deadline(context, settings.reserve_ms),
-            helpers=helpers,
+            reconnect=lambda: connect(settings),
         )
     except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.

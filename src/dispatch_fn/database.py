@@ -19,6 +19,12 @@ from dispatch_fn.store import Connection
 APPLICATION_NAME = "duly-dispatcher"
 _SECRET_FIELDS = ("username", "password", "host", "port", "dbname")
 _SECRET_MAX_AGE_S = 300
+_IDLE_IN_TRANSACTION_MS = 60_000
+_CLIENT_CHECK_MS = 10_000
+# A dead peer is given up on after idle + interval x count = 60 s of silence.
+_KEEPALIVE_IDLE_S = 30
+_KEEPALIVE_INTERVAL_S = 10
+_KEEPALIVE_COUNT = 3
 
 
 def conninfo_from_secret(secret: object, sslmode: str) -> str:
@@ -66,11 +72,31 @@ def conninfo_for(settings: Settings) -> str:
 
 def connect(settings: Settings, conninfo: str | None = None) -> Connection:
     """A new autocommit connection configured for the dispatcher."""
+    session = {
+        "statement_timeout": settings.statement_timeout_ms,
+        "lock_timeout": settings.lock_timeout_ms,
+        # The dispatcher never leaves a transaction open (autocommit); a session
+        # that does is a bug, and must not hold its locks for long.
+        "idle_in_transaction_session_timeout": _IDLE_IN_TRANSACTION_MS,
+        # A client that vanished (a Lambda killed mid-page) is noticed while its
+        # statement runs, not after it: the server probes the socket this often,
+        # and its own keepalives find a peer that went silent (ADR 0003).
+        "client_connection_check_interval": _CLIENT_CHECK_MS,
+        "tcp_keepalives_idle": _KEEPALIVE_IDLE_S,
+        "tcp_keepalives_interval": _KEEPALIVE_INTERVAL_S,
+        "tcp_keepalives_count": _KEEPALIVE_COUNT,
+    }
     options: dict[str, Any] = {
         "autocommit": True,
         "application_name": APPLICATION_NAME,
-        "options": f"-c statement_timeout={settings.statement_timeout_ms}",
+        "options": " ".join(f"-c {name}={value}" for name, value in session.items()),
         "connect_timeout": 10,
+        # The client's side of the same: a server that went silent mid-page
+        # (failover, network partition) fails the page instead of hanging.
+        "keepalives": 1,
+        "keepalives_idle": _KEEPALIVE_IDLE_S,
+        "keepalives_interval": _KEEPALIVE_INTERVAL_S,
+        "keepalives_count": _KEEPALIVE_COUNT,
     }
     conn = psycopg.connect(conninfo or conninfo_for(settings), **options)
     if settings.uses_rds_proxy:

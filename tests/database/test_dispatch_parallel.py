@@ -1,4 +1,4 @@
-"""One run's pages shared among several connections (``dispatch.run(..., helpers=...)``)."""
+"""One run's pages shared among several connections (``dispatch.run([conn, *helpers], ...)``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import psycopg
 import pytest
 
 from dispatch_fn import dispatch, store
-from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import plan_dispatch
 from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
 
@@ -52,14 +51,14 @@ def pages_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     lock = threading.Lock()
     real = store.dispatch_page
 
-    def watched(conn: Conn, *args: Any) -> store.PageResult:
+    def watched(conn: Conn, *args: Any, **kwargs: Any) -> store.PageResult:
         nonlocal in_flight
         with lock:
             in_flight += 1
             seen.append((conn.info.backend_pid, in_flight))
         try:
             time.sleep(0.02)
-            return real(conn, *args)
+            return real(conn, *args, **kwargs)
         finally:
             with lock:
                 in_flight -= 1
@@ -73,7 +72,7 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
-    report = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
     plan = plan_dispatch(duties, CLOCK)
     assert _rows(conn) == Counter(tuple(d[c] for c in TASK_COLUMNS) for d in plan.drafts)
     assert (report.tasks_created, report.tasks_existing) == (len(plan.drafts), 0)
@@ -86,7 +85,7 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
               for d in duties}  # fmt: skip
     assert last_dispatched(conn) == latest
 
-    again = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
+    again = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
     assert (again.tasks_created, again.tasks_existing) == (0, len(plan.drafts))
 
 
@@ -106,7 +105,7 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
             return asked > pages_allowed
 
     report = dispatch.run(
-        conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers, should_stop=should_stop
+        [conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7, should_stop=should_stop
     )
     assert len(pages_seen) == min(pages_allowed, 9)
     dispatched = {row[0] for row in conn.execute("SELECT DISTINCT duty_id FROM duly_task")}
@@ -115,7 +114,7 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
     assert behind <= dispatched
     assert report.complete is (pages_allowed >= 9)
 
-    rest = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
+    rest = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
     assert rest.complete
     assert rest.tasks_created + report.tasks_created == task_count(conn)
     assert rest.tasks_existing == report.tasks_created
@@ -124,41 +123,8 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
     )
 
 
-def test_a_connection_dropped_mid_run_fails_the_run_and_the_other_pages_stay_committed(
-    conn: Conn, helpers: list[Conn], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    duties = _duties(60)
-    insert_duties(conn, duties)
-    victim = helpers[0]
-    real = store.dispatch_page
-
-    def drop_the_victim(each: Conn, *args: Any) -> store.PageResult:
-        if each is victim and not victim.broken:
-            time.sleep(0.1)  # the other connections commit pages meanwhile
-            with psycopg.connect(conn.info.dsn, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (victim.info.backend_pid,))
-        return real(each, *args)
-
-    monkeypatch.setattr(store, "dispatch_page", drop_the_victim)
-    with pytest.raises(RunFailedError, match="terminating connection") as failed:
-        dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers)
-    written = task_count(conn)
-    assert failed.value.report["tasks_created"] == written
-    assert failed.value.report["complete"] is False
-    assert 0 < written < len(plan_dispatch(duties, CLOCK).drafts)
-    # Only whole pages: every duty has all of its rows or none of them.
-    plan = plan_dispatch(duties, CLOCK)
-    wanted = Counter(draft["duty_id"] for draft in plan.drafts)
-    per_duty = conn.execute("SELECT duty_id, count(*) FROM duly_task GROUP BY duty_id").fetchall()
-    assert all(count == wanted[duty_id] for duty_id, count in per_duty)
-
-    rerun = dispatch.run(conn, dispatch.RunRequest(now=CLOCK), chunk_size=7, helpers=helpers[1:])
-    assert rerun.tasks_created == len(plan.drafts) - written
-    assert task_count(conn) == len(plan.drafts)
-
-
 def test_a_run_refuses_a_helper_that_would_make_it_one_long_transaction(
     conn: Conn, db_url: str
 ) -> None:
     with psycopg.connect(db_url) as manual, pytest.raises(ValueError, match="autocommit"):
-        dispatch.run(conn, dispatch.RunRequest(now=CLOCK), helpers=[manual])
+        dispatch.run([conn, manual], dispatch.RunRequest(now=CLOCK))

@@ -1,0 +1,53 @@
+"""A page that one duty's content makes the server refuse still dispatches every other duty."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from dispatch_fn import dispatch
+from support import duty, insert_duties, task_count
+
+CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
+
+type Conn = psycopg.Connection[Any]
+
+
+def _incompressible(length: int) -> str:
+    # Random text: PostgreSQL compresses a long index entry before judging its
+    # size, so a repeated character would fit.
+    return secrets.token_hex(length)[:length]
+
+
+def _oversized(duty_id: str) -> dict[str, Any]:
+    # Fits in duly_duty (each column is indexed alone at most with the id), but
+    # the task's unique key (organization_id, duty_id, owner_id, period_key)
+    # exceeds the largest entry a btree page can hold (about 2,700 bytes).
+    return duty(duty_id, organization_id=_incompressible(1400), owner_id=_incompressible(1400))
+
+
+@pytest.mark.parametrize("chunk_size", [10, dispatch.DEFAULT_CHUNK_SIZE])
+def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
+    conn: Conn, chunk_size: int
+) -> None:
+    duties = [duty(f"d{n:02}") for n in range(30)]
+    duties[17] = _oversized("d17")
+    insert_duties(conn, duties)
+
+    report = dispatch.run([conn], dispatch.RunRequest(now=CLOCK), chunk_size=chunk_size)
+
+    assert task_count(conn) == 29
+    assert conn.execute("SELECT count(*) FROM duly_task WHERE duty_id = 'd17'").fetchone() == (0,)
+    assert [(f["duty_id"], f["reason"]) for f in report.faults] == [("d17", "invalid_cadence")]
+    assert "ProgramLimitExceeded" in report.faults[0]["detail"]
+    assert report.fault_counts["invalid_cadence"] == 1
+    assert (report.tasks_created, report.degraded, report.complete) == (29, True, True)
+    assert report.last_duty_id == "d29"
+
+    again = dispatch.run([conn], dispatch.RunRequest(now=CLOCK), chunk_size=chunk_size)
+    assert (again.tasks_created, again.tasks_existing) == (0, 29)
+    assert [f["duty_id"] for f in again.faults] == ["d17"]
