@@ -158,9 +158,9 @@ def run(
         if not ready:
             return _fold(request, preamble, [], _Walked((), (), complete=True))
         statement = store.page_statement(request.scope, ready, dry_run=request.dry_run)
-        # One connection walks the keyset alone; several need the pages' bounds
-        # up front to take them in turn.
-        bounds = store.page_bounds(conns[0], request.scope, chunk_size) if len(conns) > 1 else []
+        # The pages' bounds up front, so that connections take pages in turn and
+        # a page put back (its locks held elsewhere) does not hold up the next.
+        bounds = store.page_bounds(conns[0], request.scope, chunk_size)
     except (psycopg.Error, OSError) as exc:
         # Nothing was written yet.
         empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from dispatch_fn import dispatch
+from dispatch_fn.errors import RunFailedError
 from support import duty, insert_duties, task_count
 
 CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
@@ -51,3 +52,56 @@ def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
     again = dispatch.run([conn], dispatch.RunRequest(now=CLOCK), chunk_size=chunk_size)
     assert (again.tasks_created, again.tasks_existing) == (0, 29)
     assert [f["duty_id"] for f in again.faults] == ["d17"]
+
+
+def test_a_duty_that_breaks_a_constraint_on_its_task_is_a_fault_and_the_rest_is_dispatched(
+    conn: Conn, helpers: list[Conn]
+) -> None:
+    insert_duties(conn, [duty(f"d{n:02}") for n in range(40)])
+    # A rule added to duly_task later (here: a CHECK) that one duty's row breaks.
+    conn.execute("ALTER TABLE duly_task ADD CONSTRAINT no_d05 CHECK (subject <> 'Duty d05')")
+
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=16)
+
+    assert task_count(conn) == 39
+    assert [(f["duty_id"], f["reason"]) for f in report.faults] == [("d05", "invalid_cadence")]
+    assert "CheckViolation (SQLSTATE 23514)" in report.faults[0]["detail"]
+    assert (report.tasks_created, report.duties_read, report.complete) == (39, 40, True)
+
+
+def test_an_error_every_row_causes_fails_the_run_instead_of_taking_the_page_apart(
+    conn: Conn,
+) -> None:
+    insert_duties(conn, [duty(f"d{n:03}") for n in range(200)])
+    conn.execute("ALTER TABLE duly_task ADD CONSTRAINT nothing_fits CHECK (false)")
+
+    with pytest.raises(RunFailedError, match="CheckViolation") as failed:
+        dispatch.run([conn], dispatch.RunRequest(now=CLOCK), chunk_size=200)
+
+    assert task_count(conn) == 0
+    assert failed.value.report["complete"] is False
+
+
+def test_every_page_that_fails_is_named_in_the_runs_error(conn: Conn, helpers: list[Conn]) -> None:
+    insert_duties(conn, [duty(f"d{n:02}") for n in range(30)])
+    conn.execute(
+        """
+        CREATE FUNCTION refuse_inserts() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'injected failure' USING ERRCODE = 'XX000';
+        END $$
+        """
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_inserts BEFORE INSERT ON duly_task"
+        " FOR EACH STATEMENT EXECUTE FUNCTION refuse_inserts()"
+    )
+
+    with pytest.raises(RunFailedError) as failed:
+        dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=10)
+
+    message = str(failed.value)
+    # Three connections took the three ranges at once; each failure is named.
+    assert "3 page(s) failed" in message
+    for after, upto in ((None, "'d09'"), ("'d09'", "'d19'"), ("'d19'", "'d29'")):
+        assert f"range after {after} up to {upto}: InternalError_: injected failure" in message
