@@ -446,9 +446,12 @@ def _fold(
     finished, since a step done again finds them again.
     """
     pages = [page for outcome in walked.outcomes for page in outcome.pages]
-    set_aside = [
-        each for outcome in walked.outcomes if outcome.failure is None for each in outcome.set_aside
-    ]
+    # In range order, so that the lists read in id order however the steps interleaved.
+    finished = sorted(
+        (outcome for outcome in walked.outcomes if outcome.failure is None),
+        key=lambda outcome: outcome.job.range_no,
+    )
+    set_aside = [each for outcome in finished for each in outcome.set_aside]
     refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
     locked = [each.duty_id for each in set_aside if each.reason is _pages.SetAsideReason.LOCKED]
     # A duty whose task the server refuses to store is reported as a cadence
