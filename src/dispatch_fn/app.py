@@ -37,6 +37,7 @@ from dispatch_fn import dispatch
 from dispatch_fn.database import ConnectionCache, connect
 from dispatch_fn.errors import EventError, RunFailedError
 from dispatch_fn.events import parse_event
+from dispatch_fn.explain import MAX_EXPLAINED, explain
 from dispatch_fn.settings import Settings
 
 _SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
@@ -94,6 +95,10 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         logger.exception("run failed", extra={"report": failed.report})
         raise
     result = report.as_json()
+    duty_ids = request.scope.duty_ids
+    if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
+        # A console user's "why": the planner's verdict per candidate period.
+        result["explain"] = explain(conns[0], duty_ids, request.now, request.window)
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(result)
     logger.info("run finished", extra={"report": result})

@@ -27,10 +27,13 @@ from dispatch_fn.plan import (
     FAULT_REASONS,
     FORMS,
     SKIP_REASONS,
+    Cadence,
     CadenceRefused,
+    FaultReason,
     Schedule,
+    SkipReason,
     Window,
-    check_due_anchor,
+    check_due_rule,
     classify,
     schedule_for,
     unknown_form_detail,
@@ -372,21 +375,31 @@ def _prepare(
     skipped: Counter[str] = Counter()
     fault_counts: Counter[str] = Counter()
     faults: list[dict[str, str]] = []
-    for form, status, count in store.count_by_form_and_status(conn, request.scope):
-        reason = classify(form, status)
+    for form, status, review, count in store.count_undispatchable(conn, request.scope):
+        reason = classify(form, status, review)
         duties_read += count
-        if reason == "unknown_form":
+        if reason == FaultReason.UNKNOWN_FORM:
             fault_counts[reason] += count
         elif reason is not None:
             skipped[reason] += count
-    if fault_counts["unknown_form"]:
+    if fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
-            {"duty_id": duty_id, "reason": "unknown_form", "detail": unknown_form_detail(form)}
+            {
+                "duty_id": duty_id,
+                "reason": FaultReason.UNKNOWN_FORM,
+                "detail": unknown_form_detail(form),
+            }
             for duty_id, form in store.ids_with_form(conn, request.scope, FORMS, FAULT_LIST_LIMIT)
         )
     ready = []
     for group, outcome in _plan_groups(conn, request):
         if isinstance(outcome, Schedule):
+            if group.out_of_range:
+                duties_read += group.out_of_range
+                fault_counts[FaultReason.INVALID_CADENCE] += group.out_of_range
+                faults.extend(
+                    _range_faults(conn, request.scope, group, FAULT_LIST_LIMIT - len(faults))
+                )
             ready.append((group, outcome))
             continue
         duties_read += group.duties
@@ -394,8 +407,10 @@ def _prepare(
         room = FAULT_LIST_LIMIT - len(faults)
         if room > 0:
             faults.extend(
-                {"duty_id": duty_id, "reason": outcome.reason, "detail": outcome.detail}
-                for duty_id in store.ids_in_group(conn, request.scope, group, room)
+                {"duty_id": member.duty_id, "reason": outcome.reason, "detail": outcome.detail}
+                for member in store.group_members(
+                    conn, request.scope, group, room, out_of_range=False
+                )
             )
     return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), ready
 
@@ -426,11 +441,52 @@ def _plan_groups(
         outcome = schedules[group.frequency, group.timezone]
         if isinstance(outcome, Schedule):
             try:
-                check_due_anchor(group.due_anchor)
+                # The group's anchor, roll and calendar; zero offsets are valid
+                # on every anchor, so only those three are judged here.
+                check_due_rule(
+                    Cadence(
+                        group.frequency,
+                        group.timezone,
+                        group.due_anchor,
+                        due_roll=group.due_roll,
+                        holiday_calendar=group.holiday_calendar,
+                    )
+                )
             except CadenceRefused as refused:
                 outcome = refused
         planned.append((group, outcome))
     return planned
+
+
+def _range_faults(
+    conn: Connection, scope: Scope, group: store.Group, room: int
+) -> list[dict[str, str]]:
+    """Up to ``room`` of the group's duties whose offsets or grace the engine refuses.
+
+    The page statement sets them aside by the same ranges; each listed one
+    carries the engine's own message for its values.
+    """
+    if room <= 0:
+        return []
+    faults = []
+    for member in store.group_members(conn, scope, group, room, out_of_range=True):
+        cadence = Cadence(
+            group.frequency,
+            group.timezone,
+            member.due_anchor,
+            member.due_offset_days,
+            due_offset_months=member.due_offset_months,
+            due_roll=member.due_roll,
+            holiday_calendar=member.holiday_calendar,
+            grace_days=member.grace_days,
+        )
+        try:
+            check_due_rule(cadence)
+        except CadenceRefused as refused:
+            faults.append(
+                {"duty_id": member.duty_id, "reason": refused.reason, "detail": refused.detail}
+            )
+    return faults
 
 
 def _fold(
@@ -458,14 +514,14 @@ def _fold(
     # fault: SPEC §4 fixes the fault reasons, and the detail names the problem.
     faults = [
         *preamble.faults,
-        *({"duty_id": each.duty_id, "reason": "invalid_cadence", "detail": each.detail}
+        *({"duty_id": each.duty_id, "reason": FaultReason.INVALID_CADENCE, "detail": each.detail}
           for each in refused),
     ]  # fmt: skip
     fault_counts = Counter(preamble.fault_counts)
-    fault_counts["invalid_cadence"] += len(refused)
+    fault_counts[FaultReason.INVALID_CADENCE] += len(refused)
     skipped = Counter(preamble.skipped)
-    skipped["outside_effective_window"] += sum(page.outside_window for page in pages)
-    skipped["nothing_due"] += sum(page.nothing_due for page in pages)
+    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += sum(page.outside_window for page in pages)
+    skipped[SkipReason.NOTHING_DUE] += sum(page.nothing_due for page in pages)
     created = sum(page.created for page in pages)
     return RunReport(
         request,
