@@ -105,3 +105,20 @@ def test_every_page_that_fails_is_named_in_the_runs_error(conn: Conn, helpers: l
     assert "3 page(s) failed" in message
     for after, upto in ((None, "'d09'"), ("'d09'", "'d19'"), ("'d19'", "'d29'")):
         assert f"range after {after} up to {upto}: InternalError_: injected failure" in message
+
+
+def test_a_dry_run_cannot_know_the_index_will_refuse_an_oversized_task_and_counts_it(
+    conn: Conn,
+) -> None:
+    duties = [duty(f"d{n:02}") for n in range(30)]
+    duties[17] = _oversized("d17")
+    insert_duties(conn, duties)
+
+    report = dispatch.run([conn], dispatch.RunRequest(now=CLOCK, dry_run=True), chunk_size=10)
+
+    assert (report.tasks_created, report.degraded, task_count(conn)) == (30, False, 0)
+
+
+def test_a_run_needs_at_least_one_connection() -> None:
+    with pytest.raises(ValueError, match="at least one connection"):
+        dispatch.run([], dispatch.RunRequest(now=CLOCK))
