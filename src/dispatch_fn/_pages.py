@@ -146,7 +146,8 @@ def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
         if job.deferred:
             for duty_id in store.locked_ids(conn, ids):
                 step.set_aside.append(SetAside(duty_id, SetAsideReason.LOCKED, _LOCKED_DETAIL))
-        _settle(conn, walk, job.after, [i for i in ids if i not in step.excluded()], step)
+        aside = set(step.excluded())
+        _settle(conn, walk, job.after, [i for i in ids if i not in aside], step)
         return step.outcome(job, reached=ids[-1], more=_more(walk, job, len(ids), ids[-1]))
     except psycopg.Error as exc:
         failure = Failure.LOST if conn.broken or conn.closed else Failure.ERROR
