@@ -141,3 +141,26 @@ def test_a_run_whose_every_connection_dies_fails_and_keeps_its_committed_pages(
     conn.execute("DROP TRIGGER terminate_some_inserts ON duly_task")  # the server is back
     rerun = dispatch.run([conn], dispatch.RunRequest(now=CLOCK), chunk_size=7)
     assert rerun.tasks_created == len(plan_dispatch(duties, CLOCK).drafts) - written
+
+
+def test_a_run_that_cannot_reconnect_goes_on_with_the_connections_it_has(
+    conn: Conn, helpers: list[Conn], db_url: str
+) -> None:
+    duties = _duties(60)
+    insert_duties(conn, duties)
+    _terminate_inserting_backends(conn, statements=(2,))
+    tried = 0
+
+    def reconnect() -> Conn:
+        nonlocal tried
+        tried += 1
+        raise psycopg.OperationalError("connection refused: the server is at max_connections")
+
+    report = dispatch.run(
+        [conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7, reconnect=reconnect
+    )
+
+    assert tried == 1
+    with psycopg.connect(db_url) as reader:
+        assert _rows(reader) == _planned(duties)
+    assert report.complete
