@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 import psycopg
 import pytest
 
-from dispatch_fn import dispatch, store
+from dispatch_fn import dispatch
 from dispatch_fn.plan import plan_dispatch
 from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
 
@@ -39,36 +39,67 @@ def _rows(conn: Conn) -> Counter[tuple[Any, ...]]:
     return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in task_rows(conn))
 
 
+class _PagesSeen(Sequence[tuple[int, int]]):
+    """``(backend pid, pages in flight as it started)`` per page statement, as the server logged."""
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    def _rows(self) -> list[tuple[int, int]]:
+        rows = self._conn.execute(
+            "SELECT p.pid, (SELECT count(*) FROM page_log q"
+            "               WHERE q.started <= p.started AND q.ended > p.started)"
+            " FROM page_log p ORDER BY p.started"
+        ).fetchall()
+        return [(int(pid), int(depth)) for pid, depth in rows]
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[int, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | Sequence[tuple[int, int]]:
+        return self._rows()[index]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self._rows())
+
+
 @pytest.fixture
-def pages_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """``(backend pid, pages in flight)`` for every page, each held open 20 ms longer.
+def pages_seen(conn: Conn) -> Sequence[tuple[int, int]]:
+    """Every page statement's backend and concurrency, each held open 20 ms longer.
 
-    The pause gives every connection's thread time to take pages, so that the
-    test sees them share the work rather than one thread finishing it alone.
+    The server logs them: a statement trigger on duly_task, which each page's
+    insert fires once, sleeps and records when it ran and in which backend. The
+    pause gives every connection's thread time to take pages, so that the test
+    sees them share the work rather than one thread finishing it alone.
     """
-    seen: list[tuple[int, int]] = []
-    in_flight = 0
-    lock = threading.Lock()
-    real = store.dispatch_page
-
-    def watched(conn: Conn, *args: Any, **kwargs: Any) -> store.PageResult:
-        nonlocal in_flight
-        with lock:
-            in_flight += 1
-            seen.append((conn.info.backend_pid, in_flight))
-        try:
-            time.sleep(0.02)
-            return real(conn, *args, **kwargs)
-        finally:
-            with lock:
-                in_flight -= 1
-
-    monkeypatch.setattr(store, "dispatch_page", watched)
-    return seen
+    conn.execute("CREATE TABLE page_log (pid int, started timestamptz, ended timestamptz)")
+    conn.execute(
+        """
+        CREATE FUNCTION log_page() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            started timestamptz := clock_timestamp();
+        BEGIN
+            PERFORM pg_sleep(0.02);
+            INSERT INTO page_log VALUES (pg_backend_pid(), started, clock_timestamp());
+            RETURN NULL;
+        END $$
+        """
+    )
+    conn.execute(
+        "CREATE TRIGGER log_page BEFORE INSERT ON duly_task"
+        " FOR EACH STATEMENT EXECUTE FUNCTION log_page()"
+    )
+    return _PagesSeen(conn)
 
 
 def test_connections_share_the_pages_and_insert_exactly_what_one_connection_would(
-    conn: Conn, helpers: list[Conn], pages_seen: list[tuple[int, int]]
+    conn: Conn, helpers: list[Conn], pages_seen: Sequence[tuple[int, int]]
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
@@ -91,7 +122,7 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
 
 @pytest.mark.parametrize("pages_allowed", range(10))
 def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
-    conn: Conn, helpers: list[Conn], pages_seen: list[tuple[int, int]], pages_allowed: int
+    conn: Conn, helpers: list[Conn], pages_seen: Sequence[tuple[int, int]], pages_allowed: int
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
