@@ -224,11 +224,10 @@ def main(argv: Sequence[str]) -> int:
             ]
             started = time.perf_counter()
             report = dispatch.run(
-                conns[0],
+                conns,
                 request,
                 chunk_size=spec.chunk_size,
                 should_stop=pause if spec.pause_s > 0 else lambda: False,
-                helpers=conns[1:],
             )
             seconds = time.perf_counter() - started
         server_cpu = cpu_spent(cpu_before, backend_cpu_seconds(conns))

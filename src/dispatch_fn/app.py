@@ -34,7 +34,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from dispatch_fn import continuation, invocation
-from dispatch_fn.database import ConnectionCache
+from dispatch_fn.database import ConnectionCache, connect
 from dispatch_fn.errors import EventError, RunFailedError
 from dispatch_fn.events import parse_event
 from dispatch_fn.explain import MAX_EXPLAINED, explain
@@ -74,20 +74,21 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         dry_run=request.dry_run,
     )
     logger.info("run started")
-    conn, *helpers = _connections.get(settings)
-    if len(helpers) + 1 < settings.workers:
+    conns = _connections.get(settings)
+    if len(conns) < settings.workers:
         logger.warning(
             "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
-            extra={"connections": len(helpers) + 1, "workers": settings.workers},
+            extra={"connections": len(conns), "workers": settings.workers},
         )
     try:
         result = invocation.execute(
-            [conn, *helpers],
+            conns,
             request,
             options=invocation.Options(settings.chunk_size, settings.catch_up_days),
             request_id=getattr(context, "aws_request_id", None),
             should_stop=_deadline(context, settings.reserve_ms),
             hand_off=_hand_off(context),
+            reconnect=lambda: connect(settings),
         )
     except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.
@@ -98,7 +99,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     duty_ids = request.scope.duty_ids
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
-        result["explain"] = explain(conn, duty_ids, request.now, request.window)
+        result["explain"] = explain(conns[0], duty_ids, request.now, request.window)
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(result)
     logger.info("run finished", extra={"report": result})

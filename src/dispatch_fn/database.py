@@ -24,6 +24,12 @@ from dispatch_fn.store import Connection
 APPLICATION_NAME = "duly-dispatcher"
 _SECRET_FIELDS = ("username", "password", "host", "port", "dbname")
 _SECRET_MAX_AGE_S = 300
+_IDLE_IN_TRANSACTION_MS = 60_000
+_CLIENT_CHECK_MS = 10_000
+# A dead peer is given up on after idle + interval x count = 60 s of silence.
+_KEEPALIVE_IDLE_S = 30
+_KEEPALIVE_INTERVAL_S = 10
+_KEEPALIVE_COUNT = 3
 # The deployed default: encrypt, and check the certificate's chain and host name.
 DEFAULT_SSLMODE: Final = "verify-full"
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -176,12 +182,32 @@ def connect(
     settings: Settings, conninfo: str | None = None, *, tokens: TokenSource = rds_auth_token
 ) -> Connection:
     """A new autocommit connection configured for the dispatcher."""
+    session = {
+        "statement_timeout": settings.statement_timeout_ms,
+        "lock_timeout": settings.lock_timeout_ms,
+        # The dispatcher never leaves a transaction open (autocommit); a session
+        # that does is a bug, and must not hold its locks for long.
+        "idle_in_transaction_session_timeout": _IDLE_IN_TRANSACTION_MS,
+        # A client that vanished (a Lambda killed mid-page) is noticed while its
+        # statement runs, not after it: the server probes the socket this often,
+        # and its own keepalives find a peer that went silent (ADR 0003).
+        "client_connection_check_interval": _CLIENT_CHECK_MS,
+        "tcp_keepalives_idle": _KEEPALIVE_IDLE_S,
+        "tcp_keepalives_interval": _KEEPALIVE_INTERVAL_S,
+        "tcp_keepalives_count": _KEEPALIVE_COUNT,
+    }
     target = conninfo or conninfo_for(settings)
     options: dict[str, Any] = {
         "autocommit": True,
         "application_name": APPLICATION_NAME,
-        "options": f"-c statement_timeout={settings.statement_timeout_ms}",
+        "options": " ".join(f"-c {name}={value}" for name, value in session.items()),
         "connect_timeout": 10,
+        # The client's side of the same: a server that went silent mid-page
+        # (failover, network partition) fails the page instead of hanging.
+        "keepalives": 1,
+        "keepalives_idle": _KEEPALIVE_IDLE_S,
+        "keepalives_interval": _KEEPALIVE_INTERVAL_S,
+        "keepalives_count": _KEEPALIVE_COUNT,
     }
     if (login := iam_login(settings, target)) is not None:
         options["password"] = tokens(login)

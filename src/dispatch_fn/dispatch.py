@@ -4,25 +4,24 @@ The imperative shell around ``plan``: it asks the planner once per frequency
 and zone in use, then lets one statement per keyset page of duties insert what
 is owed. Each page is its own short transaction, so a run killed at any
 instant leaves only whole pages behind and the next run completes the rest.
-Pages hold disjoint duties, so several connections can take them in turn.
+Pages hold disjoint duties, so several connections can take them in turn:
+worker threads only execute steps (``_pages.execute``); ``_walk`` alone decides
+what runs next, and ``_fold`` alone turns the outcomes into the report.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, Final
 
 import psycopg
-from psycopg import errors as pg_errors
 
-from dispatch_fn import catch_up, store
+from dispatch_fn import _pages, catch_up, store
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
@@ -51,13 +50,12 @@ DEFAULT_CHUNK_SIZE: Final = 10_000
 # database idle; two at once made a first run 1.6-1.7x and a no-op run
 # 1.4-1.9x faster at 1,000,000 duties on a 2-core server (README, Performance).
 DEFAULT_WORKERS: Final = 2
-# A report lists at most this many faulty duties; the count covers them all.
+# A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
-# Two runs that touch the same duties can still meet in a deadlock (the
-# UPDATE's row order is the executor's) or, under stricter isolation, a
-# serialization failure; the page's statement is simply tried again.
-_RETRYABLE: Final = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
-_ATTEMPTS: Final = 5
+# Connections a page is tried on when each dies under it, and fresh connections
+# a run opens in all: a server that keeps dropping them fails the run instead
+# of being reconnected to forever.
+CONNECTION_ATTEMPTS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,18 +83,22 @@ class RunRequest:
         return "scheduled" if self.window is None else "backfill"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RunReport:
-    """The outcome of a run, as counted by the database."""
+    """The outcome of a run, as counted by the database; built once, by ``_fold``."""
 
     request: RunRequest
     duties_read: int = 0
     tasks_created: int = 0
     tasks_existing: int = 0
     duties_advanced: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    faults: list[dict[str, str]] = field(default_factory=list)
-    fault_counts: Counter[str] = field(default_factory=Counter)
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    faults: tuple[dict[str, str], ...] = ()
+    fault_counts: Mapping[str, int] = field(default_factory=dict)
+    # Duties another transaction held locked past lock_timeout: set aside, not
+    # faults; the next run dispatches them.
+    locked: tuple[str, ...] = ()
+    locked_count: int = 0
     pages: int = 0
     retries: int = 0
     complete: bool = True
@@ -128,10 +130,12 @@ class RunReport:
             "tasks_created": self.tasks_created,
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
-            "skipped": {reason: self.skipped[reason] for reason in SKIP_REASONS},
-            "faults": self.faults,
-            "fault_counts": {reason: self.fault_counts[reason] for reason in FAULT_REASONS},
+            "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
+            "faults": list(self.faults),
+            "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
             "degraded": self.degraded,
+            "locked": list(self.locked),
+            "locked_count": self.locked_count,
             "complete": self.complete,
             "last_duty_id": self.last_duty_id,
             "pages": self.pages,
@@ -141,158 +145,296 @@ class RunReport:
 
 
 def run(
-    conn: Connection,
+    conns: Sequence[Connection],
     request: RunRequest,
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     should_stop: Callable[[], bool] = lambda: False,
-    helpers: Sequence[Connection] = (),
+    reconnect: Callable[[], Connection] | None = None,
     catch_up_clocks: Sequence[datetime] = (),
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
-    ``conn`` and ``helpers`` must be in autocommit mode: each page is one
-    statement, so its own transaction. Pages are shared among ``conn`` and the
-    ``helpers``, one thread each.
+    ``conns`` must be in autocommit mode: each page is one statement, so its
+    own transaction. Pages are shared among them, one thread each.
     ``should_stop`` is asked before each page; when it says yes the run ends
     early with ``complete`` False, and the next run picks up the rest.
+    ``reconnect`` opens a fresh connection for one that died mid-run (at most
+    ``CONNECTION_ATTEMPTS`` per run, closed when the run ends); without it the
+    run goes on with the connections it has left. ``catch_up_clocks`` are the
+    missed daily clocks whose owed tasks each page also dispatches (SPEC §9).
     """
-    if not all(each.autocommit for each in (conn, *helpers)):
+    if not conns:
+        raise ValueError("dispatch.run needs at least one connection; got none")
+    if not all(each.autocommit for each in conns):
         # Otherwise every page would join one long transaction, and a run
         # killed near its end would lose all of them.
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
-    report = RunReport(request)
-    if catch_up_clocks:
-        report.catch_up = catch_up.CatchUpReport(tuple(catch_up_clocks))
     try:
-        _run_pages([conn, *helpers], request, report, chunk_size, should_stop)
+        preamble, ready = _prepare(conns[0], request)
+        clocks = tuple(catch_up_clocks)
+        if not ready:
+            return _fold(request, preamble, [], _Walked((), (), complete=True), clocks)
+        statement = store.page_statement(request.scope, ready, dry_run=request.dry_run)
+        extras = catch_up.page_statements(conns[0], request.scope, ready, clocks, request.now)
+        # The pages' bounds up front, so that connections take pages in turn and
+        # a page put back (its locks held elsewhere) does not hold up the next.
+        bounds = store.page_bounds(conns[0], request.scope, chunk_size)
     except (psycopg.Error, OSError) as exc:
+        # Nothing was written yet.
+        empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))
+        raise _failed(empty, f"{type(exc).__name__}: {exc}") from exc
+    ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
+    walk = _pages.Walk(statement, request.scope, chunk_size, tuple(extras))
+    walked = _walk(conns, walk, ranges, should_stop, reconnect)
+    report = _fold(request, preamble, ranges, walked, clocks)
+    if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
-        summary = report.as_json()
-        summary["complete"] = False
-        raise RunFailedError(
-            f"run failed after {report.pages} committed page(s), last duty id "
-            f"{report.last_duty_id!r}: {type(exc).__name__}: {exc}; "
-            f"report so far: {json.dumps(summary)}",
-            summary,
-        ) from exc
+        problems = "; ".join(
+            f"range after {o.job.after!r} up to {o.job.upto!r}: {type(o.error).__name__}: {o.error}"
+            for o in walked.fatal
+        )
+        raise _failed(report, f"{len(walked.fatal)} page(s) failed: {problems}") from (
+            walked.fatal[0].error
+        )
     return report
 
 
-def _run_pages(
-    conns: Sequence[Connection],
-    request: RunRequest,
-    report: RunReport,
-    chunk_size: int,
-    should_stop: Callable[[], bool],
-) -> None:
-    conn = conns[0]
-    _count_undispatchable(conn, request.scope, report)
-    ready = _plan_groups(conn, request, report)
-    if not ready:
-        return
-    statement = store.page_statement(request.scope, ready, dry_run=request.dry_run)
-    extras = catch_up.page_statements(
-        conn,
-        request.scope,
-        ready,
-        () if report.catch_up is None else report.catch_up.clocks,
-        request.now,
+def _failed(report: RunReport, problem: str) -> RunFailedError:
+    summary = report.as_json()
+    return RunFailedError(
+        f"run failed after {report.pages} committed page(s), last duty id "
+        f"{report.last_duty_id!r}: {problem}; report so far: {json.dumps(summary)}",
+        summary,
     )
-    # One connection walks the keyset alone; several need the pages' bounds
-    # up front to take them in turn.
-    bounds = store.page_bounds(conn, request.scope, chunk_size) if len(conns) > 1 else []
-    pages = _Pages(bounds)
-    lock = threading.Lock()
-    halt = threading.Event()
-
-    def work(worker: Connection) -> None:
-        try:
-            while (claimed := pages.claim()) is not None:
-                index, after, upto = claimed
-                while True:
-                    if halt.is_set():
-                        return
-                    if should_stop():
-                        report.complete = False
-                        halt.set()
-                        return
-                    result, retries = _dispatch_page(worker, statement, after, upto, chunk_size)
-                    # Catch-up: the very same duties, at the missed clocks.
-                    caught = [
-                        _dispatch_page(worker, extra, after, result.upto, chunk_size)
-                        for extra in (extras if result.upto is not None else ())
-                    ]
-                    # A short page, or one that reached its bound, ends its range.
-                    finished = result.rows < chunk_size or (
-                        upto is not None and result.upto == upto
-                    )
-                    with lock:
-                        _count_page(report, result, retries)
-                        for more, again in caught:
-                            _count_catch_up(report, more, again)
-                        report.last_duty_id = pages.record(index, result.upto, finished=finished)
-                    if finished:
-                        break
-                    after = result.upto
-        except BaseException:
-            halt.set()  # the others finish their page and stop
-            raise
-
-    if len(conns) == 1:
-        work(conn)
-        return
-    with ThreadPoolExecutor(len(conns), thread_name_prefix="dispatch") as pool:
-        futures = [pool.submit(work, worker) for worker in conns]
-    for future in futures:
-        failure = future.exception()
-        if failure is not None:
-            raise failure
 
 
-class _Pages:
-    """The ranges of duties a run's connections take in turn, and how far it got.
+@dataclass(frozen=True, slots=True)
+class _Walked:
+    """Every step's outcome in the order they ended, those that failed the run, completeness."""
 
-    Range i is ``(bounds[i-1], bounds[i]]``, the last one open; each usually
-    holds one page. ``record`` answers the id up to which every duty has been
-    dispatched with no gap behind it: where a stopped run got to.
+    outcomes: tuple[_pages.Outcome, ...]
+    fatal: tuple[_pages.Outcome, ...]
+    complete: bool
+
+
+def _walk(
+    conns: Sequence[Connection],
+    walk: _pages.Walk,
+    ranges: Sequence[tuple[str | None, str | None]],
+    should_stop: Callable[[], bool],
+    reconnect: Callable[[], Connection] | None,
+) -> _Walked:
+    """Hand out the ranges' pages to idle connections until none is left; decide what follows.
+
+    The only place that schedules: workers execute one step each and return;
+    a range's next page, a locked page's second try, a lost page's redo on
+    another connection are decided here, on this thread.
     """
+    agenda = _Agenda(_pages.Job(n, lower, upper) for n, (lower, upper) in enumerate(ranges))
+    idle = list(conns)
+    opened: list[Connection] = []
+    running: dict[Future[_pages.Outcome], Connection] = {}
+    outcomes: list[_pages.Outcome] = []
+    fatal: list[_pages.Outcome] = []
+    lost: list[_pages.Outcome] = []
+    stopped = False
+    try:
+        with ThreadPoolExecutor(len(conns), thread_name_prefix="dispatch") as pool:
+            while True:
+                while idle and agenda and not (stopped or fatal):
+                    if should_stop():
+                        stopped = True
+                        break
+                    job = agenda.take()
+                    conn = idle.pop(0)
+                    running[pool.submit(_pages.execute, conn, walk, job)] = conn
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    conn = running.pop(future)
+                    outcome = future.result()
+                    outcomes.append(outcome)
+                    decided = _decide(outcome)
+                    agenda.add(decided)
+                    if decided.fatal:
+                        fatal.append(outcome)
+                    if outcome.failure is not _pages.Failure.LOST:
+                        idle.append(conn)
+                    else:
+                        lost.append(outcome)
+                        if agenda and not fatal:
+                            idle.extend(_reopen(reconnect, opened))
+        if agenda and not idle and not fatal and lost:
+            fatal.append(lost[-1])  # every connection died with work left
+        complete = not fatal and (not agenda or not _any_left(idle, walk.scope, agenda.left()))
+    finally:
+        for each in opened:
+            each.close()
+    return _Walked(tuple(outcomes), tuple(fatal), complete=complete)
 
-    def __init__(self, bounds: Sequence[str]) -> None:
-        self._lower: list[str | None] = [None, *bounds]
-        self._upper: list[str | None] = [*bounds, None]
-        self._reached: list[str | None] = list(self._lower)
-        self._finished = [False] * len(self._lower)
-        self._next = 0
-        self._open = 0  # the first range not yet finished
-        self._claiming = threading.Lock()
 
-    def claim(self) -> tuple[int, str | None, str | None] | None:
-        """The next untaken range as ``(index, after, upto)``, or None when all are taken."""
-        with self._claiming:
-            index = self._next
-            if index == len(self._lower):
-                return None
-            self._next += 1
-        return index, self._lower[index], self._upper[index]
+class _Agenda:
+    """The steps not yet taken, in the order to take them; used by ``_walk``'s thread only."""
 
-    def record(self, index: int, upto: str | None, *, finished: bool) -> str | None:
-        """Note a committed page of range ``index``; return the gapless high-water id.
+    def __init__(self, jobs: Iterable[_pages.Job]) -> None:
+        self._fresh = deque(jobs)
+        self._later: deque[_pages.Job] = deque()  # locked once: tried when the rest is done
 
-        Callers serialise their calls.
-        """
-        if upto is not None:
-            self._reached[index] = upto
-        self._finished[index] = self._finished[index] or finished
-        while self._open < len(self._finished) and self._finished[self._open]:
-            self._open += 1
-        return self._reached[min(self._open, len(self._reached) - 1)]
+    def __bool__(self) -> bool:
+        return bool(self._fresh or self._later)
+
+    def take(self) -> _pages.Job:
+        return self._fresh.popleft() if self._fresh else self._later.popleft()
+
+    def add(self, decided: _Decision) -> None:
+        if decided.follow_up is None:
+            return
+        if decided.later:
+            self._later.append(decided.follow_up)
+        else:
+            self._fresh.appendleft(decided.follow_up)
+
+    def left(self) -> list[_pages.Job]:
+        return [*self._fresh, *self._later]
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """What follows one outcome: a step to queue (now, or once the rest is done), or failure."""
+
+    follow_up: _pages.Job | None = None
+    later: bool = False
+    fatal: bool = False
+
+
+def _decide(outcome: _pages.Outcome) -> _Decision:
+    job = outcome.job
+    match outcome.failure:
+        case None if outcome.more:
+            # The range's next page first, so the gapless mark moves on.
+            return _Decision(_pages.Job(job.range_no, outcome.reached, job.upto))
+        case None:
+            return _Decision()
+        case _pages.Failure.LOCKED:
+            return _Decision(replace(job, deferred=job.deferred + 1), later=True)
+        case _pages.Failure.LOST if job.lost + 1 < CONNECTION_ATTEMPTS:
+            return _Decision(replace(job, lost=job.lost + 1))
+        case _:
+            return _Decision(fatal=True)
+
+
+def _reopen(
+    reconnect: Callable[[], Connection] | None, opened: list[Connection]
+) -> list[Connection]:
+    """A fresh connection in place of one that died, if the run may still open one."""
+    if reconnect is None or len(opened) >= CONNECTION_ATTEMPTS:
+        return []
+    try:
+        fresh = reconnect()
+    except psycopg.OperationalError:
+        return []  # the others carry on
+    opened.append(fresh)
+    return [fresh]
+
+
+def _any_left(idle: Sequence[Connection], scope: store.Scope, jobs: Sequence[_pages.Job]) -> bool:
+    """Whether the pages a stopped run did not take hold any duty (a last page exactly full)."""
+    if not idle:
+        return True
+    try:
+        return any(store.any_dispatchable(idle[0], scope, job.after, job.upto) for job in jobs)
+    except psycopg.Error:
+        return True  # unknown: the next run will see
+
+
+def gapless_mark(
+    ranges: Sequence[tuple[str | None, str | None]], outcomes: Sequence[_pages.Outcome]
+) -> str | None:
+    """The id up to which every duty was dispatched (or set aside) with no gap behind it.
+
+    Range n is ``ranges[n] = (lower, upper]``; a range's steps run one after
+    another, so its last successful outcome says how far it got.
+    """
+    reached: dict[int, str | None] = {}
+    finished: set[int] = set()
+    for outcome in outcomes:
+        if outcome.failure is None:
+            if outcome.reached is not None:
+                reached[outcome.job.range_no] = outcome.reached
+            if not outcome.more:
+                finished.add(outcome.job.range_no)
+    mark = None
+    for n, (lower, _) in enumerate(ranges):
+        mark = reached.get(n, lower)
+        if n not in finished:
+            break
+    return mark
+
+
+@dataclass(frozen=True, slots=True)
+class _Preamble:
+    """What a run learns before its pages: the duties it will not dispatch, and why."""
+
+    duties_read: int = 0
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    fault_counts: Mapping[str, int] = field(default_factory=dict)
+    faults: tuple[dict[str, str], ...] = ()
+
+
+def _prepare(
+    conn: Connection, request: RunRequest
+) -> tuple[_Preamble, list[tuple[store.Group, Schedule]]]:
+    """What the run will not dispatch and why, and the groups it will, each planned once."""
+    duties_read = 0
+    skipped: Counter[str] = Counter()
+    fault_counts: Counter[str] = Counter()
+    faults: list[dict[str, str]] = []
+    for form, status, review, count in store.count_undispatchable(conn, request.scope):
+        reason = classify(form, status, review)
+        duties_read += count
+        if reason == FaultReason.UNKNOWN_FORM:
+            fault_counts[reason] += count
+        elif reason is not None:
+            skipped[reason] += count
+    if fault_counts[FaultReason.UNKNOWN_FORM]:
+        faults.extend(
+            {
+                "duty_id": duty_id,
+                "reason": FaultReason.UNKNOWN_FORM,
+                "detail": unknown_form_detail(form),
+            }
+            for duty_id, form in store.ids_with_form(conn, request.scope, FORMS, FAULT_LIST_LIMIT)
+        )
+    ready = []
+    for group, outcome in _plan_groups(conn, request):
+        if isinstance(outcome, Schedule):
+            if group.out_of_range:
+                duties_read += group.out_of_range
+                fault_counts[FaultReason.INVALID_CADENCE] += group.out_of_range
+                faults.extend(
+                    _range_faults(conn, request.scope, group, FAULT_LIST_LIMIT - len(faults))
+                )
+            ready.append((group, outcome))
+            continue
+        duties_read += group.duties
+        fault_counts[outcome.reason] += group.duties
+        room = FAULT_LIST_LIMIT - len(faults)
+        if room > 0:
+            faults.extend(
+                {"duty_id": member.duty_id, "reason": outcome.reason, "detail": outcome.detail}
+                for member in store.group_members(
+                    conn, request.scope, group, room, out_of_range=False
+                )
+            )
+    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), ready
 
 
 def _plan_groups(
-    conn: Connection, request: RunRequest, report: RunReport
-) -> list[tuple[store.Group, Schedule]]:
-    """Plan every group of dispatchable duties once; record the refused ones as faults.
+    conn: Connection, request: RunRequest
+) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
+    """Every group of dispatchable duties with its schedule, or the engine's refusal.
 
     A schedule serves every anchor of its frequency and zone, so it is
     planned far enough for the largest lead among all of them.
@@ -310,7 +452,7 @@ def _plan_groups(
             )
         except CadenceRefused as refused:
             schedules[frequency, zone] = refused
-    ready = []
+    planned: list[tuple[store.Group, Schedule | CadenceRefused]] = []
     for group in groups:
         outcome = schedules[group.frequency, group.timezone]
         if isinstance(outcome, Schedule):
@@ -328,67 +470,21 @@ def _plan_groups(
                 )
             except CadenceRefused as refused:
                 outcome = refused
-        if isinstance(outcome, CadenceRefused):
-            _record_faults(conn, request.scope, group, refused=outcome, report=report)
-        else:
-            if group.out_of_range:
-                _record_range_faults(conn, request.scope, group, report=report)
-            ready.append((group, outcome))
-    return ready
+        planned.append((group, outcome))
+    return planned
 
 
-def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> None:
-    unknown_forms = 0
-    for form, status, review, count in store.count_undispatchable(conn, scope):
-        reason = classify(form, status, review)
-        report.duties_read += count
-        if reason == FaultReason.UNKNOWN_FORM:
-            unknown_forms += count
-            report.fault_counts[reason] += count
-        elif reason is not None:
-            report.skipped[reason] += count
-    if unknown_forms:
-        for duty_id, form in store.ids_with_form(conn, scope, FORMS, FAULT_LIST_LIMIT):
-            report.faults.append(
-                {
-                    "duty_id": duty_id,
-                    "reason": FaultReason.UNKNOWN_FORM,
-                    "detail": unknown_form_detail(form),
-                }
-            )
-
-
-def _record_faults(
-    conn: Connection,
-    scope: Scope,
-    group: store.Group,
-    *,
-    refused: CadenceRefused,
-    report: RunReport,
-) -> None:
-    report.duties_read += group.duties
-    report.fault_counts[refused.reason] += group.duties
-    room = FAULT_LIST_LIMIT - len(report.faults)
-    if room > 0:
-        for member in store.group_members(conn, scope, group, room, out_of_range=False):
-            report.faults.append(
-                {"duty_id": member.duty_id, "reason": refused.reason, "detail": refused.detail}
-            )
-
-
-def _record_range_faults(
-    conn: Connection, scope: Scope, group: store.Group, *, report: RunReport
-) -> None:
-    """Count the group's duties whose offsets or grace the engine refuses; list some by id.
+def _range_faults(
+    conn: Connection, scope: Scope, group: store.Group, room: int
+) -> list[dict[str, str]]:
+    """Up to ``room`` of the group's duties whose offsets or grace the engine refuses.
 
     The page statement sets them aside by the same ranges; each listed one
     carries the engine's own message for its values.
     """
-    report.duties_read += group.out_of_range
-    report.fault_counts[FaultReason.INVALID_CADENCE] += group.out_of_range
-    room = FAULT_LIST_LIMIT - len(report.faults)
     if room <= 0:
-        return
+        return []
+    faults = []
     for member in store.group_members(conn, scope, group, room, out_of_range=True):
         cadence = Cadence(
             group.frequency,
@@ -403,50 +499,68 @@ def _record_range_faults(
         try:
             check_due_rule(cadence)
         except CadenceRefused as refused:
-            report.faults.append(
+            faults.append(
                 {"duty_id": member.duty_id, "reason": refused.reason, "detail": refused.detail}
             )
+    return faults
 
 
-def _dispatch_page(
-    conn: Connection,
-    statement: store.PageStatement,
-    after: str | None,
-    upto: str | None,
-    size: int,
-) -> tuple[store.PageResult, int]:
-    """The page's result and how many times it was retried."""
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            # One statement in autocommit is one transaction: the page's inserts
-            # and its advances commit together, with no BEGIN/COMMIT round trips.
-            return store.dispatch_page(conn, statement, after, upto, size), attempt - 1
-        except _RETRYABLE:
-            if attempt == _ATTEMPTS:
-                raise
-            time.sleep(0.05 * attempt)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+def _fold(
+    request: RunRequest,
+    preamble: _Preamble,
+    ranges: Sequence[tuple[str | None, str | None]],
+    walked: _Walked,
+    clocks: tuple[datetime, ...] = (),
+) -> RunReport:
+    """The run's report, from what it learnt first and every step's outcome: the one tally.
 
-
-def _count_page(report: RunReport, result: store.PageResult, retries: int) -> None:
-    report.retries += retries
-    if result.rows:
-        report.pages += 1
-    report.duties_read += result.duties
-    report.skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += result.outside_window
-    report.skipped[SkipReason.NOTHING_DUE] += result.nothing_due
-    report.tasks_created += result.created
-    report.tasks_existing += result.owed - result.created
-    report.duties_advanced += result.advanced
-
-
-def _count_catch_up(report: RunReport, result: store.PageResult, retries: int) -> None:
-    # Only what was written: the page's duties were counted at the run's own clock.
-    assert report.catch_up is not None  # noqa: S101 - only called with catch-up statements
-    report.retries += retries
-    report.tasks_created += result.created
-    report.catch_up.tasks_created += result.created
-    report.duties_advanced += result.advanced
+    Every statement that committed counts, even in a step that failed later
+    (its rows were written); duties set aside count only from steps that
+    finished, since a step done again finds them again.
+    """
+    pages = [page for outcome in walked.outcomes for page in outcome.pages]
+    # In range order, so that the lists read in id order however the steps interleaved.
+    finished = sorted(
+        (outcome for outcome in walked.outcomes if outcome.failure is None),
+        key=lambda outcome: outcome.job.range_no,
+    )
+    set_aside = [each for outcome in finished for each in outcome.set_aside]
+    refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
+    locked = [each.duty_id for each in set_aside if each.reason is _pages.SetAsideReason.LOCKED]
+    # A duty whose task the server refuses to store is reported as a cadence
+    # fault: SPEC §4 fixes the fault reasons, and the detail names the problem.
+    faults = [
+        *preamble.faults,
+        *({"duty_id": each.duty_id, "reason": FaultReason.INVALID_CADENCE, "detail": each.detail}
+          for each in refused),
+    ]  # fmt: skip
+    fault_counts = Counter(preamble.fault_counts)
+    fault_counts[FaultReason.INVALID_CADENCE] += len(refused)
+    skipped = Counter(preamble.skipped)
+    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += sum(page.outside_window for page in pages)
+    skipped[SkipReason.NOTHING_DUE] += sum(page.nothing_due for page in pages)
+    created = sum(page.created for page in pages)
+    # Catch-up statements add only what they wrote: their duties were counted
+    # with the page at the run's own clock.
+    caught = [page for outcome in walked.outcomes for page in outcome.caught]
+    caught_created = sum(page.created for page in caught)
+    return RunReport(
+        request,
+        duties_read=preamble.duties_read + sum(page.duties for page in pages) + len(set_aside),
+        tasks_created=created + caught_created,
+        tasks_existing=sum(page.owed for page in pages) - created,
+        duties_advanced=sum(page.advanced for page in pages) + sum(p.advanced for p in caught),
+        skipped=skipped,
+        faults=tuple(faults[:FAULT_LIST_LIMIT]),
+        fault_counts=fault_counts,
+        locked=tuple(locked[:FAULT_LIST_LIMIT]),
+        locked_count=len(locked),
+        pages=sum(1 for page in pages if page.rows),
+        retries=sum(outcome.retries for outcome in walked.outcomes),
+        complete=walked.complete,
+        last_duty_id=gapless_mark(ranges, walked.outcomes),
+        catch_up=catch_up.CatchUpReport(clocks, caught_created) if clocks else None,
+    )
 
 
 def _iso(day: date | None) -> str | None:

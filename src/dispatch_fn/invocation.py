@@ -37,13 +37,14 @@ def execute(
     request_id: str | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     hand_off: HandOff | None = None,
+    reconnect: Callable[[], Connection] | None = None,
 ) -> dict[str, Any]:
     """Run ``request`` on ``conns`` (autocommit), recorded in the ledger; return the report.
 
     ``hand_off`` sends a continuation's event; without one (a local run) an
     incomplete run simply ends incomplete.
     """
-    conn, *helpers = conns
+    conn = conns[0]
     if not all(each.autocommit for each in conns):
         # The ledger's rows must commit on their own, never with a page's.
         raise ValueError(
@@ -68,11 +69,11 @@ def execute(
         ) from exc
     try:
         report = dispatch.run(
-            conn,
+            conns,
             request,
             chunk_size=options.chunk_size,
             should_stop=should_stop,
-            helpers=helpers,
+            reconnect=reconnect,
             catch_up_clocks=clocks,
         )
     except RunFailedError as failed:

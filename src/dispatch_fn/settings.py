@@ -38,6 +38,9 @@ class Settings:
     aws_region: str | None = None
     uses_rds_proxy: bool = False
     statement_timeout_ms: int = 300_000
+    # A page waiting this long for a row lock gives up and is tried again
+    # later in the run, then its locked duties are set aside (ADR 0003).
+    lock_timeout_ms: int = 5_000
     chunk_size: int = DEFAULT_CHUNK_SIZE
     workers: int = DEFAULT_WORKERS
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
@@ -56,6 +59,7 @@ class Settings:
             **_connection_fields(environ),
             uses_rds_proxy=_flag(environ, "DB_USES_RDS_PROXY"),
             statement_timeout_ms=_positive(environ, "DB_STATEMENT_TIMEOUT_MS", 300_000),
+            lock_timeout_ms=_positive(environ, "DB_LOCK_TIMEOUT_MS", 5_000),
             chunk_size=_positive(environ, "DISPATCH_CHUNK_SIZE", DEFAULT_CHUNK_SIZE),
             workers=_positive(environ, "DISPATCH_WORKERS", DEFAULT_WORKERS, most=MAX_WORKERS),
             max_window_days=_positive(environ, "DISPATCH_MAX_WINDOW_DAYS", DEFAULT_MAX_WINDOW_DAYS),

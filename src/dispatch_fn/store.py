@@ -215,14 +215,27 @@ def page_statement(
 
 
 def dispatch_page(
-    conn: Connection, statement: PageStatement, after: str | None, upto: str | None, size: int
+    conn: Connection,
+    statement: PageStatement,
+    after: str | None,
+    upto: str | None,
+    size: int,
+    *,
+    excluded: Sequence[str] = (),
 ) -> PageResult:
     """Run ``statement`` on the first ``size`` duties in ``(after, upto]``: one transaction.
 
-    A None bound is open.
+    A None bound is open. Duties in ``excluded`` (set aside by the run) are not
+    part of the page.
     """
     query = statement.variants[after is not None, upto is not None]
-    params = {**statement.params, "after": after, "upto": upto, "size": size}
+    params = {
+        **statement.params,
+        "after": after,
+        "upto": upto,
+        "size": size,
+        "excluded": list(excluded),
+    }
     # Never prepared: a prepared statement would switch to a generic plan after
     # five pages, and that plan, guessing at the cursor and the page size,
     # measured slower (9.4 s vs 8.6-8.9 s no-op at 1,000,000 duties) than
@@ -307,3 +320,37 @@ def _nearest(business: _business_days.BusinessCalendar, day: date, step: int) ->
         return business.next_business_day(day, step)
     except ValueError:
         return None
+
+
+def page_ids(
+    conn: Connection,
+    scope: Scope,
+    after: str | None,
+    upto: str | None,
+    *,
+    size: int,
+    excluded: Sequence[str] = (),
+) -> list[str]:
+    """The ids ``dispatch_page`` would take for these arguments, in page order."""
+    query = _statement("page_ids").format(scope=scope.condition())
+    params = {
+        **scope.params(),
+        "after": after,
+        "upto": upto,
+        "size": size,
+        "excluded": list(excluded),
+    }
+    return [str(row[0]) for row in conn.execute(query, params).fetchall()]
+
+
+def any_dispatchable(conn: Connection, scope: Scope, after: str | None, upto: str | None) -> bool:
+    """Whether any dispatchable duty in scope lies in ``(after, upto]`` (None: open)."""
+    query = _statement("any_dispatchable").format(scope=scope.condition())
+    row = conn.execute(query, {**scope.params(), "after": after, "upto": upto}).fetchone()
+    return bool(row and row[0])
+
+
+def locked_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
+    """Those of ``ids`` whose duty row another transaction holds locked against an update."""
+    free = {str(row[0]) for row in conn.execute(_statement("unlocked_ids"), {"ids": list(ids)})}
+    return [duty_id for duty_id in ids if duty_id not in free]

@@ -20,7 +20,7 @@ BACKFILL = Window(date(2026, 1, 1), date(2026, 12, 31))
 
 
 def _run(conn: psycopg.Connection[Any], now: datetime = NOW, window: Window | None = None) -> Any:
-    return dispatch.run(conn, dispatch.RunRequest(now=now, window=window)).as_json()
+    return dispatch.run([conn], dispatch.RunRequest(now=now, window=window)).as_json()
 
 
 def _rows(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:

@@ -1,29 +1,21 @@
-"""One run's pages shared among several connections (``dispatch.run(..., helpers=...)``)."""
+"""One run's pages shared among several connections (``dispatch.run([conn, *helpers], ...)``)."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
-from typing import Any
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, overload
 
 import psycopg
 import pytest
 
-from dispatch_fn import dispatch, store
-from dispatch_fn.errors import RunFailedError
+from dispatch_fn import dispatch
 from dispatch_fn.plan import plan_dispatch
-from support import (
-    NOW,
-    duty,
-    insert_duties,
-    last_dispatched,
-    latest_keys,
-    multiset,
-    task_count,
-    task_rows,
-)
+from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
 
+CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 ZONES = ("UTC", "Asia/Shanghai", "America/Los_Angeles", "Pacific/Kiritimati")
 FREQUENCIES = ("daily", "weekly", "fortnightly", "monthly", "quarterly")
 
@@ -44,60 +36,93 @@ def _duties(count: int) -> list[dict[str, Any]]:
 
 
 def _rows(conn: Conn) -> Counter[tuple[Any, ...]]:
-    return multiset(task_rows(conn))
+    return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in task_rows(conn))
+
+
+class _PagesSeen(Sequence[tuple[int, int]]):
+    """``(backend pid, pages in flight as it started)`` per page statement, as the server logged."""
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    def _rows(self) -> list[tuple[int, int]]:
+        rows = self._conn.execute(
+            "SELECT p.pid, (SELECT count(*) FROM page_log q"
+            "               WHERE q.started <= p.started AND q.ended > p.started)"
+            " FROM page_log p ORDER BY p.started"
+        ).fetchall()
+        return [(int(pid), int(depth)) for pid, depth in rows]
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[int, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | Sequence[tuple[int, int]]:
+        return self._rows()[index]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self._rows())
 
 
 @pytest.fixture
-def pages_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """``(backend pid, pages in flight)`` for every page, each held open 20 ms longer.
+def pages_seen(conn: Conn) -> Sequence[tuple[int, int]]:
+    """Every page statement's backend and concurrency, each held open 20 ms longer.
 
-    The pause gives every connection's thread time to take pages, so that the
-    test sees them share the work rather than one thread finishing it alone.
+    The server logs them: a statement trigger on duly_task, which each page's
+    insert fires once, sleeps and records when it ran and in which backend. The
+    pause gives every connection's thread time to take pages, so that the test
+    sees them share the work rather than one thread finishing it alone.
     """
-    seen: list[tuple[int, int]] = []
-    in_flight = 0
-    lock = threading.Lock()
-    real = store.dispatch_page
-
-    def watched(conn: Conn, *args: Any) -> store.PageResult:
-        nonlocal in_flight
-        with lock:
-            in_flight += 1
-            seen.append((conn.info.backend_pid, in_flight))
-        try:
-            time.sleep(0.02)
-            return real(conn, *args)
-        finally:
-            with lock:
-                in_flight -= 1
-
-    monkeypatch.setattr(store, "dispatch_page", watched)
-    return seen
+    conn.execute("CREATE TABLE page_log (pid int, started timestamptz, ended timestamptz)")
+    conn.execute(
+        """
+        CREATE FUNCTION log_page() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            started timestamptz := clock_timestamp();
+        BEGIN
+            PERFORM pg_sleep(0.02);
+            INSERT INTO page_log VALUES (pg_backend_pid(), started, clock_timestamp());
+            RETURN NULL;
+        END $$
+        """
+    )
+    conn.execute(
+        "CREATE TRIGGER log_page BEFORE INSERT ON duly_task"
+        " FOR EACH STATEMENT EXECUTE FUNCTION log_page()"
+    )
+    return _PagesSeen(conn)
 
 
 def test_connections_share_the_pages_and_insert_exactly_what_one_connection_would(
-    conn: Conn, helpers: list[Conn], pages_seen: list[tuple[int, int]]
+    conn: Conn, helpers: list[Conn], pages_seen: Sequence[tuple[int, int]]
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
-    report = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
-    plan = plan_dispatch(duties, NOW)
-    assert _rows(conn) == multiset(plan.drafts)
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
+    plan = plan_dispatch(duties, CLOCK)
+    assert _rows(conn) == Counter(tuple(d[c] for c in TASK_COLUMNS) for d in plan.drafts)
     assert (report.tasks_created, report.tasks_existing) == (len(plan.drafts), 0)
     assert report.duties_read == len(duties)
     assert report.pages == 9  # ceil(60 / 7): every page once, none empty
     assert (report.complete, report.last_duty_id) == (True, "d059")
     assert {pid for pid, _ in pages_seen} == {c.info.backend_pid for c in (conn, *helpers)}
     assert max(depth for _, depth in pages_seen) > 1  # pages really ran at the same time
-    assert last_dispatched(conn) == latest_keys((d["id"] for d in duties), plan.drafts)
+    latest = {d["id"]: max(r["period_key"] for r in plan.drafts if r["duty_id"] == d["id"])
+              for d in duties}  # fmt: skip
+    assert last_dispatched(conn) == latest
 
-    again = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
+    again = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
     assert (again.tasks_created, again.tasks_existing) == (0, len(plan.drafts))
 
 
 @pytest.mark.parametrize("pages_allowed", range(10))
 def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
-    conn: Conn, helpers: list[Conn], pages_seen: list[tuple[int, int]], pages_allowed: int
+    conn: Conn, helpers: list[Conn], pages_seen: Sequence[tuple[int, int]], pages_allowed: int
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
@@ -111,7 +136,7 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
             return asked > pages_allowed
 
     report = dispatch.run(
-        conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers, should_stop=should_stop
+        [conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7, should_stop=should_stop
     )
     assert len(pages_seen) == min(pages_allowed, 9)
     dispatched = {row[0] for row in conn.execute("SELECT DISTINCT duty_id FROM duly_task")}
@@ -120,48 +145,17 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
     assert behind <= dispatched
     assert report.complete is (pages_allowed >= 9)
 
-    rest = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
+    rest = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
     assert rest.complete
     assert rest.tasks_created + report.tasks_created == task_count(conn)
     assert rest.tasks_existing == report.tasks_created
-    assert _rows(conn) == multiset(plan_dispatch(duties, NOW).drafts)
-
-
-def test_a_connection_dropped_mid_run_fails_the_run_and_the_other_pages_stay_committed(
-    conn: Conn, helpers: list[Conn], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    duties = _duties(60)
-    insert_duties(conn, duties)
-    victim = helpers[0]
-    real = store.dispatch_page
-
-    def drop_the_victim(each: Conn, *args: Any) -> store.PageResult:
-        if each is victim and not victim.broken:
-            time.sleep(0.1)  # the other connections commit pages meanwhile
-            with psycopg.connect(conn.info.dsn, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (victim.info.backend_pid,))
-        return real(each, *args)
-
-    monkeypatch.setattr(store, "dispatch_page", drop_the_victim)
-    with pytest.raises(RunFailedError, match="terminating connection") as failed:
-        dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers)
-    written = task_count(conn)
-    assert failed.value.report["tasks_created"] == written
-    assert failed.value.report["complete"] is False
-    assert 0 < written < len(plan_dispatch(duties, NOW).drafts)
-    # Only whole pages: every duty has all of its rows or none of them.
-    plan = plan_dispatch(duties, NOW)
-    wanted = Counter(draft["duty_id"] for draft in plan.drafts)
-    per_duty = conn.execute("SELECT duty_id, count(*) FROM duly_task GROUP BY duty_id").fetchall()
-    assert all(count == wanted[duty_id] for duty_id, count in per_duty)
-
-    rerun = dispatch.run(conn, dispatch.RunRequest(now=NOW), chunk_size=7, helpers=helpers[1:])
-    assert rerun.tasks_created == len(plan.drafts) - written
-    assert task_count(conn) == len(plan.drafts)
+    assert _rows(conn) == Counter(
+        tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK).drafts
+    )
 
 
 def test_a_run_refuses_a_helper_that_would_make_it_one_long_transaction(
     conn: Conn, db_url: str
 ) -> None:
     with psycopg.connect(db_url) as manual, pytest.raises(ValueError, match="autocommit"):
-        dispatch.run(conn, dispatch.RunRequest(now=NOW), helpers=[manual])
+        dispatch.run([conn, manual], dispatch.RunRequest(now=CLOCK))

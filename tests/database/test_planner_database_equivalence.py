@@ -104,10 +104,9 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
     plan = plan_dispatch(duties, now, window)
 
     report = dispatch.run(
-        conn,
+        [conn, *helpers[: workers - 1]],
         dispatch.RunRequest(now=now, window=window),
         chunk_size=chunk,
-        helpers=helpers[: workers - 1],
     )
 
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
@@ -141,6 +140,6 @@ def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
     now = datetime(2028, 3, 1, 12, tzinfo=UTC)
     window = Window(date(2027, 12, 20), date(2028, 3, 10))  # a leap February inside
     plan = plan_dispatch(duties, now, window)
-    dispatch.run(conn, dispatch.RunRequest(now=now, window=window), chunk_size=50)
+    dispatch.run([conn], dispatch.RunRequest(now=now, window=window), chunk_size=50)
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert len(plan.drafts) > len(duties)

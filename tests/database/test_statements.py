@@ -33,7 +33,7 @@ def _received(conn: psycopg.Connection[Any]) -> str:
         " EXECUTE FUNCTION remember()"
     )
     insert_duties(conn, [duty("d1")])
-    dispatch.run(conn, dispatch.RunRequest(now=datetime(2026, 8, 21, 1, tzinfo=UTC)))
+    dispatch.run([conn], dispatch.RunRequest(now=datetime(2026, 8, 21, 1, tzinfo=UTC)))
     row = conn.execute("SELECT query FROM seen").fetchone()
     assert row is not None
     return str(row[0])
@@ -60,6 +60,7 @@ def test_every_slot_a_statement_file_declares_is_one_the_data_layer_fills() -> N
     for name in (
         "page_owed", "page_write", "page_dry_run", "page_summary", "undispatchable_counts",
         "unknown_form_ids", "dispatchable_groups", "group_ids", "page_bounds",
+        "page_ids", "any_dispatchable", "unlocked_ids",
     ):  # fmt: skip
         slots = set(re.findall(r"(?<!%\()\{(\w+)\}", store.statement_text(name)))
         assert slots <= declared, (name, slots - declared)

@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dispatch_fn import app
-from dispatch_fn.database import DEFAULT_SSLMODE, conninfo_from_secret
+from dispatch_fn.database import APPLICATION_NAME, DEFAULT_SSLMODE, conninfo_from_secret
 from dispatch_fn.dispatch import DEFAULT_WORKERS
 from dispatch_fn.errors import ConfigurationError, RunFailedError
 from dispatch_fn.settings import Settings
@@ -240,9 +240,12 @@ def test_a_dropped_connection_fails_the_run_with_how_far_it_got_for_the_failure_
     monkeypatch.setenv("DISPATCH_WORKERS", "1")  # pages in id order, so the failure point is known
 
     def drop_connection(check: int) -> None:
-        if check == 3:  # after two pages committed
-            (warm,) = app._connections.get(Settings.from_environ(_env()))
-            conn.execute("SELECT pg_terminate_backend(%s)", (warm.info.backend_pid,))
+        if check >= 3:  # after two pages committed; every fresh connection the run opens too
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s AND datname = current_database()",
+                (APPLICATION_NAME,),
+            )
 
     event = {"now": CLOCK}
     with pytest.raises(RunFailedError) as failed:

@@ -21,6 +21,8 @@ WITH page AS (
     FROM duly_duty d
     WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
       AND {bounds} AND {scope}
+      -- Duties the run set aside while settling a failing page (ADR 0003).
+      AND d.id <> ALL(%(excluded)s::text[])
     ORDER BY d.id
     LIMIT %(size)s
 ),

@@ -1,0 +1,249 @@
+"""One step of a run on one connection: a page, or the duties that make a page fail.
+
+A worker thread calls ``execute`` and hands its ``Outcome`` back; nothing here
+knows about other connections, the deadline or the report. When the server
+refuses a page for one row's content, or a duty's row is locked elsewhere, the
+page is split until the duties to blame are found alone; they are set aside and
+the rest of the page is dispatched (docs/adr/0003-failing-pages.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from dispatch_fn import store
+from dispatch_fn.store import Connection, PageResult, PageStatement, Scope
+
+# Two runs that touch the same duties can still meet in a deadlock (the
+# UPDATE's row order is the executor's) or, under stricter isolation, a
+# serialization failure; the page's statement is simply tried again.
+_RETRYABLE: Final = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+_ATTEMPTS: Final = 5
+# SQLSTATE classes of errors one row's values can cause: 22 data exception
+# (a value out of range, a bad encoding), 23 integrity constraint violation (a
+# CHECK or foreign key the row breaks, e.g. its duty deleted meanwhile), 54
+# program limit exceeded (an index entry too large). Splitting the page finds
+# the row; errors of any other class are the statement's or the server's.
+_ROW_CAUSED_CLASSES: Final = ("22", "23", "54")
+# Past this many duties set aside in one page the error is not one row's: the
+# page fails instead of being taken apart one statement per duty.
+MAX_SET_ASIDE_PER_PAGE: Final = 32
+
+
+class Failure(StrEnum):
+    """Why a step ended without finishing its page."""
+
+    LOCKED = "locked"  # lock_timeout on its first try: the run tries it again later
+    LOST = "lost"  # the connection died: the page is done again on another one
+    ERROR = "error"  # anything else: the run fails
+
+
+class SetAsideReason(StrEnum):
+    """Why a duty was left out of the page it belongs to."""
+
+    LOCKED = "locked"  # another transaction held its row past lock_timeout
+    REFUSED = "refused"  # the statement fails on this duty alone
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """The next page of range ``range_no``: the first duties after ``after``, up to ``upto``."""
+
+    range_no: int
+    after: str | None
+    upto: str | None
+    deferred: int = 0  # times put back after a lock timeout
+    lost: int = 0  # times a connection died under it
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A duty left out of its page, and the server's words for why."""
+
+    duty_id: str
+    reason: SetAsideReason
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one step did: every statement it committed, and where its range stands.
+
+    ``reached`` is the last id the step covered (None if it covered none);
+    ``more`` says the range may hold duties after it. On a ``failure`` the
+    committed pages still count, and ``error`` is what the server said.
+    """
+
+    job: Job
+    pages: tuple[PageResult, ...] = ()
+    retries: int = 0
+    set_aside: tuple[SetAside, ...] = ()
+    reached: str | None = None
+    more: bool = False
+    failure: Failure | None = None
+    error: psycopg.Error | None = None
+    caught: tuple[PageResult, ...] = ()  # the catch-up statements' results (SPEC §9)
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """What every step of one run shares: the statements, their scope and the page size.
+
+    ``extras`` (catch-up) run after ``statement`` on exactly the duties it covered.
+    """
+
+    statement: PageStatement
+    scope: Scope
+    size: int
+    extras: tuple[PageStatement, ...] = ()
+
+
+@dataclass(slots=True)
+class _Step:
+    # What one call of ``execute`` has committed so far; local to that call.
+    pages: list[PageResult] = field(default_factory=list)
+    retries: int = 0
+    set_aside: list[SetAside] = field(default_factory=list)
+    caught: list[PageResult] = field(default_factory=list)
+    isolated: int = 0  # duties set aside because a statement failed on them alone
+
+    def excluded(self) -> list[str]:
+        return [each.duty_id for each in self.set_aside]
+
+    def outcome(
+        self,
+        job: Job,
+        *,
+        reached: str | None = None,
+        more: bool = False,
+        failure: Failure | None = None,
+        error: psycopg.Error | None = None,
+    ) -> Outcome:
+        pages, set_aside = tuple(self.pages), tuple(self.set_aside)
+        return Outcome(
+            job, pages, self.retries, set_aside, reached, more, failure, error, tuple(self.caught)
+        )
+
+
+def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
+    """Dispatch the page ``job`` names on ``conn``; never raises a database error."""
+    step = _Step()
+    try:
+        try:
+            result = _page(conn, walk, job.after, job.upto, step)
+        except pg_errors.LockNotAvailable as exc:
+            if job.deferred == 0:
+                return step.outcome(job, failure=Failure.LOCKED, error=exc)
+        except psycopg.Error as exc:
+            if not _row_caused(exc):
+                raise
+        else:
+            return step.outcome(
+                job, reached=result.upto, more=_more(walk, job, result.rows, result.upto)
+            )
+        # The page failed on content or, once more, on a lock: find the duties.
+        ids = store.page_ids(conn, walk.scope, job.after, job.upto, size=walk.size)
+        if not ids:
+            return step.outcome(job, reached=job.after)
+        if job.deferred:
+            for duty_id in store.locked_ids(conn, ids):
+                step.set_aside.append(SetAside(duty_id, SetAsideReason.LOCKED, _LOCKED_DETAIL))
+        aside = set(step.excluded())
+        _settle(conn, walk, job.after, [i for i in ids if i not in aside], step)
+        return step.outcome(job, reached=ids[-1], more=_more(walk, job, len(ids), ids[-1]))
+    except psycopg.Error as exc:
+        failure = Failure.LOST if conn.broken or conn.closed else Failure.ERROR
+        return step.outcome(job, failure=failure, error=exc)
+
+
+_LOCKED_DETAIL: Final = "its row was locked by another transaction; the next run dispatches it"
+
+
+def _more(walk: Walk, job: Job, rows: int, reached: str | None) -> bool:
+    # A short page, or one that reached its range's bound, ends the range.
+    return rows >= walk.size and not (job.upto is not None and reached == job.upto)
+
+
+def _settle(conn: Connection, walk: Walk, after: str | None, ids: list[str], step: _Step) -> None:
+    """Dispatch ``ids``, the range's next duties after ``after``; set aside any that fail alone.
+
+    Halving keeps the cost of one bad duty in a page of n at about 2 log2(n)
+    statements, every good half committed as it goes.
+    """
+    if not ids:
+        return
+    try:
+        _page(conn, walk, after, ids[-1], step)
+    except psycopg.Error as exc:
+        locked = isinstance(exc, pg_errors.LockNotAvailable)
+        if not (locked or _row_caused(exc)):
+            raise
+        if len(ids) > 1:
+            half = len(ids) // 2
+            _settle(conn, walk, after, ids[:half], step)
+            _settle(conn, walk, ids[half - 1], ids[half:], step)
+            return
+        if step.isolated >= MAX_SET_ASIDE_PER_PAGE:
+            raise
+        step.isolated += 1
+        if locked:
+            step.set_aside.append(SetAside(ids[0], SetAsideReason.LOCKED, _LOCKED_DETAIL))
+        else:
+            step.set_aside.append(SetAside(ids[0], SetAsideReason.REFUSED, _describe(exc)))
+
+
+def _page(
+    conn: Connection, walk: Walk, after: str | None, upto: str | None, step: _Step
+) -> PageResult:
+    result = _statement(conn, walk.statement, walk, after, upto, step)
+    step.pages.append(result)
+    if result.upto is not None:
+        # The same duties again, at each missed clock: bounded by the page's
+        # last id, so exactly the duties the page covered.
+        step.caught.extend(
+            _statement(conn, extra, walk, after, result.upto, step) for extra in walk.extras
+        )
+    return result
+
+
+def _statement(
+    conn: Connection,
+    statement: PageStatement,
+    walk: Walk,
+    after: str | None,
+    upto: str | None,
+    step: _Step,
+) -> PageResult:
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            # One statement in autocommit is one transaction: the page's inserts
+            # and its advances commit together, with no BEGIN/COMMIT round trips.
+            return store.dispatch_page(
+                conn, statement, after, upto, walk.size, excluded=step.excluded()
+            )
+        except _RETRYABLE:
+            if attempt == _ATTEMPTS:
+                raise
+            step.retries += 1
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _row_caused(exc: psycopg.Error) -> bool:
+    return (exc.sqlstate or "")[:2] in _ROW_CAUSED_CLASSES
+
+
+def _describe(exc: psycopg.Error) -> str:
+    # The server's first line names the problem (e.g. the index and the row
+    # size); the detail that follows quotes values, which stay out of reports.
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    return (
+        f"the dispatch statement fails on this duty alone: {type(exc).__name__} "
+        f"(SQLSTATE {exc.sqlstate}): {first_line[:200]}"
+    )

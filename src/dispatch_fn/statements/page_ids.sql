@@ -1,0 +1,12 @@
+-- The ids of the duties dispatch_page takes for the same arguments, in page
+-- order: page_owed.sql's page CTE alone, for a page the run settles duty by
+-- duty because its statement failed (ADR 0003). Slot: {scope}.
+SELECT d.id
+FROM duly_duty d
+WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
+  AND (%(after)s::text IS NULL OR d.id > %(after)s)
+  AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
+  AND {scope}
+  AND d.id <> ALL(%(excluded)s::text[])
+ORDER BY d.id
+LIMIT %(size)s
