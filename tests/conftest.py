@@ -14,7 +14,9 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from dispatch_fn import embedded
+from dispatch_fn.database import ConnectionCache
+from dispatch_fn.invocation import handle
 from dispatch_fn.migrate import apply_migrations
+from dispatch_fn.settings import Settings
+from support import Invoke
 
 _CONNECT_TIMEOUT_S = 10
 
@@ -126,15 +132,31 @@ def helpers(db_url: str) -> Iterator[list[psycopg.Connection[tuple[object, ...]]
 
 
 @pytest.fixture
-def invoke(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., dict[str, Any]]]:
-    """Call ``lambda_handler`` against this test's database, as Lambda would."""
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    from dispatch_fn import app  # noqa: PLC0415 - after the environment is set
+def connections() -> Iterator[ConnectionCache]:
+    """The test's own connection cache, as warm across its invocations as Lambda's."""
+    cache = ConnectionCache()
+    yield cache
+    # Its connections belong to this test's database, which is about to go.
+    cache.discard()
 
-    def call(event: object, context: object = None) -> dict[str, Any]:
-        report: dict[str, Any] = app.lambda_handler(event, context)
-        return report
 
-    yield call
-    # The warm connection belongs to this test's database, which is about to go.
-    app._connections.discard()
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    """The function's defaults, pointed at this test's database."""
+    return Settings(database_url=db_url)
+
+
+@pytest.fixture
+def invoke(settings: Settings, connections: ConnectionCache) -> Invoke:
+    """Call the handler as Lambda would; keyword arguments override settings."""
+
+    def call(event: object, context: object = None, **overrides: Any) -> dict[str, Any]:
+        return handle(
+            event,
+            context,
+            settings=replace(settings, **overrides),
+            connections=connections,
+            clock=lambda: datetime.now(UTC),
+        )
+
+    return call

@@ -22,7 +22,8 @@ from typing import Any, Final
 import psycopg
 from psycopg import errors as pg_errors
 
-from dispatch_fn import store
+from dispatch_fn import settings, store
+from dispatch_fn._bounded import fault_listing, scope_echo
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
@@ -38,16 +39,10 @@ from dispatch_fn.plan import (
 )
 from dispatch_fn.store import Connection, Scope
 
-# Duties per page. Each page statement carries a fixed cost (planning,
-# unpacking the schedule arrays, one round trip) of a few milliseconds; at
-# 10,000 duties it is spread over ~19,000 owed rows, whose insert sort still
-# fits the default 4 MB work_mem (3.4 MB measured with 20-35 character names).
-DEFAULT_CHUNK_SIZE: Final = 10_000
-# Connections a run dispatches pages on. A page keeps one server backend busy
-# while the client waits, so one connection leaves every other core of the
-# database idle; two at once made a first run 1.6-1.7x and a no-op run
-# 1.4-1.9x faster at 1,000,000 duties on a 2-core server (README, Performance).
-DEFAULT_WORKERS: Final = 2
+# The defaults are configuration (settings.py says why each is what it is);
+# named here too because callers of the run loop pass them.
+DEFAULT_CHUNK_SIZE: Final = settings.DEFAULT_CHUNK_SIZE
+DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
 # A report lists at most this many faulty duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
 # Two runs that touch the same duties can still meet in a deadlock (the
@@ -65,6 +60,8 @@ class RunRequest:
     window: Window | None = None
     dry_run: bool = False
     scope: Scope = field(default_factory=Scope)
+    resume_after: str | None = None
+    continuation: int = 0
 
     @property
     def mode(self) -> str:
@@ -104,18 +101,14 @@ class RunReport:
             if window is None
             else {"from": _iso(window.from_date), "to": _iso(window.to_date)},
             "dry_run": self.request.dry_run,
-            "scope": {
-                "organization_id": self.request.scope.organization_id,
-                "duty_ids": None
-                if self.request.scope.duty_ids is None
-                else list(self.request.scope.duty_ids),
-            },
+            # Echoes of input stay bounded: a report is a Lambda response and a log line.
+            "scope": scope_echo(self.request.scope.organization_id, self.request.scope.duty_ids),
             "duties_read": self.duties_read,
             "tasks_created": self.tasks_created,
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
             "skipped": {reason: self.skipped[reason] for reason in SKIP_REASONS},
-            "faults": self.faults,
+            **fault_listing(self.faults, sum(self.fault_counts.values())),
             "fault_counts": {reason: self.fault_counts[reason] for reason in FAULT_REASONS},
             "degraded": self.degraded,
             "complete": self.complete,

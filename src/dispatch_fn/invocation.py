@@ -1,0 +1,145 @@
+"""One invocation of the dispatcher, with its dependencies passed in.
+
+``handle`` translates an event into a run, and the run's report into JSON, log
+lines and metrics; what a run does is ``dispatch.run``'s business.
+``app.lambda_handler`` binds it to the function's environment; the CLI, the
+demo and the tests bind it to their own settings, connections and clock.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from dispatch_fn import dispatch
+from dispatch_fn._bounded import clip
+from dispatch_fn.errors import EventError, RunFailedError
+from dispatch_fn.events import EventRequest, parse_event
+from dispatch_fn.settings import Settings
+from dispatch_fn.store import Connection, Scope
+
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
+# Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the
+# report (``python -m dispatch_fn invoke``); CloudWatch collects both streams.
+# The process's own stderr, not whatever ``sys.stderr`` is replaced with later.
+logger = Logger(service=SERVICE, stream=sys.__stderr__)
+
+type Clock = Callable[[], datetime]
+
+
+class ConnectionSource(Protocol):
+    """Where a run's connections come from: ``database.ConnectionCache`` in Lambda."""
+
+    def get(self, settings: Settings) -> list[Connection]:
+        """Up to ``settings.workers`` autocommit connections, at least one."""
+        ...
+
+    def discard(self) -> None:
+        """Forget the connections, which a failed run may have left unusable."""
+        ...
+
+
+def handle(
+    event: object,
+    context: Any,
+    *,
+    settings: Settings,
+    connections: ConnectionSource,
+    clock: Clock,
+    metrics: Metrics | None = None,
+) -> dict[str, Any]:
+    """Run the dispatch ``event`` asks for and return its report (SPEC §5).
+
+    Raises ``EventError`` for a refused event, before anything is written, and
+    ``RunFailedError`` for a run that failed; ``metrics``, when given, gets the
+    run's figures (the caller flushes them).
+    """
+    started = time.monotonic()
+    # The logger outlives an invocation on a warm container: start from no
+    # keys, so each line carries this invocation's own and none of the last's.
+    logger.clear_state()
+    logger.append_keys(request_id=_request_id(context))
+    try:
+        parsed = parse_event(
+            event,
+            current_time=clock(),
+            max_window_days=settings.max_window_days,
+            max_duty_ids=settings.max_duty_ids,
+        )
+    except EventError as refused:
+        _add(metrics, "RefusedEvents", MetricUnit.Count, 1)
+        logger.warning("event refused", extra={"problem": str(refused)})
+        raise
+    request = _run_request(parsed)
+    logger.append_keys(mode=request.mode, clock=request.now.isoformat(), dry_run=request.dry_run)
+    logger.info("run started")
+    conn, *helpers = connections.get(settings)
+    if len(helpers) + 1 < settings.workers:
+        logger.warning(
+            "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
+            extra={"connections": len(helpers) + 1, "workers": settings.workers},
+        )
+    try:
+        report = dispatch.run(
+            conn,
+            request,
+            chunk_size=settings.chunk_size,
+            should_stop=_deadline(context, settings.reserve_ms),
+            helpers=helpers,
+        )
+    except RunFailedError as failed:
+        # The connection may be mid-transaction or dead; a warm retry starts clean.
+        connections.discard()
+        _add(metrics, "FailedRuns", MetricUnit.Count, 1)
+        logger.exception("run failed", extra={"report": failed.report})
+        raise
+    result = report.as_json()
+    result["duration_ms"] = round((time.monotonic() - started) * 1000)
+    _emit_metrics(metrics, result)
+    logger.info("run finished", extra={"report": result})
+    return result
+
+
+def _run_request(parsed: EventRequest) -> dispatch.RunRequest:
+    return dispatch.RunRequest(
+        now=parsed.now,
+        window=parsed.window,
+        dry_run=parsed.dry_run,
+        scope=Scope(organization_id=parsed.organization_id, duty_ids=parsed.duty_ids),
+        resume_after=parsed.resume_after,
+        continuation=parsed.continuation,
+    )
+
+
+def _request_id(context: Any) -> str | None:
+    request_id = getattr(context, "aws_request_id", None)
+    return None if request_id is None else clip(str(request_id), 200)
+
+
+def _deadline(context: Any, reserve_ms: int) -> Callable[[], bool]:
+    remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return lambda: False
+    return lambda: remaining() < reserve_ms
+
+
+def _add(metrics: Metrics | None, name: str, unit: MetricUnit, value: float) -> None:
+    if metrics is not None:
+        metrics.add_metric(name=name, unit=unit, value=value)
+
+
+def _emit_metrics(metrics: Metrics | None, result: dict[str, Any]) -> None:
+    _add(metrics, "DutiesRead", MetricUnit.Count, result["duties_read"])
+    _add(metrics, "TasksCreated", MetricUnit.Count, result["tasks_created"])
+    _add(metrics, "TasksExisting", MetricUnit.Count, result["tasks_existing"])
+    _add(metrics, "Faults", MetricUnit.Count, sum(result["fault_counts"].values()))
+    _add(metrics, "Degraded", MetricUnit.Count, int(result["degraded"]))
+    _add(metrics, "Incomplete", MetricUnit.Count, int(not result["complete"]))
+    _add(metrics, "DurationMs", MetricUnit.Milliseconds, result["duration_ms"])
