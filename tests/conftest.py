@@ -160,3 +160,20 @@ def invoke(settings: Settings, connections: ConnectionCache) -> Invoke:
         )
 
     return call
+
+
+@pytest.fixture
+def deployed(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
+    """``app.lambda_handler`` itself, configured as the template configures it: by environment.
+
+    Its warm connections stay with the module, as on a warm container; the next
+    test's configuration names another database, and the cache replaces them.
+    """
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    from dispatch_fn import app  # noqa: PLC0415 - only the deployed entry's tests need it
+
+    def call(event: object, context: object = None) -> dict[str, Any]:
+        report: dict[str, Any] = app.lambda_handler(event, context)
+        return report
+
+    return call

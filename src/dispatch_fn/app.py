@@ -6,23 +6,6 @@ kept warm between invocations, and the clock is the wall clock.
 
 from __future__ import annotations
 
-if not __package__:  # pragma: no cover - only when Lambda loads the built artifact
-    # Lambda imports this file as the top-level module ``app``: CodeUri is the
-    # package directory itself. Register that directory as the ``dispatch_fn``
-    # package so every module keeps its one import spelling.
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    _here = Path(__file__).resolve().parent
-    _spec = importlib.util.spec_from_file_location(
-        "dispatch_fn", _here / "__init__.py", submodule_search_locations=[str(_here)]
-    )
-    assert _spec is not None  # noqa: S101 - the file is beside us
-    assert _spec.loader is not None  # noqa: S101
-    sys.modules["dispatch_fn"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["dispatch_fn"])
-
 import atexit
 import os
 from datetime import UTC, datetime

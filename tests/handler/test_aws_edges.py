@@ -74,22 +74,6 @@ def secret_arn(aws: None, db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return arn
 
 
-@pytest.fixture
-def deployed(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
-    """``app.lambda_handler`` itself, configured as the template configures it: by environment.
-
-    Its warm connections stay with the module, as on a warm container; the next
-    test's configuration names another database, and the cache replaces them.
-    """
-    monkeypatch.setenv("DATABASE_URL", db_url)
-
-    def call(event: object, context: object = None) -> dict[str, Any]:
-        report: dict[str, Any] = app.lambda_handler(event, context)
-        return report
-
-    return call
-
-
 def test_credentials_come_from_the_secrets_manager_secret(conn: Conn, secret_arn: str) -> None:
     insert_duties(conn, [duty("d1")])
     report = app.lambda_handler({"now": CLOCK}, FakeContext())

@@ -215,19 +215,19 @@ def _walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 # --- the function: code, runtime, limits, network, configuration -----------
 
 
-def test_code_comes_from_the_package_directory_with_the_contracted_handler(
+def test_code_comes_from_the_source_directory_with_the_contracted_handler(
     sam_template: dict[str, Any],
 ) -> None:
     props = sam_template["Resources"]["DispatchFunction"]["Properties"]
-    assert props["CodeUri"] == "src/dispatch_fn/"
-    assert props["Handler"] == "app.lambda_handler"
+    assert props["CodeUri"] == "src/"
+    assert props["Handler"] == "dispatch_fn.app.lambda_handler"
 
 
 def test_function_runs_python_3_12_on_x86_64_where_the_wheels_are_built(
     function: dict[str, Any],
 ) -> None:
     assert function["Runtime"] == "python3.12"
-    assert function["Handler"] == "app.lambda_handler"
+    assert function["Handler"] == "dispatch_fn.app.lambda_handler"
     assert function["Architectures"] == ["x86_64"]
 
 
