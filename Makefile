@@ -11,7 +11,7 @@ bench:  ## performance benchmarks (not part of the gate's timing)
 	./scripts/bench.sh
 
 fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real PostgreSQL
-	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/handler/test_handler_fuzz.py -q --hypothesis-show-statistics'
+	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/handler/test_handler_fuzz.py -q -p no:logging --hypothesis-show-statistics'
 
 # `sam build` (template.yaml, BuildMethod makefile) runs this in a copy of src/.
 _here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))

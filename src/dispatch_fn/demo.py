@@ -102,6 +102,8 @@ def _print_run(title: str, report: dict[str, Any], created: Counter[tuple[str, s
     print(f"   skipped: {skipped or 'none'}")
     for fault in report["faults"]:
         print(f"   fault: {fault['duty_id']} {fault['reason']} ({fault['detail']})")
+    if report["faults_omitted"]:
+        print(f"   ... {report['faults_hint']}")
     print(f"   {'zone':<22}{'frequency':<13}{'created':>8}")
     for (zone, frequency), n in sorted(created.items()):
         print(f"   {zone:<22}{frequency:<13}{n:>8}")

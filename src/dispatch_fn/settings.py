@@ -1,7 +1,7 @@
 """The function's configuration, read once per invocation from its environment.
 
-Imports nothing that talks to a database: the run loop takes its defaults
-from here, and the event contract its caps' defaults, never the other way round.
+Imports nothing that talks to a database, and not the run loop: the run loop
+takes its page and connection defaults from here.
 """
 
 from __future__ import annotations
