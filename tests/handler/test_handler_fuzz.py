@@ -90,8 +90,24 @@ def backfills(draw: st.DrawFn) -> dict[str, Any]:
     return {"from": start.isoformat(), "to": end.isoformat(), "dry_run": draw(st.booleans())}
 
 
+recent_instants = st.datetimes(
+    min_value=datetime(2024, 1, 1), max_value=datetime(2028, 12, 31), timezones=offsets
+).map(datetime.isoformat)
+# Manual payloads that are legal more often than not, so accepted runs are common too.
+plausible = st.fixed_dictionaries(
+    {},
+    optional={
+        "now": recent_instants,
+        "dry_run": st.booleans(),
+        "organization_id": st.sampled_from(["org-1", "org-2"]),
+        "duty_ids": st.lists(st.sampled_from(["d1", "d2", "d3", "d9"]), min_size=1, max_size=3),
+        "resume_after": st.sampled_from(["d1", "d2"]),
+        "continuation": st.integers(1, 20),
+    },
+)
 events = st.one_of(
     st.fixed_dictionaries({}, optional=manual_fields),
+    plausible,
     backfills(),
     st.fixed_dictionaries(
         {"detail-type": st.just("Scheduled Event") | st.text(max_size=5), "time": instants},
