@@ -1,4 +1,4 @@
-"""Local commands: ``python -m dispatch_fn migrate | invoke EVENT_FILE | demo``.
+"""Local commands: ``python -m dispatch_fn migrate | invoke EVENT_FILE | demo | explain ID``.
 
 Each honours ``DATABASE_URL``; without it they use the embedded PostgreSQL kept
 in the checkout's git-ignored ``.duly/`` directory.
@@ -25,6 +25,7 @@ from dispatch_fn.settings import Settings
 
 _EXIT_REFUSED = 2
 _EXIT_CONFIGURATION = 3
+_EXIT_UNKNOWN_DUTY = 4
 
 
 def _database_url() -> tuple[str, bool]:
@@ -82,6 +83,37 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime  # noqa: PLC0415 - only this command needs them
+
+    from dispatch_fn.events import parse_event  # noqa: PLC0415
+    from dispatch_fn.explain import explain, render  # noqa: PLC0415
+
+    # The clock and window are read exactly as an event's would be.
+    given = {"now": args.now, "from": args.from_date, "to": args.to_date}
+    event: dict[str, object] = {
+        "dry_run": True,
+        "duty_ids": [args.duty_id],
+        **{field: value for field, value in given.items() if value is not None},
+    }
+    try:
+        request = parse_event(event, current_time=datetime.now(UTC))
+    except EventError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _EXIT_REFUSED
+    now, window = request.now, request.window
+    dsn, is_embedded = _database_url()
+    if is_embedded:
+        _migrate(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        explained = explain(conn, [args.duty_id], now, window)[args.duty_id]
+    if args.json:
+        print(json.dumps(explained, indent=2))
+    else:
+        print(render(explained, now.isoformat()))
+    return 0 if explained["found"] else _EXIT_UNKNOWN_DUTY
+
+
 def _cmd_demo(_: argparse.Namespace) -> int:
     from dispatch_fn import demo  # noqa: PLC0415 - only this command needs it
 
@@ -104,6 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser(
         "demo", help="seed a demo organisation and run the dispatcher"
     ).set_defaults(run=_cmd_demo)
+    why = commands.add_parser(
+        "explain", help="every candidate period of one duty and its verdict (exit 4: unknown)"
+    )
+    why.add_argument("duty_id")
+    why.add_argument("--now", help="the run's clock, an ISO instant (default: now)")
+    why.add_argument("--from", dest="from_date", help="backfill window's first day, YYYY-MM-DD")
+    why.add_argument("--to", dest="to_date", help="backfill window's last day (default: today)")
+    why.add_argument("--json", action="store_true", help="machine-readable output")
+    why.set_defaults(run=_cmd_explain)
     args = parser.parse_args(argv)
     status: int = args.run(args)
     return status

@@ -22,6 +22,7 @@ from dispatch_fn import dispatch
 from dispatch_fn._bounded import clip
 from dispatch_fn.errors import EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
+from dispatch_fn.explain import MAX_EXPLAINED, explain
 from dispatch_fn.settings import Settings
 from dispatch_fn.store import Connection, Scope
 
@@ -101,9 +102,15 @@ def handle(
         logger.exception("run failed", extra={"report": failed.report})
         raise
     result = report.as_json()
+    duty_ids = request.scope.duty_ids
+    if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
+        # A console user's "why": the planner's verdict per candidate period.
+        result["explain"] = explain(conn, duty_ids, request.now, request.window)
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(metrics, result)
-    logger.info("run finished", extra={"report": result})
+    # The explanation is the response's, not the log's: it grows with the window.
+    logged = {key: value for key, value in result.items() if key != "explain"}
+    logger.info("run finished", extra={"report": logged})
     return result
 
 
