@@ -8,12 +8,13 @@ demo and the tests bind it to their own settings, connections and clock.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -33,6 +34,10 @@ SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
 logger = Logger(service=SERVICE, stream=sys.__stderr__)
 
 type Clock = Callable[[], datetime]
+
+# A dry run's explanations grow with duties times periods (a daily duty over
+# five years is ~400 KB); Lambda refuses a response over 6 MB.
+EXPLAIN_BYTES: Final = 1_000_000
 
 
 class ConnectionSource(Protocol):
@@ -105,13 +110,36 @@ def handle(
     duty_ids = request.scope.duty_ids
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
-        result["explain"] = explain(conn, duty_ids, request.now, request.window)
+        result.update(_within_budget(explain(conn, duty_ids, request.now, request.window)))
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(metrics, result)
     # The explanation is the response's, not the log's: it grows with the window.
     logged = {key: value for key, value in result.items() if key != "explain"}
     logger.info("run finished", extra={"report": logged})
     return result
+
+
+def _within_budget(explained: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The explanations that fit the response, whole duties in order, and how many did not."""
+    kept: dict[str, dict[str, Any]] = {}
+    used = 0
+    for duty_id, explanation in explained.items():
+        size = len(json.dumps(explanation))
+        if used + size > EXPLAIN_BYTES:
+            break
+        kept[duty_id] = explanation
+        used += size
+    omitted = len(explained) - len(kept)
+    return {
+        "explain": kept,
+        "explain_omitted": omitted,
+        "explain_hint": None
+        if omitted == 0
+        else (
+            f"{omitted} duties' explanations did not fit in the response; "
+            "`python -m dispatch_fn explain DUTY_ID` explains one, or narrow the window"
+        ),
+    }
 
 
 def _run_request(parsed: EventRequest) -> dispatch.RunRequest:

@@ -10,6 +10,7 @@ import pytest
 
 from dispatch_fn.dispatch import FAULT_LIST_LIMIT
 from dispatch_fn.errors import EventError
+from dispatch_fn.invocation import EXPLAIN_BYTES
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 # CloudWatch Logs takes events of at most 256 KB; Lambda answers at most 6 MB.
@@ -100,3 +101,25 @@ def test_faults_about_huge_stored_values_stay_within_a_log_event(
     assert len(json.dumps(report)) < LOG_EVENT_BYTES // 2
     for line in capfd.readouterr().err.splitlines():
         assert len(line.encode()) < LOG_EVENT_BYTES
+
+
+def test_a_dry_runs_explanations_stop_at_the_response_budget_and_say_how_many_are_left(
+    conn: Conn, invoke: Invoke
+) -> None:
+    ids = [f"daily-{n}" for n in range(4)]
+    insert_duties(conn, [duty(duty_id, frequency="daily") for duty_id in ids])
+    # Five years of daily periods: about 400 KB of explanation per duty.
+    window = {"from": "2021-09-01", "to": "2026-08-31", "now": CLOCK, "dry_run": True}
+    report = invoke({**window, "duty_ids": ids})
+    assert list(report["explain"]) == ids[: len(report["explain"])]
+    assert 0 < len(report["explain"]) < len(ids)
+    assert report["explain_omitted"] == len(ids) - len(report["explain"])
+    assert "python -m dispatch_fn explain" in report["explain_hint"]
+    assert len(json.dumps(report)) <= EXPLAIN_BYTES + 10_000
+
+
+def test_a_small_explanation_is_whole(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("d1"), duty("d2")])
+    report = invoke({"now": CLOCK, "dry_run": True, "duty_ids": ["d1", "d2"]})
+    assert (sorted(report["explain"]), report["explain_omitted"]) == (["d1", "d2"], 0)
+    assert report["explain_hint"] is None
