@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs.
-.PHONY: demo test bench build fuzz build-DispatchFunction
+.PHONY: demo test bench build fuzz build-DispatchFunction build-MigrationFunction
 
 demo:   ## set up on first use, then run the dispatcher end to end on an embedded PostgreSQL
 	./scripts/demo.sh
@@ -15,5 +15,5 @@ fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real P
 
 # `sam build` (template.yaml, BuildMethod makefile) runs this in a copy of src/.
 _here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))
-build-DispatchFunction:
+build-DispatchFunction build-MigrationFunction:
 	$(_here)scripts/build_lambda.sh "$(ARTIFACTS_DIR)"

@@ -33,6 +33,9 @@ from dispatch_fn.settings import Settings
 from support import Invoke
 
 _CONNECT_TIMEOUT_S = 10
+# A login in the dispatcher's role (migration 0005), as the stack's migration step creates.
+DISPATCHER_LOGIN = "duly_dispatcher_test"
+_DISPATCHER_PASSWORD = "dispatcher-test-password"  # noqa: S105 - a test login's password
 
 
 @functools.cache
@@ -115,6 +118,25 @@ def db_url(server_dsn: str, template_database: str) -> Iterator[str]:
         )
 
 
+@pytest.fixture(scope="session")
+def dispatcher_login(server_dsn: str, template_database: str) -> str:
+    """A login role that is a member of ``duly_dispatcher`` and nothing else."""
+    with _admin(server_dsn) as admin:
+        admin.execute(
+            sql.SQL(
+                "DO $$ BEGIN CREATE ROLE {} LOGIN PASSWORD {} IN ROLE duly_dispatcher;"
+                " EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+            ).format(sql.Identifier(DISPATCHER_LOGIN), sql.Literal(_DISPATCHER_PASSWORD))
+        )
+    return DISPATCHER_LOGIN
+
+
+@pytest.fixture
+def dispatcher_url(db_url: str, dispatcher_login: str) -> str:
+    """This test's database, logged in as the dispatcher's least-privileged role."""
+    return make_conninfo(db_url, user=dispatcher_login, password=_DISPATCHER_PASSWORD)
+
+
 @pytest.fixture
 def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """An autocommit connection to this test's own database."""
@@ -141,9 +163,13 @@ def connections() -> Iterator[ConnectionCache]:
 
 
 @pytest.fixture
-def settings(db_url: str) -> Settings:
-    """The function's defaults, pointed at this test's database."""
-    return Settings(database_url=db_url)
+def settings(dispatcher_url: str) -> Settings:
+    """The function's defaults, pointed at this test's database.
+
+    It logs in as the dispatcher's role, so every handler test (the acceptance
+    tests among them) also proves the role's grants are enough.
+    """
+    return Settings(database_url=dispatcher_url)
 
 
 @pytest.fixture
@@ -163,13 +189,13 @@ def invoke(settings: Settings, connections: ConnectionCache) -> Invoke:
 
 
 @pytest.fixture
-def deployed(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
+def deployed(dispatcher_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
     """``app.lambda_handler`` itself, configured as the template configures it: by environment.
 
     Its warm connections stay with the module, as on a warm container; the next
     test's configuration names another database, and the cache replaces them.
     """
-    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("DATABASE_URL", dispatcher_url)
     from dispatch_fn import app  # noqa: PLC0415 - only the deployed entry's tests need it
 
     def call(event: object, context: object = None) -> dict[str, Any]:

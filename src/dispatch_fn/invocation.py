@@ -83,7 +83,7 @@ def handle(
         _add(metrics, "RefusedEvents", MetricUnit.Count, 1)
         logger.warning("event refused", extra={"problem": str(refused)})
         raise
-    request = _run_request(parsed)
+    request = run_request(parsed)
     logger.append_keys(mode=request.mode, clock=request.now.isoformat(), dry_run=request.dry_run)
     logger.info("run started")
     conn, *helpers = connections.get(settings)
@@ -142,7 +142,8 @@ def _within_budget(explained: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _run_request(parsed: EventRequest) -> dispatch.RunRequest:
+def run_request(parsed: EventRequest) -> dispatch.RunRequest:
+    """The run loop's request for what an event asked."""
     return dispatch.RunRequest(
         now=parsed.now,
         window=parsed.window,
@@ -178,3 +179,6 @@ def _emit_metrics(metrics: Metrics | None, result: dict[str, Any]) -> None:
     _add(metrics, "Degraded", MetricUnit.Count, int(result["degraded"]))
     _add(metrics, "Incomplete", MetricUnit.Count, int(not result["complete"]))
     _add(metrics, "DurationMs", MetricUnit.Milliseconds, result["duration_ms"])
+    # The heartbeat alarm's metric: it fires when none has been 1 for 26 hours.
+    heartbeat = result["mode"] == "scheduled" and result["complete"] and not result["dry_run"]
+    _add(metrics, "ScheduledRunsCompleted", MetricUnit.Count, int(heartbeat))
