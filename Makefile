@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: demo test test-fast lint typecheck template bench lock
+.PHONY: demo test test-fast lint typecheck template bench lock fuzz build-DispatchFunction build-MigrationFunction
 
 demo:       ## set up on first use, then run the dispatcher end to end on an embedded PostgreSQL
 	./scripts/demo.sh
@@ -24,3 +24,11 @@ bench:      ## performance benchmarks (not part of the gate); ARGS="--duties 200
 
 lock:       ## re-resolve the hashed dependency pins after editing pyproject.toml
 	./scripts/lock.sh
+
+fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real PostgreSQL
+	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/handler/test_handler_fuzz.py -q -p no:logging --hypothesis-show-statistics'
+
+# `sam build` (template.yaml, BuildMethod makefile) runs this in a copy of src/.
+_here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))
+build-DispatchFunction build-MigrationFunction:
+	$(_here)scripts/build_lambda.sh "$(ARTIFACTS_DIR)"

@@ -36,17 +36,17 @@ from bench.dispatch.data import CLOCK, generate
 from bench.dispatch.mix import CLASSIC
 from bench.dispatch.server import DISPATCH_TABLES, fresh_database, server, vacuum
 from dispatch_fn import dispatch as core
-from dispatch_fn import invocation
+from dispatch_fn import recorded
 
 
 def _run(dsn: str, clock: Any, catch_up_days: int, workers: int) -> tuple[float, dict[str, Any]]:
     conns = [psycopg.connect(dsn, autocommit=True) for _ in range(workers)]
     try:
         started = time.perf_counter()
-        report = invocation.execute(
+        report = recorded.execute(
             conns,
             core.RunRequest(now=clock),
-            options=invocation.Options(catch_up_days=catch_up_days),
+            options=recorded.Options(catch_up_days=catch_up_days),
         )
         return time.perf_counter() - started, report
     finally:

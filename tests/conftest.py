@@ -14,6 +14,8 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from dispatch_fn import embedded
+from dispatch_fn.database import ConnectionCache
+from dispatch_fn.invocation import handle
 from dispatch_fn.migrate import apply_migrations
+from dispatch_fn.settings import Settings
+from support import Invoke
 
 _CONNECT_TIMEOUT_S = 10
 # A login in the dispatcher's role (migration 0005), as the stack's migration step creates.
@@ -159,21 +165,52 @@ def helpers(db_url: str) -> Iterator[list[psycopg.Connection[tuple[object, ...]]
 
 
 @pytest.fixture
-def invoke(
-    dispatcher_url: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., dict[str, Any]]]:
-    """Call ``lambda_handler`` against this test's database, as Lambda would.
+def connections() -> Iterator[ConnectionCache]:
+    """The test's own connection cache, as warm across its invocations as Lambda's."""
+    cache = ConnectionCache()
+    yield cache
+    # Its connections belong to this test's database, which is about to go.
+    cache.discard()
+
+
+@pytest.fixture
+def settings(dispatcher_url: str) -> Settings:
+    """The function's defaults, pointed at this test's database.
 
     It logs in as the dispatcher's role, so every handler test (the acceptance
     tests among them) also proves the role's grants are enough.
     """
+    return Settings(database_url=dispatcher_url)
+
+
+@pytest.fixture
+def invoke(settings: Settings, connections: ConnectionCache) -> Invoke:
+    """Call the handler as Lambda would; keyword arguments override settings."""
+
+    def call(event: object, context: object = None, **overrides: Any) -> dict[str, Any]:
+        return handle(
+            event,
+            context,
+            settings=replace(settings, **overrides),
+            connections=connections,
+            clock=lambda: datetime.now(UTC),
+        )
+
+    return call
+
+
+@pytest.fixture
+def deployed(dispatcher_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
+    """``app.lambda_handler`` itself, configured as the template configures it: by environment.
+
+    Its warm connections stay with the module, as on a warm container; the next
+    test's configuration names another database, and the cache replaces them.
+    """
     monkeypatch.setenv("DATABASE_URL", dispatcher_url)
-    from dispatch_fn import app  # noqa: PLC0415 - after the environment is set
+    from dispatch_fn import app  # noqa: PLC0415 - only the deployed entry's tests need it
 
     def call(event: object, context: object = None) -> dict[str, Any]:
         report: dict[str, Any] = app.lambda_handler(event, context)
         return report
 
-    yield call
-    # The warm connection belongs to this test's database, which is about to go.
-    app._connections.discard()
+    return call

@@ -11,13 +11,17 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 
 from dispatch_fn import embedded
+from dispatch_fn.database import ConnectionCache
 from dispatch_fn.errors import ConfigurationError, EventError
 from dispatch_fn.migrate import apply_migrations
+from dispatch_fn.settings import Settings
 
 _EXIT_REFUSED = 2
 _EXIT_CONFIGURATION = 3
@@ -64,19 +68,27 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
     if is_embedded:
         # A fresh checkout's embedded database has no schema yet.
         _migrate(dsn)
-    os.environ["DATABASE_URL"] = dsn
-    # stdout is the report; EMF metrics only mean something inside Lambda.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    from dispatch_fn.app import lambda_handler  # noqa: PLC0415 - after DATABASE_URL is set
+    from dispatch_fn.invocation import handle  # noqa: PLC0415 - only this command needs it
 
+    # No metrics: stdout is the report, and EMF only means something in Lambda.
+    connections = ConnectionCache()
     try:
-        report = lambda_handler(event, None)
+        settings = replace(Settings.from_environ(os.environ), database_url=dsn)
+        report = handle(
+            event,
+            None,
+            settings=settings,
+            connections=connections,
+            clock=lambda: datetime.now(UTC),
+        )
     except EventError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _EXIT_REFUSED
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _EXIT_CONFIGURATION
+    finally:
+        connections.discard()
     print(json.dumps(report, indent=2))
     return 0
 

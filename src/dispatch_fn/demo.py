@@ -7,13 +7,17 @@ what each run did per zone and frequency.
 
 from __future__ import annotations
 
-import os
+import logging
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg import sql
+
+from dispatch_fn.database import ConnectionCache
+from dispatch_fn.invocation import handle, logger
+from dispatch_fn.settings import Settings
 
 ORGANIZATION = "org-demo"
 
@@ -134,6 +138,8 @@ def _print_run(title: str, report: dict[str, Any], created: Counter[tuple[str, s
     print(f"   skipped: {skipped or 'none'}")
     for fault in report["faults"]:
         print(f"   fault: {fault['duty_id']} {fault['reason']} ({fault['detail']})")
+    if report["faults_omitted"]:
+        print(f"   ... {report['faults_hint']}")
     print(f"   {'zone':<22}{'frequency':<13}{'created':>8}")
     for (zone, frequency), n in sorted(created.items()):
         print(f"   {zone:<22}{frequency:<13}{n:>8}")
@@ -143,11 +149,6 @@ def _print_run(title: str, report: dict[str, Any], created: Counter[tuple[str, s
 
 def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
     """Seed, run the four demo dispatches against ``dsn``, print and return their reports."""
-    os.environ["DATABASE_URL"] = dsn
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    from dispatch_fn.app import lambda_handler  # noqa: PLC0415 - reads DATABASE_URL per call
-
     clock = (now or datetime.now(UTC)).replace(microsecond=0)
     this_month = clock.date().replace(day=1)
     backfill_to = this_month - timedelta(days=1)
@@ -162,6 +163,11 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
         ("4. the same backfill again", backfill),
     ]
     reports = []
+    connections = ConnectionCache()
+    settings = Settings(database_url=dsn)
+    # The demo prints its own account of each run; the handler's INFO lines
+    # would interleave with it.
+    logger.setLevel(logging.WARNING)
     with psycopg.connect(dsn, autocommit=True) as conn:
         seed(conn)
         print(
@@ -170,7 +176,9 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
         )
         for title, event in runs:
             before = _tasks_by_group(conn)
-            report = lambda_handler(event, None)
+            report = handle(
+                event, None, settings=settings, connections=connections, clock=lambda: clock
+            )
             created = _tasks_by_group(conn) - before
             _print_run(title, report, created)
             reports.append(report)
@@ -179,6 +187,7 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
             "SELECT count(*) FROM duly_task WHERE organization_id = %s", (ORGANIZATION,)
         ).fetchone()
         print(f"\n{ORGANIZATION} now holds {total[0] if total else 0} tasks.")
+    connections.discard()
     return reports
 
 

@@ -21,7 +21,8 @@ from typing import Any, Final
 
 import psycopg
 
-from dispatch_fn import _pages, catch_up, store
+from dispatch_fn import _pages, catch_up, settings, store
+from dispatch_fn._bounded import fault_listing, scope_echo
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
@@ -40,16 +41,10 @@ from dispatch_fn.plan import (
 )
 from dispatch_fn.store import Connection, Scope
 
-# Duties per page. Each page statement carries a fixed cost (planning,
-# unpacking the schedule arrays, one round trip) of a few milliseconds; at
-# 10,000 duties it is spread over ~19,000 owed rows, whose insert sort still
-# fits the default 4 MB work_mem (3.4 MB measured with 20-35 character names).
-DEFAULT_CHUNK_SIZE: Final = 10_000
-# Connections a run dispatches pages on. A page keeps one server backend busy
-# while the client waits, so one connection leaves every other core of the
-# database idle; two at once made a first run 1.6-1.7x and a no-op run
-# 1.4-1.9x faster at 1,000,000 duties on a 2-core server (README, Performance).
-DEFAULT_WORKERS: Final = 2
+# The defaults are configuration (settings.py says why each is what it is);
+# named here too because callers of the run loop pass them.
+DEFAULT_CHUNK_SIZE: Final = settings.DEFAULT_CHUNK_SIZE
+DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
 # Connections a page is tried on when each dies under it, and fresh connections
@@ -120,18 +115,14 @@ class RunReport:
             if window is None
             else {"from": _iso(window.from_date), "to": _iso(window.to_date)},
             "dry_run": self.request.dry_run,
-            "scope": {
-                "organization_id": self.request.scope.organization_id,
-                "duty_ids": None
-                if self.request.scope.duty_ids is None
-                else list(self.request.scope.duty_ids),
-            },
+            # Echoes of input stay bounded: a report is a Lambda response and a log line.
+            "scope": scope_echo(self.request.scope.organization_id, self.request.scope.duty_ids),
             "duties_read": self.duties_read,
             "tasks_created": self.tasks_created,
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
             "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
-            "faults": list(self.faults),
+            **fault_listing(list(self.faults), sum(self.fault_counts.values())),
             "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
             "degraded": self.degraded,
             "locked": list(self.locked),

@@ -1,58 +1,131 @@
-"""The invocation contract (SPEC §5): one pydantic model per event shape.
+"""The invocation contract (SPEC §5): which runs an event may ask for.
 
-``parse_event`` turns whatever Lambda was handed into a ``RunRequest`` or
-raises ``EventError`` naming the problem; nothing runs before it returns.
+``parse_event`` turns whatever Lambda was handed into an ``EventRequest`` or
+raises ``EventError`` naming the field; nothing runs before it returns. A
+message quotes at most a short prefix of what it refuses, however large or
+deep the value. Nothing here talks to a database.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from dispatch_fn.continuation import MAX_CONTINUATIONS
-from dispatch_fn.dispatch import RunRequest
+from dispatch_fn._bounded import quote
+from dispatch_fn._calendar import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import EventError
 from dispatch_fn.plan import Window
-from dispatch_fn.store import Scope
 
 DEFAULT_MAX_WINDOW_DAYS: Final = 1827  # five years, leap days included
+# A scoped run names its duties in the event; 10,000 ids of 36 characters are
+# ~400 KB, inside Lambda's payload limits and far more than anyone types.
+DEFAULT_MAX_DUTY_IDS: Final = 10_000
+# SPEC §9: a run that keeps stopping for its deadline hands off at most 20 times.
+MAX_CONTINUATION: Final = 20
+# The fields only a manual payload may carry (SPEC §5, §9).
+MANUAL_FIELDS: Final = (
+    "now", "from", "to", "dry_run", "organization_id", "duty_ids", "resume_after", "continuation",
+)  # fmt: skip
+# Longer than any id duly_task's unique index can hold (2,704 bytes a row), so
+# no real duty or organisation is shut out, and a megabyte never reaches SQL.
+MAX_ID_CHARS: Final = 2048
 _DATE_SHAPE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+_INSTANT_EXAMPLE: Final = "'2026-11-29T01:00:00Z'"
+# The latest local "today" anywhere is UTC+14.
+_LATEST_OFFSET: Final = timedelta(hours=14)
+_PROBLEMS_SHOWN: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class EventRequest:
+    """The run an event asks for: clock, window, scope, continuation, whether to write."""
+
+    now: datetime
+    window: Window | None = None
+    dry_run: bool = False
+    organization_id: str | None = None
+    duty_ids: tuple[str, ...] | None = None
+    resume_after: str | None = None
+    continuation: int = 0
+
+    @property
+    def mode(self) -> str:
+        """``scheduled`` or ``backfill``."""
+        return "scheduled" if self.window is None else "backfill"
+
+
+# pydantic reports a ValueError raised in a validator as a validation error
+# (a TypeError would escape), hence ValueError for wrong types too.
 
 
 def _strict_date(value: object) -> date:
     # pydantic would also take a number of seconds or a datetime; an operator
     # who typed either meant something else, so only YYYY-MM-DD is a date here.
     if not isinstance(value, str) or not _DATE_SHAPE.fullmatch(value):
-        # pydantic reports a ValueError as a validation error; a TypeError would escape.
-        raise ValueError(f"expected a date as 'YYYY-MM-DD', got {value!r}")
+        raise ValueError(f"expected a date as 'YYYY-MM-DD', got {quote(value)}")
     try:
-        return date.fromisoformat(value)
+        day = date.fromisoformat(value)
     except ValueError:
-        raise ValueError(f"{value!r} is not a calendar date") from None
+        raise ValueError(f"{quote(value)} is not a calendar date") from None
+    if not MIN_YEAR <= day.year <= MAX_YEAR:
+        raise ValueError(f"{quote(value)} is outside {YEAR_RANGE}")
+    return day
 
 
 def _instant(value: object) -> datetime:
     if not isinstance(value, str):
-        raise ValueError(  # noqa: TRY004 - see _strict_date
-            f"expected an ISO 8601 instant such as '2026-11-29T01:00:00Z', got {value!r}"
+        raise ValueError(  # noqa: TRY004 - see above
+            f"expected an ISO 8601 instant such as {_INSTANT_EXAMPLE}, got {quote(value)}"
         )
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(
-            f"{value!r} is not an ISO 8601 instant such as '2026-11-29T01:00:00Z'"
+            f"{quote(value)} is not an ISO 8601 instant such as {_INSTANT_EXAMPLE}"
         ) from None
     if parsed.tzinfo is None:
-        raise ValueError(f"{value!r} has no UTC offset; an instant needs one (e.g. 'Z')")
-    return parsed.astimezone(UTC)
+        raise ValueError(f"{quote(value)} has no UTC offset; an instant needs one (e.g. 'Z')")
+    try:
+        instant = parsed.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 shifted past the end of datetime's range
+        instant = None
+    if instant is None or not MIN_YEAR <= instant.year <= MAX_YEAR:
+        raise ValueError(f"{quote(value)} is outside {YEAR_RANGE} (in UTC)")
+    return instant
+
+
+def _identifier(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {quote(value)}")  # noqa: TRY004
+    if not value:
+        raise ValueError("expected a non-empty string, got ''")
+    if len(value) > MAX_ID_CHARS:
+        raise ValueError(f"{quote(value)} is too long; at most {MAX_ID_CHARS} characters")
+    if "\x00" in value:
+        raise ValueError(f"{quote(value)} contains a NUL character, which no id can hold")
+    return value
+
+
+def _continuation(value: object) -> int:
+    expected = f"expected an integer from 1 to {MAX_CONTINUATION}"
+    if isinstance(value, bool):
+        raise ValueError(f"{expected}, not a boolean ({value!r})")  # noqa: TRY004
+    if not isinstance(value, int):
+        raise ValueError(f"{expected}, got {quote(value)}")  # noqa: TRY004
+    if not 1 <= value <= MAX_CONTINUATION:
+        raise ValueError(f"{expected}, got {quote(value)}; a run hands off at most 20 times")
+    return value
 
 
 type StrictDate = Annotated[date, BeforeValidator(_strict_date)]
 type Instant = Annotated[datetime, BeforeValidator(_instant)]
+type Identifier = Annotated[str, BeforeValidator(_identifier)]
+type Continuation = Annotated[int, BeforeValidator(_continuation)]
 
 
 class ScheduledRuleEvent(BaseModel):
@@ -82,39 +155,57 @@ class ManualEvent(BaseModel):
     from_date: StrictDate | None = Field(default=None, alias="from")
     to_date: StrictDate | None = Field(default=None, alias="to")
     dry_run: bool = Field(default=False, strict=True)
-    organization_id: str | None = Field(default=None, min_length=1)
-    duty_ids: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
-    resume_after: str | None = Field(default=None, min_length=1)
-    continuation: int = Field(default=0, ge=0, le=MAX_CONTINUATIONS, strict=True)
+    organization_id: Identifier | None = None
+    duty_ids: list[Identifier] | None = Field(default=None, min_length=1)
+    resume_after: Identifier | None = None
+    continuation: Continuation = 0
 
 
 def parse_event(
-    event: object, *, current_time: datetime, max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
-) -> RunRequest:
+    event: object,
+    *,
+    current_time: datetime,
+    max_window_days: int = DEFAULT_MAX_WINDOW_DAYS,
+    max_duty_ids: int = DEFAULT_MAX_DUTY_IDS,
+) -> EventRequest:
     """The run an event asks for; raise ``EventError`` if it is not one we accept.
 
     ``current_time`` is the clock for payloads that carry none.
     """
     if not isinstance(event, Mapping):
-        raise EventError(f"event must be a JSON object, got {type(event).__name__}")
-    if "detail-type" in event:
-        rule = _validate(ScheduledRuleEvent, event)
-        return RunRequest(now=rule.time)
-    if "scheduled_time" in event:
-        scheduler = _validate(SchedulerEvent, event)
-        return RunRequest(now=scheduler.scheduled_time)
+        raise EventError(f"event must be a JSON object, got {quote(event)}")
+    envelopes = [name for name in ("detail-type", "scheduled_time") if name in event]
+    if len(envelopes) > 1:
+        raise EventError(
+            "event carries both schedule envelopes ('detail-type' and 'scheduled_time'); "
+            "a schedule sends one"
+        )
+    if envelopes:
+        carried = [name for name in MANUAL_FIELDS if name in event]
+        if carried:
+            raise EventError(
+                f"a schedule envelope ({envelopes[0]!r}) takes no manual fields, got "
+                f"{', '.join(map(repr, carried))}; send a manual payload (e.g. "
+                f'{{"now": ..., "dry_run": true}}) instead'
+            )
+        if envelopes[0] == "detail-type":
+            return EventRequest(now=_validate(ScheduledRuleEvent, event).time)
+        return EventRequest(now=_validate(SchedulerEvent, event).scheduled_time)
+    duty_ids = event.get("duty_ids")
+    # Checked before validation, which would otherwise look at every one of them.
+    if isinstance(duty_ids, list | tuple) and len(duty_ids) > max_duty_ids:
+        raise EventError(
+            f"duty_ids: {len(duty_ids)} ids; at most {max_duty_ids} are allowed "
+            "(DISPATCH_MAX_DUTY_IDS): scope by organization_id, or split the run"
+        )
     manual = _validate(ManualEvent, event)
     now = manual.now or current_time
-    scope = Scope(
+    return EventRequest(
+        now=now,
+        window=_window(manual, now, max_window_days),
+        dry_run=manual.dry_run,
         organization_id=manual.organization_id,
         duty_ids=None if manual.duty_ids is None else tuple(manual.duty_ids),
-    )
-    window = _window(manual, now, max_window_days)
-    return RunRequest(
-        now=now,
-        window=window,
-        dry_run=manual.dry_run,
-        scope=scope,
         resume_after=manual.resume_after,
         continuation=manual.continuation,
     )
@@ -129,8 +220,8 @@ def _window(manual: ManualEvent, now: datetime, max_window_days: int) -> Window 
             )
         return None
     # 'from' alone runs up to each duty's own today; the cap is measured to the
-    # latest today anywhere (UTC+14), so no zone can stretch the window past it.
-    last = manual.to_date or (now + timedelta(hours=14)).date()
+    # latest today anywhere, so no zone can stretch the window past it.
+    last = manual.to_date or _latest_today(now)
     if last < manual.from_date:
         raise EventError(
             f"'to' ({last.isoformat()}) is before 'from' ({manual.from_date.isoformat()}); "
@@ -145,18 +236,32 @@ def _window(manual: ManualEvent, now: datetime, max_window_days: int) -> Window 
     return Window(manual.from_date, manual.to_date)
 
 
-def _validate[M: BaseModel](model: type[M], event: Mapping[str, Any]) -> M:
+def _latest_today(now: datetime) -> date:
+    try:
+        return (now + _LATEST_OFFSET).date()
+    except OverflowError:  # past 9999-12-31, which is then everyone's last day
+        return LAST_DAY
+
+
+def _validate[M: BaseModel](model: type[M], event: Mapping[Any, Any]) -> M:
     try:
         return model.model_validate(dict(event))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'event'}: {_message(error)}"
-            for error in exc.errors()
-        )
-        raise EventError(f"refused {model.__name__} event: {problems}") from None
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        problems = [
+            f"{_where(error['loc'])}: {_message(error)}" for error in errors[:_PROBLEMS_SHOWN]
+        ]
+        if len(errors) > _PROBLEMS_SHOWN:
+            problems.append(f"and {len(errors) - _PROBLEMS_SHOWN} more problem(s)")
+        raise EventError(f"refused {model.__name__} event: {'; '.join(problems)}") from None
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    parts = [part if isinstance(part, str) and len(part) <= 40 else quote(part) for part in loc]
+    return ".".join(str(part) for part in parts) or "event"
 
 
 def _message(error: Any) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown field"
-    return str(error["msg"]).removeprefix("Value error, ")
+    return str(error["msg"]).removeprefix("Value error, ")[:300]

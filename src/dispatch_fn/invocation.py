@@ -1,135 +1,202 @@
-"""One invocation as the ledger sees it: recorded, caught up, continued (SPEC §9).
+"""One invocation of the dispatcher, with its dependencies passed in.
 
-Around ``dispatch.run``: a ledger row before the first page and after the
-last; the missed clocks a scheduled run catches up; the hand-off of a run its
-deadline stopped. The handler and the CLI call this with their own
-connections, clock budget and Lambda client.
+``handle`` translates an event into a run, and the run's report into JSON, log
+lines and metrics; what a run does is ``dispatch.run``'s business, and how it
+is recorded, caught up and continued is ``recorded.execute``'s.
+``app.lambda_handler`` binds it to the function's environment; the CLI, the
+demo and the tests bind it to their own settings, connections and clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final, Protocol
 
-import psycopg
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
-from dispatch_fn import catch_up, continuation, dispatch, ledger
-from dispatch_fn.errors import RunFailedError
-from dispatch_fn.store import Connection
+from dispatch_fn import continuation, dispatch, recorded
+from dispatch_fn._bounded import clip
+from dispatch_fn.database import connect
+from dispatch_fn.errors import EventError, RunFailedError
+from dispatch_fn.events import EventRequest, parse_event
+from dispatch_fn.explain import MAX_EXPLAINED, explain
+from dispatch_fn.settings import Settings
+from dispatch_fn.store import Connection, Scope
 
-type HandOff = Callable[[dict[str, Any]], None]
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
+# Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the
+# report (``python -m dispatch_fn invoke``); CloudWatch collects both streams.
+# The process's own stderr, not whatever ``sys.stderr`` is replaced with later.
+logger = Logger(service=SERVICE, stream=sys.__stderr__)
+
+type Clock = Callable[[], datetime]
+
+# A dry run's explanations grow with duties times periods (a daily duty over
+# five years is ~400 KB); Lambda refuses a response over 6 MB.
+EXPLAIN_BYTES: Final = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    """How the function is configured to run (from ``Settings``)."""
+class ConnectionSource(Protocol):
+    """Where a run's connections come from: ``database.ConnectionCache`` in Lambda."""
 
-    chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
-    catch_up_days: int = catch_up.DEFAULT_CATCH_UP_DAYS
+    def get(self, settings: Settings) -> list[Connection]:
+        """Up to ``settings.workers`` autocommit connections, at least one."""
+        ...
+
+    def discard(self) -> None:
+        """Forget the connections, which a failed run may have left unusable."""
+        ...
 
 
-def execute(
-    conns: Sequence[Connection],
-    request: dispatch.RunRequest,
+def handle(
+    event: object,
+    context: Any,
     *,
-    options: Options,
-    request_id: str | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-    hand_off: HandOff | None = None,
-    reconnect: Callable[[], Connection] | None = None,
+    settings: Settings,
+    connections: ConnectionSource,
+    clock: Clock,
+    metrics: Metrics | None = None,
 ) -> dict[str, Any]:
-    """Run ``request`` on ``conns`` (autocommit), recorded in the ledger; return the report.
+    """Run the dispatch ``event`` asks for and return its report (SPEC §5).
 
-    ``hand_off`` sends a continuation's event; without one (a local run) an
-    incomplete run simply ends incomplete.
+    Raises ``EventError`` for a refused event, before anything is written, and
+    ``RunFailedError`` for a run that failed; ``metrics``, when given, gets the
+    run's figures (the caller flushes them).
     """
-    conn = conns[0]
-    if not all(each.autocommit for each in conns):
-        # The ledger's rows must commit on their own, never with a page's.
-        raise ValueError(
-            "invocation.execute needs autocommit connections: each write commits alone"
+    started = time.monotonic()
+    # The logger outlives an invocation on a warm container: start from no
+    # keys, so each line carries this invocation's own and none of the last's.
+    logger.clear_state()
+    logger.append_keys(request_id=_request_id(context))
+    try:
+        parsed = parse_event(
+            event,
+            current_time=clock(),
+            max_window_days=settings.max_window_days,
+            max_duty_ids=settings.max_duty_ids,
+        )
+    except EventError as refused:
+        _add(metrics, "RefusedEvents", MetricUnit.Count, 1)
+        logger.warning("event refused", extra={"problem": str(refused)})
+        raise
+    request = run_request(parsed)
+    logger.append_keys(mode=request.mode, clock=request.now.isoformat(), dry_run=request.dry_run)
+    logger.info("run started")
+    conns = connections.get(settings)
+    if len(conns) < settings.workers:
+        logger.warning(
+            "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
+            extra={"connections": len(conns), "workers": settings.workers},
         )
     try:
-        clocks: tuple[Any, ...] = ()
-        if request.mode == "scheduled" and not request.dry_run and _unscoped(request):
-            clocks = catch_up.missed_clocks(
-                ledger.latest_completed_clock(conn), request.now, options.catch_up_days
-            )
-        run_id = ledger.start(
-            conn,
-            request,
-            request_id=request_id,
-            continues_run=ledger.continued_run(conn, request),
-        )
-    except psycopg.Error as exc:
-        raise RunFailedError(
-            f"run not started: the run ledger is unreachable: {type(exc).__name__}: {exc}",
-            {"complete": False, "run_id": None},
-        ) from exc
-    try:
-        report = dispatch.run(
+        result = recorded.execute(
             conns,
             request,
-            chunk_size=options.chunk_size,
-            should_stop=should_stop,
-            reconnect=reconnect,
-            catch_up_clocks=clocks,
+            options=recorded.Options(settings.chunk_size, settings.catch_up_days),
+            request_id=_request_id(context),
+            should_stop=_deadline(context, settings.reserve_ms),
+            hand_off=_hand_off(context),
+            reconnect=lambda: connect(settings),
         )
     except RunFailedError as failed:
-        failed.report["run_id"] = run_id
-        _record_failure(conn, run_id, failed.report, str(failed))
+        # The connection may be mid-transaction or dead; a warm retry starts clean.
+        connections.discard()
+        _add(metrics, "FailedRuns", MetricUnit.Count, 1)
+        logger.exception("run failed", extra={"report": failed.report})
         raise
-    result = report.as_json()
-    result["run_id"] = run_id
-    result["continuation"] = request.continuation
-    result["resume_after"] = request.resume_after
-    result["handed_off"] = False
-    result["hand_off_error"] = None
-    if report.complete or hand_off is None:
-        _record_end(conn, run_id, "completed" if report.complete else "incomplete", result)
-        return result
-    # Recorded before the hand-off: the continuation finds the run it continues
-    # by this row's final report, and may start within milliseconds.
-    try:
-        following = continuation.next_event(request, report)
-    except continuation.HandOffError as refused:
-        result["hand_off_error"] = str(refused)
-        _record_end(conn, run_id, "incomplete", result)
-        return result
-    _record_end(conn, run_id, "incomplete", {**result, "handed_off": True})
-    try:
-        hand_off(following)
-    except continuation.HandOffError as refused:
-        result["hand_off_error"] = str(refused)
-        _record_end(conn, run_id, "incomplete", result)
-        return result
-    result["handed_off"] = True
+    duty_ids = request.scope.duty_ids
+    if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
+        # A console user's "why": the planner's verdict per candidate period.
+        result.update(_within_budget(explain(conns[0], duty_ids, request.now, request.window)))
+    result["duration_ms"] = round((time.monotonic() - started) * 1000)
+    _emit_metrics(metrics, result)
+    # The explanation is the response's, not the log's: it grows with the window.
+    logged = {key: value for key, value in result.items() if key != "explain"}
+    logger.info("run finished", extra={"report": logged})
     return result
 
 
-def _unscoped(request: dispatch.RunRequest) -> bool:
-    return request.scope.organization_id is None and request.scope.duty_ids is None
+def _within_budget(explained: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The explanations that fit the response, whole duties in order, and how many did not."""
+    kept: dict[str, dict[str, Any]] = {}
+    used = 0
+    for duty_id, explanation in explained.items():
+        size = len(json.dumps(explanation))
+        if used + size > EXPLAIN_BYTES:
+            break
+        kept[duty_id] = explanation
+        used += size
+    omitted = len(explained) - len(kept)
+    return {
+        "explain": kept,
+        "explain_omitted": omitted,
+        "explain_hint": None
+        if omitted == 0
+        else (
+            f"{omitted} duties' explanations did not fit in the response; "
+            "`python -m dispatch_fn explain DUTY_ID` explains one, or narrow the window"
+        ),
+    }
 
 
-def _record_end(conn: Connection, run_id: int, status: str, result: dict[str, Any]) -> None:
-    try:
-        ledger.finish(conn, run_id, status, result)
-    except psycopg.Error as exc:
-        # Every page is committed; only the record of it is missing (the row
-        # stays 'running'). Raised so the handler starts its next run on fresh
-        # connections and the failure is seen.
-        raise RunFailedError(
-            f"run {run_id} finished ({status}) but its ledger row could not be written: "
-            f"{type(exc).__name__}: {exc}",
-            result,
-        ) from exc
+def run_request(parsed: EventRequest) -> dispatch.RunRequest:
+    """The run loop's request for what an event asked."""
+    return dispatch.RunRequest(
+        now=parsed.now,
+        window=parsed.window,
+        dry_run=parsed.dry_run,
+        scope=Scope(organization_id=parsed.organization_id, duty_ids=parsed.duty_ids),
+        resume_after=parsed.resume_after,
+        continuation=parsed.continuation,
+    )
 
 
-def _record_failure(conn: Connection, run_id: int, report: dict[str, Any], error: str) -> None:
-    try:
-        ledger.finish(conn, run_id, "failed", report, error)
-    except psycopg.Error:
-        # The failure may have been the connection itself; the row then stays
-        # 'running' and reads as abandoned once the function's timeout passes.
-        return
+def _request_id(context: Any) -> str | None:
+    request_id = getattr(context, "aws_request_id", None)
+    return None if request_id is None else clip(str(request_id), 200)
+
+
+def _deadline(context: Any, reserve_ms: int) -> Callable[[], bool]:
+    remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return lambda: False
+    return lambda: remaining() < reserve_ms
+
+
+def _hand_off(context: Any) -> recorded.HandOff | None:
+    # The ARN Lambda invoked (with its version or alias), so the chain stays on one code version.
+    arn: str | None = getattr(context, "invoked_function_arn", None)
+    if not arn:
+        return None
+
+    def send(event: dict[str, Any]) -> None:
+        continuation.hand_off(continuation.lambda_client_for(arn), arn, event)
+
+    return send
+
+
+def _add(metrics: Metrics | None, name: str, unit: MetricUnit, value: float) -> None:
+    if metrics is not None:
+        metrics.add_metric(name=name, unit=unit, value=value)
+
+
+def _emit_metrics(metrics: Metrics | None, result: dict[str, Any]) -> None:
+    _add(metrics, "DutiesRead", MetricUnit.Count, result["duties_read"])
+    _add(metrics, "TasksCreated", MetricUnit.Count, result["tasks_created"])
+    _add(metrics, "TasksExisting", MetricUnit.Count, result["tasks_existing"])
+    _add(metrics, "Faults", MetricUnit.Count, sum(result["fault_counts"].values()))
+    _add(metrics, "Degraded", MetricUnit.Count, int(result["degraded"]))
+    # Only a chain that ends incomplete: a run that handed its rest on is not one.
+    ended_incomplete = not result["complete"] and not result["handed_off"]
+    _add(metrics, "Incomplete", MetricUnit.Count, int(ended_incomplete))
+    _add(metrics, "HandedOff", MetricUnit.Count, int(result["handed_off"]))
+    _add(metrics, "DurationMs", MetricUnit.Milliseconds, result["duration_ms"])
+    # The heartbeat alarm's metric: it fires when none has been 1 for 26 hours.
+    heartbeat = result["mode"] == "scheduled" and result["complete"] and not result["dry_run"]
+    _add(metrics, "ScheduledRunsCompleted", MetricUnit.Count, int(heartbeat))

@@ -13,23 +13,6 @@ leaving it waiting. ADR 0004 explains the design.
 
 from __future__ import annotations
 
-if not __package__:  # pragma: no cover - only when Lambda loads the built artifact
-    # As in app.py: Lambda imports this file as a top-level module, so register
-    # its directory as the ``dispatch_fn`` package before importing from it.
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    _here = Path(__file__).resolve().parent
-    if "dispatch_fn" not in sys.modules:
-        _spec = importlib.util.spec_from_file_location(
-            "dispatch_fn", _here / "__init__.py", submodule_search_locations=[str(_here)]
-        )
-        assert _spec is not None  # noqa: S101 - the file is beside us
-        assert _spec.loader is not None  # noqa: S101
-        sys.modules["dispatch_fn"] = importlib.util.module_from_spec(_spec)
-        _spec.loader.exec_module(sys.modules["dispatch_fn"])
-
 import dataclasses
 import json
 import logging

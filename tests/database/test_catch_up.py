@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn import catch_up, dispatch, invocation, ledger
+from dispatch_fn import catch_up, dispatch, recorded, ledger
 from dispatch_fn.plan import plan_dispatch
 from support import (
     TASK_COLUMNS,
@@ -271,7 +271,7 @@ def test_two_catching_up_runs_at_once_leave_exactly_the_expected_rows(
     insert_duties(conn, duties)
     earlier = _at("2026-08-27T01:00:00Z")
     now = _at("2026-09-02T01:00:00Z")
-    invocation.execute([conn], dispatch.RunRequest(now=earlier), options=invocation.Options())
+    recorded.execute([conn], dispatch.RunRequest(now=earlier), options=recorded.Options())
     barrier = threading.Barrier(2)
     reports: list[dict[str, Any]] = []
 
@@ -282,10 +282,10 @@ def test_two_catching_up_runs_at_once_leave_exactly_the_expected_rows(
         ):
             barrier.wait()
             reports.append(
-                invocation.execute(
+                recorded.execute(
                     [own, helper],
                     dispatch.RunRequest(now=now),
-                    options=invocation.Options(chunk_size=7),
+                    options=recorded.Options(chunk_size=7),
                 )
             )
 
@@ -311,7 +311,7 @@ def test_a_catching_up_run_killed_mid_run_and_rerun_leaves_exactly_the_expected_
     duties = [duty(f"d{n:03}", frequency="daily", lead_days=n % 3) for n in range(120)]
     insert_duties(conn, duties)
     earlier, now = _at("2026-08-16T01:00:00Z"), _at("2026-08-21T01:00:00Z")
-    invocation.execute([conn], dispatch.RunRequest(now=earlier), options=invocation.Options())
+    recorded.execute([conn], dispatch.RunRequest(now=earlier), options=recorded.Options())
     conn.execute("CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS"
                  " $$ BEGIN PERFORM pg_sleep(0.002); RETURN NEW; END $$")  # fmt: skip
     conn.execute(
@@ -334,7 +334,7 @@ def test_a_catching_up_run_killed_mid_run_and_rerun_leaves_exactly_the_expected_
     expected = _planned(duties, [earlier + timedelta(days=n) for n in range(6)])
     assert before + 150 <= len(_stored(conn)) < len(expected)
     conn.execute("DROP TRIGGER slow ON duly_task")
-    rerun = invocation.execute([conn], dispatch.RunRequest(now=now), options=invocation.Options())
+    rerun = recorded.execute([conn], dispatch.RunRequest(now=now), options=recorded.Options())
     assert rerun["catch_up"]["clocks"] == 4
     assert _stored(conn) == expected
 

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn import app, catch_up, dispatch, invocation, ledger, store
+from dispatch_fn import app, catch_up, dispatch, recorded, ledger, store
 from dispatch_fn.__main__ import main
 from dispatch_fn.errors import EventError, RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
@@ -224,9 +224,9 @@ def test_the_ledger_and_catch_up_statements_are_files_a_dba_can_read() -> None:
 def test_a_run_needs_autocommit_connections_so_its_ledger_rows_commit_alone(db_url: str) -> None:
     with psycopg.connect(db_url) as in_transaction:
         with pytest.raises(ValueError, match="autocommit"):
-            invocation.execute(
+            recorded.execute(
                 [in_transaction],
                 dispatch.RunRequest(now=datetime.fromisoformat(CLOCK)),
-                options=invocation.Options(),
+                options=recorded.Options(),
             )
         assert in_transaction.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import boto3
@@ -15,7 +15,12 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dispatch_fn import app
-from dispatch_fn.database import APPLICATION_NAME, DEFAULT_SSLMODE, conninfo_from_secret
+from dispatch_fn.database import (
+    APPLICATION_NAME,
+    DEFAULT_SSLMODE,
+    ConnectionCache,
+    conninfo_from_secret,
+)
 from dispatch_fn.dispatch import DEFAULT_WORKERS
 from dispatch_fn.errors import ConfigurationError, RunFailedError
 from dispatch_fn.settings import Settings
@@ -53,7 +58,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def secret_arn(aws: None, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def secret_arn(aws: None, db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """An RDS-shaped secret pointing at this test's database; DATABASE_URL unset."""
     parts = conninfo_to_dict(db_url)
     secret = {
@@ -71,8 +76,7 @@ def secret_arn(aws: None, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Itera
     monkeypatch.setenv("DB_SECRET_ARN", arn)
     # The test server may listen on a socket or plain TCP; AWS keeps 'require'.
     monkeypatch.setenv("DB_SSLMODE", "prefer")
-    yield arn
-    app._connections.discard()
+    return arn
 
 
 def test_credentials_come_from_the_secrets_manager_secret(conn: Conn, secret_arn: str) -> None:
@@ -137,12 +141,11 @@ def test_a_bad_setting_is_refused_with_its_name(name: str, value: str) -> None:
 
 
 def test_the_connection_is_configured_for_the_dispatcher(
-    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    conn: Conn, invoke: Invoke, connections: ConnectionCache, settings: Settings
 ) -> None:
-    monkeypatch.setenv("DB_USES_RDS_PROXY", "true")
-    monkeypatch.setenv("DB_STATEMENT_TIMEOUT_MS", "123000")
-    invoke({"now": CLOCK})
-    cached = app._connections.get(Settings.from_environ(dict(_env())))
+    configured = replace(settings, uses_rds_proxy=True, statement_timeout_ms=123000)
+    invoke({"now": CLOCK}, uses_rds_proxy=True, statement_timeout_ms=123000)
+    cached = connections.get(configured)
     assert len(cached) == DEFAULT_WORKERS
     for each in cached:
         assert each.prepare_threshold is None  # RDS Proxy: never pin a session
@@ -150,23 +153,17 @@ def test_the_connection_is_configured_for_the_dispatcher(
         assert each.execute("SHOW application_name").fetchone() == ("duly-dispatcher",)
 
 
-def _env() -> dict[str, str]:
-    import os  # noqa: PLC0415
-
-    return dict(os.environ)
-
-
 def test_a_broken_warm_connection_is_replaced_on_the_next_invocation(
-    conn: Conn, invoke: Callable[..., dict[str, Any]]
+    conn: Conn, invoke: Invoke, connections: ConnectionCache, settings: Settings
 ) -> None:
     insert_duties(conn, [duty("d1")])
     invoke({"now": CLOCK})
-    dead, alive = app._connections.get(Settings.from_environ(_env()))
+    dead, alive = connections.get(settings)
     conn.execute("SELECT pg_terminate_backend(%s)", (dead.info.backend_pid,))
     insert_duties(conn, [duty("d2")])
     report = invoke({"now": CLOCK})
     assert report["tasks_created"] == 1
-    now_cached = app._connections.get(Settings.from_environ(_env()))
+    now_cached = connections.get(settings)
     assert alive in now_cached  # a connection that still works is kept
     assert dead not in now_cached
     assert dead.closed
@@ -174,9 +171,9 @@ def test_a_broken_warm_connection_is_replaced_on_the_next_invocation(
 
 def test_a_server_that_refuses_the_extra_connections_gets_a_run_on_the_ones_it_gave(
     conn: Conn,
-    db_url: str,
-    invoke: Callable[..., dict[str, Any]],
-    monkeypatch: pytest.MonkeyPatch,
+    invoke: Invoke,
+    connections: ConnectionCache,
+    settings: Settings,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     insert_duties(conn, [duty(f"d{n}") for n in range(5)])
@@ -190,54 +187,55 @@ def test_a_server_that_refuses_the_extra_connections_gets_a_run_on_the_ones_it_g
                 "GRANT SELECT, INSERT, UPDATE ON duly_duty, duly_task, duly_dispatch_run TO {}"
             ).format(sql.Identifier(role))
         )
-        monkeypatch.setenv("DATABASE_URL", make_conninfo(db_url, user=role))
-        monkeypatch.setenv("DISPATCH_WORKERS", "2")
-        monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
-        report = invoke({"now": CLOCK})
+        limited = replace(
+            settings,
+            database_url=make_conninfo(str(settings.database_url), user=role),
+            workers=2,
+            chunk_size=2,
+        )
+        report = invoke({"now": CLOCK}, **asdict(limited))
         assert (report["tasks_created"], report["complete"]) == (5, True)
-        assert len(app._connections.get(Settings.from_environ(_env()))) == 1
+        assert len(connections.get(limited)) == 1
         assert "fewer connections than DISPATCH_WORKERS" in capfd.readouterr().err
     finally:
-        app._connections.discard()
+        connections.discard()
         conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def test_fewer_workers_close_the_connections_no_longer_needed(
-    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    conn: Conn, invoke: Invoke, connections: ConnectionCache, settings: Settings
 ) -> None:
-    monkeypatch.setenv("DISPATCH_WORKERS", "3")
-    invoke({"now": CLOCK})
-    three = app._connections.get(Settings.from_environ(_env()))
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")
-    invoke({"now": CLOCK})
-    (one,) = app._connections.get(Settings.from_environ(_env()))
+    invoke({"now": CLOCK}, workers=3)
+    three = connections.get(replace(settings, workers=3))
+    invoke({"now": CLOCK}, workers=1)
+    (one,) = connections.get(replace(settings, workers=1))
     assert one is three[0]
     assert [each.closed for each in three[1:]] == [True, True]
 
 
 def test_a_run_near_its_timeout_stops_between_pages_and_the_next_one_completes_it(
-    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(f"d{n}") for n in range(5)])
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")  # pages in id order, so the stop is known
+    # One worker: pages in id order, so the stop is known.
+    small: dict[str, Any] = {"chunk_size": 2, "workers": 1}
     # Plenty of time for two pages, then less than the 30 s reserve.
-    first = invoke({"now": CLOCK}, FakeContext(remaining_ms=[600_000, 600_000, 20_000]))
+    first = invoke({"now": CLOCK}, FakeContext(remaining_ms=[600_000, 600_000, 20_000]), **small)
     assert first["complete"] is False
     assert first["last_duty_id"] == "d3"
     assert first["tasks_created"] == task_count(conn) == 4
-    second = invoke({"now": CLOCK}, FakeContext())
+    second = invoke({"now": CLOCK}, FakeContext(), **small)
     assert second["complete"] is True
     assert (second["tasks_created"], second["tasks_existing"]) == (1, 4)
 
 
 def test_a_dropped_connection_fails_the_run_with_how_far_it_got_for_the_failure_queue(
-    conn: Conn, invoke: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch, aws: None
+    conn: Conn, invoke: Invoke, connections: ConnectionCache, settings: Settings, aws: None
 ) -> None:
     insert_duties(conn, [duty(f"d{n}") for n in range(5)])
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")  # pages in id order, so the failure point is known
+    # One worker: pages in id order, so the failure point is known.
+    small: dict[str, Any] = {"chunk_size": 2, "workers": 1}
 
     def drop_connection(check: int) -> None:
         if check >= 3:  # after two pages committed; every fresh connection the run opens too
@@ -249,7 +247,7 @@ def test_a_dropped_connection_fails_the_run_with_how_far_it_got_for_the_failure_
 
     event = {"now": CLOCK}
     with pytest.raises(RunFailedError) as failed:
-        invoke(event, FakeContext(on_check=drop_connection))
+        invoke(event, FakeContext(on_check=drop_connection), **small)
     assert task_count(conn) == 4
     assert failed.value.report["tasks_created"] == 4
 
@@ -272,16 +270,16 @@ def test_a_dropped_connection_fails_the_run_with_how_far_it_got_for_the_failure_
     so_far = json.loads(message.split("report so far: ", 1)[1])
     assert (so_far["tasks_created"], so_far["complete"]) == (4, False)
 
-    rerun = invoke(event, FakeContext())
+    rerun = invoke(event, FakeContext(), **small)
     assert (rerun["tasks_created"], rerun["tasks_existing"]) == (1, 4)
 
 
 def test_each_run_publishes_its_figures_as_embedded_metrics(
-    conn: Conn, invoke: Invoke, capfd: pytest.CaptureFixture[str]
+    conn: Conn, deployed: Invoke, capfd: pytest.CaptureFixture[str]
 ) -> None:
     insert_duties(conn, [duty("good"), duty("mars", timezone="Mars/Olympus")])
     capfd.readouterr()
-    invoke({"now": CLOCK}, FakeContext())
+    deployed({"now": CLOCK}, FakeContext())
     blobs = [json.loads(line) for line in capfd.readouterr().out.splitlines() if '"_aws"' in line]
     (emf,) = blobs
     (directive,) = emf["_aws"]["CloudWatchMetrics"]

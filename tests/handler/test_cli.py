@@ -6,21 +6,19 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dispatch_fn import app
 from dispatch_fn.__main__ import main
 from support import EVENTS_DIR, Conn, duty, insert_duties, task_count
 
 
 @pytest.fixture
-def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The command line's own input: DATABASE_URL names this test's database."""
     monkeypatch.setenv("DATABASE_URL", db_url)
-    yield db_url
-    app._connections.discard()
+    return db_url
 
 
 def test_migrate_reports_an_up_to_date_schema(

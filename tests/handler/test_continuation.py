@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from dispatch_fn import app, continuation, dispatch, invocation
+from dispatch_fn import app, continuation, dispatch, recorded
 from dispatch_fn.errors import EventError
 from dispatch_fn.plan import Window, plan_dispatch
 from dispatch_fn.store import Scope
@@ -268,10 +268,10 @@ def test_a_local_run_without_a_function_arn_ends_incomplete_without_a_hand_off(
     conn: Conn,
 ) -> None:
     insert_duties(conn, _duties(4))
-    report = invocation.execute(
+    report = recorded.execute(
         [conn],
         dispatch.RunRequest(now=_clock()),
-        options=invocation.Options(chunk_size=2),
+        options=recorded.Options(chunk_size=2),
         should_stop=lambda: True,
     )
     assert (report["complete"], report["handed_off"]) == (False, False)
@@ -325,10 +325,10 @@ def test_the_ledger_row_is_final_before_the_continuation_is_sent(conn: Conn) -> 
         seen.append((*row, event["resume_after"]))
 
     checks = iter([False, True])
-    invocation.execute(
+    recorded.execute(
         [conn],
         dispatch.RunRequest(now=_clock()),
-        options=invocation.Options(chunk_size=2),
+        options=recorded.Options(chunk_size=2),
         should_stop=lambda: next(checks),
         hand_off=hand_off,
     )
@@ -339,7 +339,7 @@ def test_a_request_resuming_after_a_duty_limits_every_statement_of_its_run(conn:
     insert_duties(conn, [duty("a"), duty("b", timezone="Mars/Olympus"), duty("c")])
     request = dispatch.RunRequest(now=_clock(), resume_after="a")
     assert request.scope.resume_after == "a"
-    report = invocation.execute([conn], request, options=invocation.Options())
+    report = recorded.execute([conn], request, options=recorded.Options())
     assert {row["duty_id"] for row in task_rows(conn)} == {"c"}
     assert [fault["duty_id"] for fault in report["faults"]] == ["b"]
     assert (report["duties_read"], report["resume_after"]) == (2, "a")

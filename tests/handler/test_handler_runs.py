@@ -117,14 +117,12 @@ def test_a_refused_event_names_the_problem_and_writes_nothing(
     assert last_dispatched(conn) == {"d1": None}
 
 
-def test_the_window_cap_is_configurable(
-    conn: Conn, invoke: Invoke, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_window_cap_is_configurable(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("d1")])
-    monkeypatch.setenv("DISPATCH_MAX_WINDOW_DAYS", "31")
     with pytest.raises(EventError, match="at most 31"):
-        invoke({"from": "2026-01-01", "to": "2026-02-01"})
-    assert invoke({"from": "2026-01-01", "to": "2026-01-31", "now": CLOCK})["tasks_created"] == 1
+        invoke({"from": "2026-01-01", "to": "2026-02-01"}, max_window_days=31)
+    window = {"from": "2026-01-01", "to": "2026-01-31", "now": CLOCK}
+    assert invoke(window, max_window_days=31)["tasks_created"] == 1
 
 
 def test_the_report_carries_the_contract_fields(conn: Conn, invoke: Invoke) -> None:

@@ -43,21 +43,21 @@ def _published(capfd: pytest.CaptureFixture[str]) -> dict[str, float]:
 
 
 def test_a_scheduled_run_is_a_heartbeat(
-    conn: Conn, invoke: Invoke, capfd: pytest.CaptureFixture[str]
+    conn: Conn, deployed: Invoke, capfd: pytest.CaptureFixture[str]
 ) -> None:
     insert_duties(conn, [duty("d1")])
     capfd.readouterr()
-    invoke({"scheduled_time": CLOCK})
+    deployed({"scheduled_time": CLOCK})
     assert _published(capfd)["ScheduledRunsCompleted"] == 1
 
 
 def test_a_scheduled_run_that_created_nothing_is_still_a_heartbeat(
-    conn: Conn, invoke: Invoke, capfd: pytest.CaptureFixture[str]
+    conn: Conn, deployed: Invoke, capfd: pytest.CaptureFixture[str]
 ) -> None:
     insert_duties(conn, [duty("d1")])
-    invoke({"scheduled_time": CLOCK})
+    deployed({"scheduled_time": CLOCK})
     capfd.readouterr()
-    invoke({"scheduled_time": CLOCK})
+    deployed({"scheduled_time": CLOCK})
     assert _published(capfd)["ScheduledRunsCompleted"] == 1
 
 
@@ -69,11 +69,11 @@ def test_a_scheduled_run_that_created_nothing_is_still_a_heartbeat(
     ],
 )
 def test_backfills_and_dry_runs_are_not_heartbeats(
-    conn: Conn, invoke: Invoke, capfd: pytest.CaptureFixture[str], event: dict[str, Any]
+    conn: Conn, deployed: Invoke, capfd: pytest.CaptureFixture[str], event: dict[str, Any]
 ) -> None:
     insert_duties(conn, [duty("d1")])
     capfd.readouterr()
-    invoke(event)
+    deployed(event)
     assert _published(capfd)["ScheduledRunsCompleted"] == 0
 
 
@@ -93,20 +93,20 @@ def _watched_metric_names() -> set[str]:
 
 
 def test_every_metric_an_alarm_or_the_dashboard_watches_is_published(
-    conn: Conn, invoke: Invoke, capfd: pytest.CaptureFixture[str]
+    conn: Conn, deployed: Invoke, capfd: pytest.CaptureFixture[str]
 ) -> None:
     insert_duties(conn, [duty("d1")])
     capfd.readouterr()
-    invoke({"scheduled_time": CLOCK})
+    deployed({"scheduled_time": CLOCK})
     published = set(_published(capfd))
     with pytest.raises(EventError):
-        invoke({"unknown_field": 1})
+        deployed({"unknown_field": 1})
     published |= set(_published(capfd))
     # A run that fails: the dispatcher's role (this test's database only) loses INSERT.
     insert_duties(conn, [duty("d2", frequency="weekly")])
     conn.execute("REVOKE INSERT ON duly_task FROM duly_dispatcher")
     with pytest.raises(RunFailedError):
-        invoke({"scheduled_time": "2026-09-21T01:00:00Z"})
+        deployed({"scheduled_time": "2026-09-21T01:00:00Z"})
     failed = _published(capfd)
     assert (failed["FailedRuns"], failed.get("ScheduledRunsCompleted")) == (1, None)
     published |= set(failed)

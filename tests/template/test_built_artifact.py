@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from samtranslator.yaml_helper import yaml_parse
 
 from support import CLOCK, duty, insert_duties, task_count
 
@@ -18,25 +19,34 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 BUILT = ROOT / ".aws-sam" / "build" / "DispatchFunction"
 
 # Runs inside the artifact directory the way Lambda does: the directory on
-# sys.path, the handler imported as the top-level module "app", nothing from
-# the source tree or the development environment importable.
+# sys.path, the handler imported by the template's Handler string, nothing
+# from the source tree or the development environment importable.
 _PROBE = """
-import json, sys
+import importlib, json, sys
 sys.path.insert(0, ".")
-import app
-import dispatch_fn
-report = app.lambda_handler(json.loads(sys.argv[1]), None)
-print(json.dumps({"report": report, "app": app.__file__, "package": dispatch_fn.__file__,
+module_name, _, function = sys.argv[2].rpartition(".")
+module = importlib.import_module(module_name)
+report = getattr(module, function)(json.loads(sys.argv[1]), None)
+print(json.dumps({"report": report, "app": module.__file__,
+                  "package": sys.modules["dispatch_fn"].__file__,
                   "psycopg": sys.modules["psycopg"].__file__}))
 """
+# Only `python -m dispatch_fn` needs these; the function never imports them.
+CLI_ONLY = ("__main__.py", "demo.py", "embedded.py")
 
 
 @pytest.fixture(scope="module")
 def built() -> Path:
     """The sam build output; scripts/test.sh builds it before pytest, or we build it here."""
-    if not (BUILT / "app.py").is_file():
+    if not (BUILT / "dispatch_fn" / "app.py").is_file():
         subprocess.run([str(ROOT / "scripts" / "template_gates.sh")], check=True, cwd=ROOT)
     return BUILT
+
+
+def _handler() -> str:
+    template = yaml_parse((ROOT / "template.yaml").read_text("utf-8"))
+    handler: str = template["Resources"]["DispatchFunction"]["Properties"]["Handler"]
+    return handler
 
 
 def _base_python() -> str:
@@ -61,7 +71,7 @@ def test_the_built_handler_runs_a_dry_run_against_the_database(
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
     completed = subprocess.run(
-        [_base_python(), "-I", "-S", "-c", _PROBE, json.dumps(event)],
+        [_base_python(), "-I", "-S", "-c", _PROBE, json.dumps(event), _handler()],
         cwd=built,
         env=env,
         capture_output=True,
@@ -93,12 +103,26 @@ def test_the_artifact_carries_the_pinned_dependencies_and_no_development_ones(bu
         assert development_only not in installed
 
 
+def test_the_artifact_holds_the_package_as_imported_everywhere_without_the_cli_modules(
+    built: Path,
+) -> None:
+    assert _handler() == "dispatch_fn.app.lambda_handler"
+    package = built / "dispatch_fn"
+    assert (package / "app.py").is_file()
+    assert not (built / "app.py").exists()  # no top-level module, no import trick
+    for cli_only in CLI_ONLY:
+        assert not (package / cli_only).exists(), cli_only
+    # What the function does import is all there.
+    for module in ("invocation.py", "events.py", "dispatch.py", "store.py", "database.py"):
+        assert (package / module).is_file(), module
+
+
 # The migration step's handler module, loaded as Lambda loads it, answering a
 # CloudFormation Update; the response it would PUT is printed instead.
 _MIGRATION_PROBE = """
 import json, sys
 sys.path.insert(0, ".")
-import migrate_resource
+from dispatch_fn import migrate_resource
 import psycopg
 sent = []
 migrate_resource.handle(
@@ -114,8 +138,9 @@ def test_the_built_migration_step_answers_cloudformation_against_the_database(
     built: Path, db_url: str, server_dsn: str
 ) -> None:
     artifact = BUILT.parent / "MigrationFunction"
-    assert (artifact / "migrate_resource.py").is_file()
-    assert sorted(p.name for p in (artifact / "migrations").glob("*.sql")) == sorted(
+    assert (artifact / "dispatch_fn" / "migrate_resource.py").is_file()
+    migrations = artifact / "dispatch_fn" / "migrations"
+    assert sorted(p.name for p in migrations.glob("*.sql")) == sorted(
         p.name for p in (ROOT / "src" / "dispatch_fn" / "migrations").glob("*.sql")
     )
     login = "duly_dispatch_built_probe"

@@ -222,19 +222,19 @@ def _walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 # --- the function: code, runtime, limits, network, configuration -----------
 
 
-def test_code_comes_from_the_package_directory_with_the_contracted_handler(
+def test_code_comes_from_the_source_directory_with_the_contracted_handler(
     sam_template: dict[str, Any],
 ) -> None:
     props = sam_template["Resources"]["DispatchFunction"]["Properties"]
-    assert props["CodeUri"] == "src/dispatch_fn/"
-    assert props["Handler"] == "app.lambda_handler"
+    assert props["CodeUri"] == "src/"
+    assert props["Handler"] == "dispatch_fn.app.lambda_handler"
 
 
 def test_function_runs_python_3_12_on_x86_64_where_the_wheels_are_built(
     function: dict[str, Any],
 ) -> None:
     assert function["Runtime"] == "python3.12"
-    assert function["Handler"] == "app.lambda_handler"
+    assert function["Handler"] == "dispatch_fn.app.lambda_handler"
     assert function["Architectures"] == ["x86_64"]
 
 
@@ -750,7 +750,7 @@ def test_the_migration_step_is_the_same_artifact_in_the_same_network_as_the_owne
 ) -> None:
     step = sam_template["Resources"]["MigrationFunction"]["Properties"]
     assert step["CodeUri"] == sam_template["Resources"]["DispatchFunction"]["Properties"]["CodeUri"]
-    assert step["Handler"] == "migrate_resource.handler"
+    assert step["Handler"] == "dispatch_fn.migrate_resource.handler"
     assert migration_function["Runtime"] == function["Runtime"]
     assert migration_function["VpcConfig"] == function["VpcConfig"]
     variables = migration_function["Environment"]["Variables"]
