@@ -201,13 +201,13 @@ def _settle(conn: Connection, walk: Walk, after: str | None, ids: list[str], ste
 def _page(
     conn: Connection, walk: Walk, after: str | None, upto: str | None, step: _Step
 ) -> PageResult:
-    result = _statement(conn, walk.statement, walk, after, upto, step)
+    result = _statement(conn, walk.statement, walk, (after, upto), step)
     step.pages.append(result)
     if result.upto is not None:
         # The same duties again, at each missed clock: bounded by the page's
         # last id, so exactly the duties the page covered.
         step.caught.extend(
-            _statement(conn, extra, walk, after, result.upto, step) for extra in walk.extras
+            _statement(conn, extra, walk, (after, result.upto), step) for extra in walk.extras
         )
     return result
 
@@ -216,10 +216,10 @@ def _statement(
     conn: Connection,
     statement: PageStatement,
     walk: Walk,
-    after: str | None,
-    upto: str | None,
+    bounds: tuple[str | None, str | None],
     step: _Step,
 ) -> PageResult:
+    after, upto = bounds
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             # One statement in autocommit is one transaction: the page's inserts

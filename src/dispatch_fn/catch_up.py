@@ -31,7 +31,6 @@ from typing import Any, Final
 from psycopg import sql
 
 from dispatch_fn import store
-from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 from dispatch_fn.plan import CadenceRefused, Schedule, schedule_for
 from dispatch_fn.store import Connection, Group, Scope
 

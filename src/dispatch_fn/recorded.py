@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn import catch_up, continuation, dispatch, ledger
+from dispatch_fn import catch_up, continuation, dispatch, ledger, settings
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.store import Connection
 
@@ -26,7 +26,7 @@ class Options:
     """How the function is configured to run (from ``Settings``)."""
 
     chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
-    catch_up_days: int = catch_up.DEFAULT_CATCH_UP_DAYS
+    catch_up_days: int = settings.DEFAULT_CATCH_UP_DAYS
 
 
 def execute(
@@ -47,9 +47,7 @@ def execute(
     conn = conns[0]
     if not all(each.autocommit for each in conns):
         # The ledger's rows must commit on their own, never with a page's.
-        raise ValueError(
-            "recorded.execute needs autocommit connections: each write commits alone"
-        )
+        raise ValueError("recorded.execute needs autocommit connections: each write commits alone")
     try:
         clocks: tuple[Any, ...] = ()
         if request.mode == "scheduled" and not request.dry_run and _unscoped(request):

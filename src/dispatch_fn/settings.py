@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.events import DEFAULT_MAX_DUTY_IDS, DEFAULT_MAX_WINDOW_DAYS
 
@@ -33,6 +32,7 @@ MAX_WORKERS: Final = 16
 
 # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
 DEFAULT_CATCH_UP_DAYS: Final = 7
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:

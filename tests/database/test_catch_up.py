@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn import catch_up, dispatch, recorded, ledger
+from dispatch_fn import catch_up, dispatch, ledger, recorded
 from dispatch_fn.plan import plan_dispatch
 from support import (
     TASK_COLUMNS,

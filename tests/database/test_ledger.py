@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn import app, catch_up, dispatch, recorded, ledger, store
+from dispatch_fn import app, catch_up, dispatch, ledger, recorded, store
 from dispatch_fn.__main__ import main
 from dispatch_fn.errors import EventError, RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties

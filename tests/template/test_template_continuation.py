@@ -13,7 +13,7 @@ import pytest
 from samtranslator.yaml_helper import yaml_parse
 
 from dispatch_fn import ledger
-from dispatch_fn.catch_up import DEFAULT_CATCH_UP_DAYS
+from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 ROOT = Path(__file__).resolve().parents[2]
 
