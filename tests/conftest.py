@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from aws_lambda_powertools import Metrics
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -187,13 +188,16 @@ def settings(dispatcher_url: str) -> Settings:
 def invoke(settings: Settings, connections: ConnectionCache) -> Invoke:
     """Call the handler as Lambda would; keyword arguments override settings."""
 
-    def call(event: object, context: object = None, **overrides: Any) -> dict[str, Any]:
+    def call(
+        event: object, context: object = None, *, metrics: Metrics | None = None, **overrides: Any
+    ) -> dict[str, Any]:
         return handle(
             event,
             context,
             settings=replace(settings, **overrides),
             connections=connections,
             clock=lambda: datetime.now(UTC),
+            metrics=metrics,
         )
 
     return call

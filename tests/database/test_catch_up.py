@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ def test_catch_up_creates_exactly_the_rows_of_the_daily_runs_it_replaces(
     with_catch_up, marks = task_rows(conn), last_dispatched(conn)
     conn.execute("DELETE FROM duly_task")
     conn.execute("UPDATE duly_duty SET last_dispatched_period = NULL")
-    monkeypatch.setenv("DISPATCH_CATCH_UP_DAYS", "0")
+    invoke = partial(invoke, catch_up_days=0)
     created = 0
     for day in ("08-28", "08-29", "08-30", "08-31", "09-01", "09-02"):
         created += invoke({"now": f"2026-{day}T01:00:00Z"})["tasks_created"]
@@ -170,7 +171,7 @@ def test_the_first_run_ever_owes_no_catch_up(conn: Conn, invoke: Invoke) -> None
 def test_a_missed_week_beyond_the_bound_is_caught_up_only_for_the_bound(
     conn: Conn, invoke: Invoke, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DISPATCH_CATCH_UP_DAYS", "3")
+    invoke = partial(invoke, catch_up_days=3)
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-01T01:00:00Z"})
     report = invoke({"now": "2026-08-21T01:00:00Z"})
@@ -194,7 +195,7 @@ def test_the_default_bound_is_seven_days(conn: Conn, invoke: Invoke) -> None:
 def test_catch_up_days_zero_turns_it_off(
     conn: Conn, invoke: Invoke, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DISPATCH_CATCH_UP_DAYS", "0")
+    invoke = partial(invoke, catch_up_days=0)
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-18T01:00:00Z"})
     assert invoke({"now": "2026-08-21T01:00:00Z"})["catch_up"] is None

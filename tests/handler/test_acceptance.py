@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from support import CLOCK, Conn, Invoke, duty, insert_duties, last_dispatched, task_count, task_keys
@@ -72,7 +74,7 @@ def test_last_dispatched_period_advances_and_never_regresses(
 ) -> None:
     # The clock jumps six weeks without the daily runs in between: this test is
     # about the mark, not about catching those weeks up (test_catch_up is).
-    monkeypatch.setenv("DISPATCH_CATCH_UP_DAYS", "0")
+    invoke = partial(invoke, catch_up_days=0)
     insert_duties(conn, [duty("d1", lead_days=0)])
     invoke({"now": "2026-08-21T01:00:00Z"})
     assert last_dispatched(conn) == {"d1": "2026-08"}

@@ -12,11 +12,13 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import partial
 from typing import Any
 
 import boto3
 import psycopg
 import pytest
+from aws_lambda_powertools import Metrics
 from moto import mock_aws
 
 from dispatch_fn import app, continuation, dispatch, recorded
@@ -127,6 +129,11 @@ def _ledger(conn: Conn) -> list[dict[str, Any]]:
         return list(cursor.fetchall())
 
 
+def _published() -> Metrics:
+    # Metrics flushed as EMF on stdout, as the handler's shim publishes them.
+    return Metrics(namespace="Duly", service="duly-dispatcher")
+
+
 def _metric(stdout: str, name: str) -> float:
     """The value the last invocation published for ``name`` (EMF on stdout)."""
     blobs = [json.loads(line) for line in stdout.splitlines() if '"_aws"' in line]
@@ -148,9 +155,13 @@ def test_a_run_out_of_time_hands_off_and_the_continuation_completes_exactly_the_
     insert_duties(conn, duties)
     # `python -m dispatch_fn invoke`, run in-process by other tests, turns metrics off.
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "4")
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")
-    first = invoke({"scheduled_time": CLOCK}, LambdaContext(function_arn, checks_left=1))
+    invoke = partial(invoke, chunk_size=4)
+    invoke = partial(invoke, workers=1)
+    published = _published()
+    first = invoke(
+        {"scheduled_time": CLOCK}, LambdaContext(function_arn, checks_left=1), metrics=published
+    )
+    published.flush_metrics()
     assert (first["complete"], first["handed_off"], first["last_duty_id"]) == (False, True, "d003")
     [call] = sent.calls
     assert (call["FunctionName"], call["InvocationType"]) == (function_arn, "Event")
@@ -179,8 +190,8 @@ def test_a_chain_of_hand_offs_ends_with_the_rows_of_one_uninterrupted_run(
 ) -> None:
     duties = _duties(10)
     insert_duties(conn, duties)
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "3")
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    invoke = partial(invoke, chunk_size=3)
+    invoke = partial(invoke, workers=1)
     report = invoke({"now": CLOCK}, LambdaContext(function_arn, checks_left=1))
     while not report["complete"]:
         report = invoke(sent.events()[-1], LambdaContext(function_arn, checks_left=1))
@@ -191,7 +202,7 @@ def test_a_chain_of_hand_offs_ends_with_the_rows_of_one_uninterrupted_run(
     assert [r["continues_run"] for r in chain] == [None, *(r["id"] for r in chain[:-1])]
     assert [r["status"] for r in chain] == ["incomplete"] * 3 + ["completed"]
     # The completed link completes the clock: the next day owes no catch-up.
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "100")
+    invoke = partial(invoke, chunk_size=100)
     assert invoke({"now": "2026-08-22T01:00:00Z"})["catch_up"] is None
 
 
@@ -200,8 +211,8 @@ def test_a_hand_off_that_fails_ends_the_chain_incomplete_and_says_why(
 ) -> None:
     insert_duties(conn, _duties(6))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    invoke = partial(invoke, chunk_size=2)
+    invoke = partial(invoke, workers=1)
     for name, value in {
         "AWS_DEFAULT_REGION": _REGION,
         "AWS_ACCESS_KEY_ID": "testing",
@@ -210,7 +221,9 @@ def test_a_hand_off_that_fails_ends_the_chain_incomplete_and_says_why(
         monkeypatch.setenv(name, value)
     missing = f"arn:aws:lambda:{_REGION}:123456789012:function:no-such-function"
     with mock_aws():  # a Lambda with no such function: the invoke is refused
-        report = invoke({"now": CLOCK}, LambdaContext(missing, checks_left=1))
+        published = _published()
+        report = invoke({"now": CLOCK}, LambdaContext(missing, checks_left=1), metrics=published)
+        published.flush_metrics()
     assert (report["complete"], report["handed_off"]) == (False, False)
     assert "no-such-function" in report["hand_off_error"]
     assert _metric(capsys.readouterr().out, "Incomplete") == 1.0
@@ -225,8 +238,8 @@ def test_the_chain_stops_at_its_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     insert_duties(conn, _duties(6))
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "2")
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    invoke = partial(invoke, chunk_size=2)
+    invoke = partial(invoke, workers=1)
     last = {"now": CLOCK, "continuation": continuation.MAX_CONTINUATIONS, "resume_after": "d001"}
     report = invoke(last, LambdaContext(function_arn, checks_left=1))
     assert (report["complete"], report["handed_off"], sent.calls) == (False, False, [])
@@ -295,8 +308,8 @@ def test_a_catching_up_run_that_hands_off_leaves_the_rest_of_the_catch_up_to_its
 ) -> None:
     duties = [duty(f"d{n:03}", frequency="daily", lead_days=0) for n in range(10)]
     insert_duties(conn, duties)
-    monkeypatch.setenv("DISPATCH_CHUNK_SIZE", "4")
-    monkeypatch.setenv("DISPATCH_WORKERS", "1")
+    invoke = partial(invoke, chunk_size=4)
+    invoke = partial(invoke, workers=1)
     invoke({"now": "2026-08-18T01:00:00Z"}, LambdaContext(function_arn))
     first = invoke({"now": "2026-08-21T01:00:00Z"}, LambdaContext(function_arn, checks_left=1))
     assert (first["handed_off"], first["catch_up"]["clocks"]) == (True, 2)

@@ -19,7 +19,8 @@ def test_phony_lists_exactly_the_targets_the_makefile_defines() -> None:
     text = _makefile()
     phony = re.search(r"^\.PHONY:(.*)$", text, re.MULTILINE)
     assert phony is not None
-    defined = re.findall(r"^([a-z][a-z-]*):", text, re.MULTILINE)
+    defined = re.findall(r"^([a-zA-Z][a-zA-Z-]*(?: [a-zA-Z][a-zA-Z-]*)*):", text, re.MULTILINE)
+    defined = [name for names in defined for name in names.split()]
     assert sorted(phony.group(1).split()) == sorted(defined)
 
 
