@@ -160,7 +160,13 @@ class Skip:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The planner's answer: task rows to insert and duties that yield none."""
+    """The planner's answer: task rows to insert and duties that yield none.
+
+    Both names are the contract's (SPEC §4). ``skipped`` lists every duty that
+    yields nothing, faults included; a run report's ``skipped`` counts only the
+    ordinary reasons, which is ``skip_counts()`` here, and its ``faults`` are
+    ``faults`` here.
+    """
 
     drafts: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)

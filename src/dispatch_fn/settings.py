@@ -15,14 +15,14 @@ from dispatch_fn.events import DEFAULT_MAX_DUTY_IDS, DEFAULT_MAX_WINDOW_DAYS
 
 _SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 # Duties per page. Each page statement carries a fixed cost (planning,
-# unpacking the schedule arrays, one round trip) of a few milliseconds; at
-# 10,000 duties it is spread over ~19,000 owed rows, whose insert sort still
-# fits the default 4 MB work_mem (3.4 MB measured with 20-35 character names).
+# unpacking the schedule arrays, one round trip); a large page spreads it over
+# many owed rows while the page's insert sort still fits the default work_mem.
+# `make bench` measures the trade (docs/performance.md, ADR 0002).
 DEFAULT_CHUNK_SIZE: Final = 10_000
 # Connections a run dispatches pages on. A page keeps one server backend busy
 # while the client waits, so one connection leaves every other core of the
-# database idle; two at once made a first run 1.6-1.7x and a no-op run
-# 1.4-1.9x faster at 1,000,000 duties on a 2-core server (README, Performance).
+# database idle; two use a second core of the server (`make bench --workers`
+# measures one against two: docs/performance.md).
 DEFAULT_WORKERS: Final = 2
 # An IAM token is a password good for 15 minutes: it never travels unencrypted.
 _ENCRYPTING_SSL_MODES: Final = ("require", "verify-ca", "verify-full")

@@ -238,8 +238,8 @@ def dispatch_page(
     }
     # Never prepared: a prepared statement would switch to a generic plan after
     # five pages, and that plan, guessing at the cursor and the page size,
-    # measured slower (9.4 s vs 8.6-8.9 s no-op at 1,000,000 duties) than
-    # planning each page afresh (under a millisecond a page). It also leaves
+    # measured slower than planning each page afresh (ADR 0002 has the
+    # figures; `make bench` re-measures them). It also leaves
     # RDS Proxy and direct connections running the very same plan.
     row = conn.execute(query, params, prepare=False).fetchone()
     assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
