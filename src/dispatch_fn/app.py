@@ -30,13 +30,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+import psycopg
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from dispatch_fn import dispatch
 from dispatch_fn.database import ConnectionCache
-from dispatch_fn.errors import EventError, RunFailedError
+from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import parse_event
+from dispatch_fn.lambda_context import as_lambda_context
+from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.settings import Settings
 
 _SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
@@ -47,15 +51,34 @@ logger = Logger(service=_SERVICE, stream=sys.__stderr__)
 metrics = Metrics(
     namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Duly"), service=_SERVICE
 )
-# Outside Lambda (tests, `python -m dispatch_fn invoke`) Powertools disables it.
-tracer = Tracer(service=_SERVICE)
 _connections = ConnectionCache()
+# A long run logs a "run progress" line at most this often (and its first and last page).
+_PROGRESS_EVERY_S = 5.0
+# Raised while opening connections: the secret, the server, the credentials.
+_CONNECT_FAILURES = (ConfigurationError, psycopg.Error)
 
 
-@metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     """Run the dispatch the event asks for and return its report."""
+    return handle(event, context)
+
+
+def handle(
+    event: Any, context: Any, on_progress: Callable[[Progress], None] | None = None
+) -> dict[str, Any]:
+    """``lambda_handler``, also telling ``on_progress`` of each page (the CLI's progress bar)."""
+    report: dict[str, Any] = _instrumented(event, as_lambda_context(context), on_progress)
+    return report
+
+
+# Tracing needs no SDK here: the function's active tracing records the init and
+# invocation segments (ADR 0006). Lambda-context keys are cleared per invocation.
+# Powertools' ColdStart metric ignores POWERTOOLS_METRICS_DISABLED, so ask for it only when enabled.
+@metrics.log_metrics(capture_cold_start_metric=not is_metrics_disabled())
+@logger.inject_lambda_context(clear_state=True)
+def _instrumented(
+    event: Any, context: Any, on_progress: Callable[[Progress], None] | None
+) -> dict[str, Any]:
     started = time.monotonic()
     settings = Settings.from_environ(os.environ)
     try:
@@ -72,32 +95,51 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         request_id=getattr(context, "aws_request_id", None),
         dry_run=request.dry_run,
     )
+    metrics.add_dimensions(service=_SERVICE, mode=request.mode)
     logger.info("run started")
-    conn, *helpers = _connections.get(settings)
-    if len(helpers) + 1 < settings.workers:
-        logger.warning(
-            "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
-            extra={"connections": len(helpers) + 1, "workers": settings.workers},
-        )
+    log_progress = throttled(
+        lambda progress: logger.info("run progress", extra=progress.as_log()), _PROGRESS_EVERY_S
+    )
     try:
+        conn, *helpers = _connections.get(settings)
+        if len(helpers) + 1 < settings.workers:
+            logger.warning(
+                "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
+                extra={"connections": len(helpers) + 1, "workers": settings.workers},
+            )
         report = dispatch.run(
             conn,
             request,
             chunk_size=settings.chunk_size,
             should_stop=_deadline(context, settings.reserve_ms),
             helpers=helpers,
+            on_progress=_both(log_progress, on_progress),
         )
-    except RunFailedError as failed:
+    except (RunFailedError, *_CONNECT_FAILURES) as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.
         _connections.discard()
         metrics.add_metric("FailedRuns", MetricUnit.Count, 1)
-        logger.exception("run failed", extra={"report": failed.report})
+        so_far = failed.report if isinstance(failed, RunFailedError) else None
+        logger.exception("run failed", extra={"report": so_far})
         raise
     result = report.as_json()
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(result)
     logger.info("run finished", extra={"report": result})
     return result
+
+
+def _both(
+    first: Callable[[Progress], None], second: Callable[[Progress], None] | None
+) -> Callable[[Progress], None]:
+    if second is None:
+        return first
+
+    def report(progress: Progress) -> None:
+        first(progress)
+        second(progress)
+
+    return report
 
 
 def _deadline(context: Any, reserve_ms: int) -> Callable[[], bool]:

@@ -36,6 +36,7 @@ from dispatch_fn.plan import (
     schedule_for,
     unknown_form_detail,
 )
+from dispatch_fn.progress import Progress, ProgressMeter
 from dispatch_fn.store import Connection, Scope
 
 # Duties per page. Each page statement carries a fixed cost (planning,
@@ -132,6 +133,7 @@ def run(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     should_stop: Callable[[], bool] = lambda: False,
     helpers: Sequence[Connection] = (),
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -140,6 +142,7 @@ def run(
     ``helpers``, one thread each.
     ``should_stop`` is asked before each page; when it says yes the run ends
     early with ``complete`` False, and the next run picks up the rest.
+    ``on_progress`` is called after each committed page.
     """
     if not all(each.autocommit for each in (conn, *helpers)):
         # Otherwise every page would join one long transaction, and a run
@@ -147,7 +150,9 @@ def run(
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
     report = RunReport(request)
     try:
-        _run_pages([conn, *helpers], request, report, chunk_size, should_stop)
+        _run_pages(
+            [conn, *helpers], request, report, chunk_size, should_stop, on_progress=on_progress
+        )
     except (psycopg.Error, OSError) as exc:
         # Committed pages stay committed; say which, so the next run's work is known.
         summary = report.as_json()
@@ -167,12 +172,15 @@ def _run_pages(
     report: RunReport,
     chunk_size: int,
     should_stop: Callable[[], bool],
+    *,
+    on_progress: Callable[[Progress], None] | None,
 ) -> None:
     conn = conns[0]
     _count_undispatchable(conn, request.scope, report)
     ready = _plan_groups(conn, request, report)
     if not ready:
         return
+    meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
     statement = store.page_statement(request.scope, ready, dry_run=request.dry_run)
     # One connection walks the keyset alone; several need the pages' bounds
     # up front to take them in turn.
@@ -200,6 +208,7 @@ def _run_pages(
                     with lock:
                         _count_page(report, result, retries)
                         report.last_duty_id = pages.record(index, result.upto, finished=finished)
+                        meter.page(result.duties, report.tasks_created, report.tasks_existing)
                     if finished:
                         break
                     after = result.upto
