@@ -80,7 +80,11 @@ def _instrumented(
     event: Any, context: Any, on_progress: Callable[[Progress], None] | None
 ) -> dict[str, Any]:
     started = time.monotonic()
-    settings = Settings.from_environ(os.environ)
+    try:
+        settings = Settings.from_environ(os.environ)
+    except ConfigurationError:
+        _run_failed(None)
+        raise
     try:
         request = parse_event(
             event, current_time=datetime.now(UTC), max_window_days=settings.max_window_days
@@ -116,17 +120,21 @@ def _instrumented(
             on_progress=_both(log_progress, on_progress),
         )
     except (RunFailedError, *_CONNECT_FAILURES) as failed:
-        # The connection may be mid-transaction or dead; a warm retry starts clean.
-        _connections.discard()
-        metrics.add_metric("FailedRuns", MetricUnit.Count, 1)
-        so_far = failed.report if isinstance(failed, RunFailedError) else None
-        logger.exception("run failed", extra={"report": so_far})
+        _run_failed(failed.report if isinstance(failed, RunFailedError) else None)
         raise
     result = report.as_json()
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(result)
     logger.info("run finished", extra={"report": result})
     return result
+
+
+def _run_failed(so_far: dict[str, object] | None) -> None:
+    """Count and log the failure being raised, with the report so far if pages ran."""
+    # The connection may be mid-transaction or dead; a warm retry starts clean.
+    _connections.discard()
+    metrics.add_metric("FailedRuns", MetricUnit.Count, 1)
+    logger.exception("run failed", extra={"report": so_far})
 
 
 def _both(

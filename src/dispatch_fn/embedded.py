@@ -1,7 +1,9 @@
 """The embedded PostgreSQL used when no ``DATABASE_URL`` is given (local runs only).
 
 ``pgserver`` ships PostgreSQL in a wheel, so a fresh clone needs no server; it is
-a development dependency and is never bundled into the Lambda artifact.
+a development dependency and is never bundled into the Lambda artifact. The
+server outlives the command that started it (tasks persist between
+invocations) until ``python -m dispatch_fn stop-db`` stops it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.errors import ConfigurationError, EmbeddedServerBusyError
 
 _DATA_DIR_VARIABLE = "DULY_PGDATA"
 
@@ -26,6 +28,13 @@ def default_data_dir() -> Path:
     return base / ".duly" / "pgdata"
 
 
+def local_dsn() -> tuple[str, bool]:
+    """The DSN local commands use (``DATABASE_URL``, else this server), and whether it is this."""
+    if url := os.environ.get("DATABASE_URL"):
+        return url, False
+    return start(), True
+
+
 def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
     """Start (or join) the embedded server and return a DSN for it.
 
@@ -34,6 +43,11 @@ def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
     """
     target = data_dir or default_data_dir()
     target.mkdir(parents=True, exist_ok=True)
+    server: Any = _pgserver().get_server(target, cleanup_mode=None if persistent else "stop")
+    return str(server.get_uri())
+
+
+def _pgserver() -> Any:
     with warnings.catch_warnings():
         # platformdirs (imported by pgserver) complains when XDG_RUNTIME_DIR is
         # unset, as in CI and containers; pgserver then uses /tmp, as we want.
@@ -45,5 +59,33 @@ def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
                 "DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
                 "installed; set DATABASE_URL or install the development dependencies"
             ) from exc
-        server: Any = pgserver.get_server(target, cleanup_mode=None if persistent else "stop")
-    return str(server.get_uri())
+    return pgserver
+
+
+def stop(data_dir: Path | None = None) -> bool:
+    """Stop the persistent server on ``data_dir`` if it runs; return whether it was running.
+
+    Raises ``EmbeddedServerBusyError`` when another process still holds it.
+    """
+    target = data_dir or default_data_dir()
+    if not _is_running(target):
+        return False
+    server = _pgserver().get_server(target, cleanup_mode="stop")
+    # The handle just taken is the last one unless another command still runs
+    # on the server; pgserver stops it only then.
+    server.cleanup()
+    if _is_running(target):
+        raise EmbeddedServerBusyError(
+            f"the embedded PostgreSQL in {str(target)!r} is still in use by another "
+            "process; stop that command first"
+        )
+    return True
+
+
+def _is_running(data_dir: Path) -> bool:
+    if not (data_dir / "postmaster.pid").is_file():
+        return False
+    from pgserver.utils import PostmasterInfo  # noqa: PLC0415 - development-only dependency
+
+    info = PostmasterInfo.read_from_pgdata(data_dir)
+    return bool(info is not None and info.is_running())

@@ -62,3 +62,7 @@ class RunFailedError(RuntimeError):
     def __init__(self, message: str, report: dict[str, object]) -> None:
         super().__init__(message)
         self.report = report
+
+
+class EmbeddedServerBusyError(RuntimeError):
+    """The embedded PostgreSQL cannot be stopped: another process still uses it."""
