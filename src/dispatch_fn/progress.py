@@ -79,8 +79,12 @@ class ProgressMeter:
         self._pages = 0
 
     def page(self, duties: int, tasks_created: int, tasks_existing: int) -> None:
-        """Note a committed page of ``duties``; the task counts are the run's totals so far."""
-        if self._on_progress is None:
+        """Note a committed page of ``duties``; the task counts are the run's totals so far.
+
+        A page that dispatched no duty (the empty one that ends a keyset walk,
+        or one of faulty duties only) moved nothing forward and is not reported.
+        """
+        if self._on_progress is None or duties == 0:
             return
         self._done += duties
         self._pages += 1
