@@ -1,4 +1,4 @@
-"""The local commands: `python -m dispatch_fn migrate | invoke EVENT_FILE | demo`."""
+"""The local commands: `python -m dispatch_fn migrate | invoke EVENT_FILE | demo | stop-db`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from support import EVENTS_DIR, Conn, duty, insert_duties, task_count
 @pytest.fixture
 def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("DATABASE_URL", db_url)
+    # invoke turns metrics off for itself; keep that from reaching later tests.
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     yield db_url
     app._connections.discard()
 
