@@ -54,6 +54,7 @@ def _pgserver() -> Any:
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         try:
             import pgserver  # noqa: PLC0415 - development-only dependency, loaded on demand
+            import pgserver.utils  # noqa: PLC0415
         except ImportError as exc:  # pragma: no cover - exercised only without dev deps
             raise ConfigurationError(
                 "DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
@@ -85,7 +86,6 @@ def stop(data_dir: Path | None = None) -> bool:
 def _is_running(data_dir: Path) -> bool:
     if not (data_dir / "postmaster.pid").is_file():
         return False
-    from pgserver.utils import PostmasterInfo  # noqa: PLC0415 - development-only dependency
-
-    info = PostmasterInfo.read_from_pgdata(data_dir)
+    # Through _pgserver(), which imports the package with its warning silenced.
+    info = _pgserver().utils.PostmasterInfo.read_from_pgdata(data_dir)
     return bool(info is not None and info.is_running())
