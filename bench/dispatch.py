@@ -179,7 +179,7 @@ EFFECTIVE_TO_PERMILLE: Final = 80
 
 TASK_COLUMNS: Final = (
     "organization_id", "duty_id", "owner_id", "business_unit_id", "subject", "source",
-    "period_key", "due_date", "visible_from",
+    "period_key", "due_date", "visible_from", "late_after",
 )  # fmt: skip
 # The tables whose writes a run is judged by.
 DISPATCH_TABLES: Final = ("duly_task", "duly_duty")

@@ -22,11 +22,12 @@ DUTY_COLUMNS = (
     "id", "organization_id", "name", "form", "status", "owner_id", "business_unit_id", "source",
     "frequency", "due_anchor", "due_offset_days", "lead_days", "timezone",
     "effective_from", "effective_to", "last_dispatched_period",
+    "review_status", "grace_days", "due_offset_months", "due_roll", "holiday_calendar",
 )  # fmt: skip
 
 TASK_COLUMNS = (
     "organization_id", "duty_id", "owner_id", "business_unit_id", "subject", "source",
-    "period_key", "due_date", "visible_from", "status",
+    "period_key", "due_date", "visible_from", "late_after", "status",
 )  # fmt: skip
 
 
@@ -49,6 +50,11 @@ def duty(duty_id: str, **fields: Any) -> dict[str, Any]:
         "effective_from": None,
         "effective_to": None,
         "last_dispatched_period": None,
+        "review_status": "approved",
+        "grace_days": 0,
+        "due_offset_months": 0,
+        "due_roll": "none",
+        "holiday_calendar": None,
     }
     unknown = set(fields) - set(row)
     if unknown:
@@ -67,7 +73,10 @@ def insert_duties(conn: psycopg.Connection[Any], duties: list[dict[str, Any]]) -
             cursor.execute(f"INSERT INTO duly_duty ({columns}) VALUES ({values})", present)
 
 
-_DEFAULTED = {"due_anchor", "due_offset_days", "lead_days", "timezone"}
+_DEFAULTED = {
+    "due_anchor", "due_offset_days", "lead_days", "timezone",
+    "grace_days", "due_offset_months", "due_roll",
+}  # fmt: skip
 
 
 def task_rows(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:

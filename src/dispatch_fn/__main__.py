@@ -1,4 +1,4 @@
-"""Local commands: ``python -m dispatch_fn migrate | invoke EVENT_FILE | demo | stop-db``.
+"""Local commands: ``python -m dispatch_fn migrate | invoke | demo | explain | stop-db``.
 
 Each honours ``DATABASE_URL``; without it they use the embedded PostgreSQL kept
 in the checkout's git-ignored ``.duly/`` directory, which keeps running between
@@ -8,6 +8,7 @@ commands until ``stop-db``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -15,8 +16,11 @@ from datetime import datetime
 import psycopg
 
 from dispatch_fn import embedded, invoke_cli
-from dispatch_fn.errors import EmbeddedServerBusyError
+from dispatch_fn.errors import EmbeddedServerBusyError, EventError
 from dispatch_fn.migrate import apply_migrations
+
+_EXIT_REFUSED = 2
+_EXIT_UNKNOWN_DUTY = 4
 
 
 def _migrate(dsn: str) -> list[str]:
@@ -44,6 +48,37 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             " (or `make stop-db`)."
         )
     return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from datetime import UTC  # noqa: PLC0415 - only this command needs them
+
+    from dispatch_fn.events import parse_event  # noqa: PLC0415
+    from dispatch_fn.explain import explain, render  # noqa: PLC0415
+
+    # The clock and window are read exactly as an event's would be.
+    given = {"now": args.now, "from": args.from_date, "to": args.to_date}
+    event: dict[str, object] = {
+        "dry_run": True,
+        "duty_ids": [args.duty_id],
+        **{field: value for field, value in given.items() if value is not None},
+    }
+    try:
+        request = parse_event(event, current_time=datetime.now(UTC))
+    except EventError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _EXIT_REFUSED
+    now, window = request.now, request.window
+    dsn, is_embedded = embedded.local_dsn()
+    if is_embedded:
+        _migrate(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        explained = explain(conn, [args.duty_id], now, window)[args.duty_id]
+    if args.json:
+        print(json.dumps(explained, indent=2))
+    else:
+        print(render(explained, now.isoformat()))
+    return 0 if explained["found"] else _EXIT_UNKNOWN_DUTY
 
 
 def _cmd_stop_db(_: argparse.Namespace) -> int:
@@ -84,6 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--now", type=_instant, default=None, help="the demo's UTC clock (default: now)"
     )
     demo.set_defaults(run=_cmd_demo)
+    why = commands.add_parser(
+        "explain", help="every candidate period of one duty and its verdict (exit 4: unknown)"
+    )
+    why.add_argument("duty_id")
+    why.add_argument("--now", help="the run's clock, an ISO instant (default: now)")
+    why.add_argument("--from", dest="from_date", help="backfill window's first day, YYYY-MM-DD")
+    why.add_argument("--to", dest="to_date", help="backfill window's last day (default: today)")
+    why.add_argument("--json", action="store_true", help="machine-readable output")
+    why.set_defaults(run=_cmd_explain)
     commands.add_parser(
         "stop-db", help="stop the embedded PostgreSQL that the other commands leave running"
     ).set_defaults(run=_cmd_stop_db)

@@ -9,6 +9,7 @@ skipped entirely, the start of the next day, so the skipped day is empty.
 
 from __future__ import annotations
 
+import calendar
 import functools
 from datetime import UTC, date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -157,3 +158,27 @@ def as_local_instant(utc: datetime, zone: ZoneInfo) -> datetime:
 @functools.cache
 def _fixed(offset: timedelta) -> timezone:
     return UTC if not offset else timezone(offset)
+
+
+def add_months(day: date, months: int) -> date:
+    """``day`` moved ``months`` calendar months on; a month's last day stays a month's last day.
+
+    Any other day keeps its day of the month, clamped to the target month's
+    length (January 30 + 1 month is February 28 or 29).
+    """
+    years, month0 = divmod(day.month - 1 + months, 12)
+    year, month = day.year + years, month0 + 1
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        raise _year_refused(year, f"{day.isoformat()} plus {months} month(s)")
+    length = calendar.monthrange(year, month)[1]
+    if day.day == calendar.monthrange(day.year, day.month)[1]:
+        return date(year, month, length)
+    return date(year, month, min(day.day, length))
+
+
+def add_days(day: date, days: int, what: str) -> date:
+    """``day`` plus ``days``, refused if that leaves the supported years."""
+    target = day.toordinal() + days
+    if not FIRST_DAY.toordinal() <= target <= LAST_DAY.toordinal():
+        raise YearOutOfRangeError(f"{what} leaves {YEAR_RANGE}; expected a date within them")
+    return date.fromordinal(target)

@@ -15,21 +15,20 @@ from typing import Final, NamedTuple
 from dispatch_fn._calendar import FIRST_DAY, LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import MalformedPeriodKeyError, UnknownFrequencyError, YearOutOfRangeError
 
-FREQUENCIES: Final = (
-    "daily",
-    "weekly",
-    "fortnightly",
-    "monthly",
-    "quarterly",
-    "semiannual",
-    "annual",
-)
-
 ONE_DAY: Final = timedelta(days=1)
 
 _MONTH_DAYS: Final = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _FIRST_ORDINAL = FIRST_DAY.toordinal()
 _LAST_ORDINAL = LAST_DAY.toordinal()
+
+
+class _Frequency(NamedTuple):
+    """Everything one frequency is: its key's shape, and its two directions."""
+
+    shape: str  # for messages: the spelling a key must have
+    pattern: re.Pattern[str]  # ASCII digits only: ``\d`` would accept other scripts' digits
+    containing: Callable[[date], Span]  # local day -> its period
+    parse: Callable[[str], Span]  # key -> its period, strictly
 
 
 class Span(NamedTuple):
@@ -51,7 +50,7 @@ def check_frequency(frequency: object) -> str:
 
 def span_containing(frequency: str, day: date) -> Span:
     """The period of ``frequency`` that contains local day ``day``."""
-    return _CONTAINING[frequency](day)
+    return _TABLE[frequency].containing(day)
 
 
 def span_of_key(frequency: str, key: object) -> Span:
@@ -59,9 +58,9 @@ def span_of_key(frequency: str, key: object) -> Span:
     if not isinstance(key, str):
         raise MalformedPeriodKeyError(
             f"{frequency} period key must be a str, got {key!r}; "
-            f"expected the form {_SHAPES[frequency]}"
+            f"expected the form {_TABLE[frequency].shape}"
         )
-    return _PARSERS[frequency](key)
+    return _TABLE[frequency].parse(key)
 
 
 # --- days -> periods -------------------------------------------------------
@@ -136,47 +135,15 @@ def _year_containing(day: date) -> Span:
     return _month_block(day.year, 1, 12, f"{day.year:04d}")
 
 
-_CONTAINING: Final[dict[str, Callable[[date], Span]]] = {
-    "daily": _day_containing,
-    "weekly": _week_containing,
-    "fortnightly": _fortnight_containing,
-    "monthly": _month_containing,
-    "quarterly": _quarter_containing,
-    "semiannual": _half_containing,
-    "annual": _year_containing,
-}
-
-
 # --- keys -> periods ---------------------------------------------------------
-
-_SHAPES: Final = {
-    "daily": "YYYY-MM-DD, e.g. '2026-08-21'",
-    "weekly": "YYYY-Www (ISO week-year, two-digit ISO week), e.g. '2026-W34'",
-    "fortnightly": "YYYY-Www naming the fortnight's odd starting ISO week, e.g. '2026-W33'",
-    "monthly": "YYYY-MM, e.g. '2026-08'",
-    "quarterly": "YYYY-Qn with n in 1-4, e.g. '2026-Q3'",
-    "semiannual": "YYYY-Hn with n in 1-2, e.g. '2026-H2'",
-    "annual": "YYYY, e.g. '2026'",
-}
-
-# ASCII digits only: ``\d`` would also accept other scripts' digits.
-_PATTERNS: Final = {
-    "daily": re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})"),
-    "weekly": re.compile(r"([0-9]{4})-W([0-9]{2})"),
-    "fortnightly": re.compile(r"([0-9]{4})-W([0-9]{2})"),
-    "monthly": re.compile(r"([0-9]{4})-([0-9]{2})"),
-    "quarterly": re.compile(r"([0-9]{4})-Q([0-9])"),
-    "semiannual": re.compile(r"([0-9]{4})-H([0-9])"),
-    "annual": re.compile(r"([0-9]{4})"),
-}
 
 
 def _fields(frequency: str, key: str) -> list[int]:
     """The numeric fields of ``key`` after an exact match of its shape and year."""
-    match = _PATTERNS[frequency].fullmatch(key)
+    match = _TABLE[frequency].pattern.fullmatch(key)
     if match is None:
         raise MalformedPeriodKeyError(
-            f"malformed {frequency} key {key!r}; expected {_SHAPES[frequency]}"
+            f"malformed {frequency} key {key!r}; expected {_TABLE[frequency].shape}"
         )
     fields = [int(group) for group in match.groups()]
     if not MIN_YEAR <= fields[0] <= MAX_YEAR:
@@ -188,7 +155,7 @@ def _fields(frequency: str, key: str) -> list[int]:
 
 def _out_of_range(frequency: str, key: str, what: str) -> MalformedPeriodKeyError:
     return MalformedPeriodKeyError(
-        f"{frequency} key {key!r} names no period: {what}; expected {_SHAPES[frequency]}"
+        f"{frequency} key {key!r} names no period: {what}; expected {_TABLE[frequency].shape}"
     )
 
 
@@ -248,12 +215,51 @@ def _parse_annual(key: str) -> Span:
     return _year_containing(date(year, 1, 1))
 
 
-_PARSERS: Final[dict[str, Callable[[str], Span]]] = {
-    "daily": _parse_day,
-    "weekly": _parse_weekly,
-    "fortnightly": _parse_fortnightly,
-    "monthly": _parse_monthly,
-    "quarterly": _parse_quarterly,
-    "semiannual": _parse_semiannual,
-    "annual": _parse_annual,
+# --- the table -----------------------------------------------------------------
+
+_TABLE: Final[dict[str, _Frequency]] = {
+    "daily": _Frequency(
+        "YYYY-MM-DD, e.g. '2026-08-21'",
+        re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})"),
+        _day_containing,
+        _parse_day,
+    ),
+    "weekly": _Frequency(
+        "YYYY-Www (ISO week-year, two-digit ISO week), e.g. '2026-W34'",
+        re.compile(r"([0-9]{4})-W([0-9]{2})"),
+        _week_containing,
+        _parse_weekly,
+    ),
+    "fortnightly": _Frequency(
+        "YYYY-Www naming the fortnight's odd starting ISO week, e.g. '2026-W33'",
+        re.compile(r"([0-9]{4})-W([0-9]{2})"),
+        _fortnight_containing,
+        _parse_fortnightly,
+    ),
+    "monthly": _Frequency(
+        "YYYY-MM, e.g. '2026-08'",
+        re.compile(r"([0-9]{4})-([0-9]{2})"),
+        _month_containing,
+        _parse_monthly,
+    ),
+    "quarterly": _Frequency(
+        "YYYY-Qn with n in 1-4, e.g. '2026-Q3'",
+        re.compile(r"([0-9]{4})-Q([0-9])"),
+        _quarter_containing,
+        _parse_quarterly,
+    ),
+    "semiannual": _Frequency(
+        "YYYY-Hn with n in 1-2, e.g. '2026-H2'",
+        re.compile(r"([0-9]{4})-H([0-9])"),
+        _half_containing,
+        _parse_semiannual,
+    ),
+    "annual": _Frequency(
+        "YYYY, e.g. '2026'",
+        re.compile(r"([0-9]{4})"),
+        _year_containing,
+        _parse_annual,
+    ),
 }
+
+FREQUENCIES: Final = tuple(_TABLE)

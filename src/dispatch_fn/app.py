@@ -39,6 +39,7 @@ from dispatch_fn import dispatch
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import parse_event
+from dispatch_fn.explain import MAX_EXPLAINED, explain
 from dispatch_fn.lambda_context import as_lambda_context
 from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.settings import Settings
@@ -123,6 +124,10 @@ def _instrumented(
         _run_failed(failed.report if isinstance(failed, RunFailedError) else None)
         raise
     result = report.as_json()
+    duty_ids = request.scope.duty_ids
+    if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
+        # A console user's "why": the planner's verdict per candidate period.
+        result["explain"] = explain(conn, duty_ids, request.now, request.window)
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(result)
     logger.info("run finished", extra={"report": result})

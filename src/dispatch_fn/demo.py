@@ -16,6 +16,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 import psycopg
+from psycopg import sql
 
 from dispatch_fn.periods import period_key_for
 from dispatch_fn.summary import report_lines, table_lines
@@ -62,6 +63,31 @@ _DUTIES: list[tuple[Any, ...]] = [
      "Mars/Olympus", "period_start", 0, 7, None, None),
 ]  # fmt: skip
 
+# The shapes compliance teams write (SPEC §2a): due after the period ends, on a
+# business day of a holiday calendar, with grace; and two definitions the
+# review gate holds back.
+_COMPLIANCE_DUTIES: list[dict[str, Any]] = [
+    {"id": "duty-gb-vat-quarterly", "name": "Q VAT return (20 days after, next business day)",
+     "frequency": "quarterly", "timezone": "Europe/London", "due_anchor": "after_period_end",
+     "due_offset_days": 20, "due_roll": "following", "holiday_calendar": "GB-SCT",
+     "grace_days": 0, "lead_days": 14},
+    {"id": "duty-us-payroll-monthly", "name": "Payroll tax (15th of the next month)",
+     "frequency": "monthly", "timezone": "America/New_York", "due_anchor": "after_period_end",
+     "due_offset_days": 15, "due_roll": "modified_following", "holiday_calendar": "US",
+     "grace_days": 3, "lead_days": 10},
+    {"id": "duty-de-annual-report", "name": "Annual report (last day of the 4th month after)",
+     "frequency": "annual", "timezone": "Europe/Berlin", "due_anchor": "after_period_end",
+     "due_offset_months": 4, "due_roll": "preceding", "holiday_calendar": "DE-BY",
+     "grace_days": 30, "lead_days": 60},
+    {"id": "duty-sa-weekly-rolled", "name": "Weekly site return (Friday/Saturday weekend)",
+     "frequency": "weekly", "timezone": "Asia/Riyadh", "due_anchor": "period_end",
+     "due_roll": "preceding", "holiday_calendar": "SA", "lead_days": 2},
+    {"id": "duty-to-review", "name": "New emissions return, awaiting review",
+     "frequency": "monthly", "timezone": "Asia/Shanghai", "review_status": "to_review"},
+    {"id": "duty-returned", "name": "Returned for corrections", "frequency": "monthly",
+     "timezone": "UTC", "review_status": "returned"},
+]  # fmt: skip
+
 
 def seed(conn: psycopg.Connection[Any]) -> None:
     """Replace the demo organisation's duties and tasks with the fresh seed."""
@@ -80,6 +106,16 @@ def seed(conn: psycopg.Connection[Any]) -> None:
                     for n, d in enumerate(_DUTIES)
                 ],
             )  # fmt: skip
+            for n, fields in enumerate(_COMPLIANCE_DUTIES):
+                row = {"organization_id": ORGANIZATION, "form": "recurring", "status": "active",
+                       "owner_id": f"owner-{n % 4}", "source": "catalog", **fields}  # fmt: skip
+                cursor.execute(
+                    sql.SQL("INSERT INTO duly_duty ({}) VALUES ({})").format(
+                        sql.SQL(", ").join(map(sql.Identifier, row)),
+                        sql.SQL(", ").join(map(sql.Placeholder, row)),
+                    ),
+                    row,
+                )
 
 
 def _tasks_by_group(conn: psycopg.Connection[Any]) -> Counter[tuple[str, str]]:
@@ -161,7 +197,10 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
     reports: list[dict[str, Any]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         seed(conn)
-        print(f"Seeded {ORGANIZATION}: {len(_DUTIES)} duties in 6 zones, every frequency and form.")
+        print(
+            f"Seeded {ORGANIZATION}: {len(_DUTIES) + len(_COMPLIANCE_DUTIES)} duties in 9 zones,"
+            " every frequency, form, due anchor and roll."
+        )
         for title, event in runs:
             before = _tasks_by_group(conn)
             report = lambda_handler(event, None)
@@ -170,8 +209,23 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
             if not reports:
                 _print_same_run(conn, clock)
             reports.append(report)
+        _print_compliance(conn)
         total = conn.execute(
             "SELECT count(*) FROM duly_task WHERE organization_id = %s", (ORGANIZATION,)
         ).fetchone()
         print(f"\n{ORGANIZATION} now holds {total[0] if total else 0} tasks.")
     return reports
+
+
+def _print_compliance(conn: psycopg.Connection[Any]) -> None:
+    """The latest task of each compliance-shaped duty: its period, due date and lateness."""
+    rows = conn.execute(
+        "SELECT DISTINCT ON (t.duty_id) t.duty_id, t.period_key, t.due_date, t.late_after"
+        " FROM duly_task t WHERE t.organization_id = %s AND t.duty_id = ANY(%s)"
+        " ORDER BY t.duty_id, t.period_key DESC",
+        (ORGANIZATION, [d["id"] for d in _COMPLIANCE_DUTIES]),
+    ).fetchall()
+    print("\n## due after the period, rolled onto business days, with grace (latest task each)")
+    print(f"   {'duty':<26}{'period':<10}{'due':<12}{'late after':<12}")
+    for duty_id, key, due, late in rows:
+        print(f"   {duty_id:<26}{key:<10}{due.isoformat():<12}{late.isoformat():<12}")

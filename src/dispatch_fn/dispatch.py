@@ -28,10 +28,13 @@ from dispatch_fn.plan import (
     FAULT_REASONS,
     FORMS,
     SKIP_REASONS,
+    Cadence,
     CadenceRefused,
+    FaultReason,
     Schedule,
+    SkipReason,
     Window,
-    check_due_anchor,
+    check_due_rule,
     classify,
     schedule_for,
     unknown_form_detail,
@@ -292,22 +295,34 @@ def _plan_groups(
         outcome = schedules[group.frequency, group.timezone]
         if isinstance(outcome, Schedule):
             try:
-                check_due_anchor(group.due_anchor)
+                # The group's anchor, roll and calendar; zero offsets are valid
+                # on every anchor, so only those three are judged here.
+                check_due_rule(
+                    Cadence(
+                        group.frequency,
+                        group.timezone,
+                        group.due_anchor,
+                        due_roll=group.due_roll,
+                        holiday_calendar=group.holiday_calendar,
+                    )
+                )
             except CadenceRefused as refused:
                 outcome = refused
         if isinstance(outcome, CadenceRefused):
             _record_faults(conn, request.scope, group, refused=outcome, report=report)
         else:
+            if group.out_of_range:
+                _record_range_faults(conn, request.scope, group, report=report)
             ready.append((group, outcome))
     return ready
 
 
 def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> None:
     unknown_forms = 0
-    for form, status, count in store.count_by_form_and_status(conn, scope):
-        reason = classify(form, status)
+    for form, status, review, count in store.count_undispatchable(conn, scope):
+        reason = classify(form, status, review)
         report.duties_read += count
-        if reason == "unknown_form":
+        if reason == FaultReason.UNKNOWN_FORM:
             unknown_forms += count
             report.fault_counts[reason] += count
         elif reason is not None:
@@ -315,7 +330,11 @@ def _count_undispatchable(conn: Connection, scope: Scope, report: RunReport) -> 
     if unknown_forms:
         for duty_id, form in store.ids_with_form(conn, scope, FORMS, FAULT_LIST_LIMIT):
             report.faults.append(
-                {"duty_id": duty_id, "reason": "unknown_form", "detail": unknown_form_detail(form)}
+                {
+                    "duty_id": duty_id,
+                    "reason": FaultReason.UNKNOWN_FORM,
+                    "detail": unknown_form_detail(form),
+                }
             )
 
 
@@ -331,9 +350,41 @@ def _record_faults(
     report.fault_counts[refused.reason] += group.duties
     room = FAULT_LIST_LIMIT - len(report.faults)
     if room > 0:
-        for duty_id in store.ids_in_group(conn, scope, group, room):
+        for member in store.group_members(conn, scope, group, room, out_of_range=False):
             report.faults.append(
-                {"duty_id": duty_id, "reason": refused.reason, "detail": refused.detail}
+                {"duty_id": member.duty_id, "reason": refused.reason, "detail": refused.detail}
+            )
+
+
+def _record_range_faults(
+    conn: Connection, scope: Scope, group: store.Group, *, report: RunReport
+) -> None:
+    """Count the group's duties whose offsets or grace the engine refuses; list some by id.
+
+    The page statement sets them aside by the same ranges; each listed one
+    carries the engine's own message for its values.
+    """
+    report.duties_read += group.out_of_range
+    report.fault_counts[FaultReason.INVALID_CADENCE] += group.out_of_range
+    room = FAULT_LIST_LIMIT - len(report.faults)
+    if room <= 0:
+        return
+    for member in store.group_members(conn, scope, group, room, out_of_range=True):
+        cadence = Cadence(
+            group.frequency,
+            group.timezone,
+            member.due_anchor,
+            member.due_offset_days,
+            due_offset_months=member.due_offset_months,
+            due_roll=member.due_roll,
+            holiday_calendar=member.holiday_calendar,
+            grace_days=member.grace_days,
+        )
+        try:
+            check_due_rule(cadence)
+        except CadenceRefused as refused:
+            report.faults.append(
+                {"duty_id": member.duty_id, "reason": refused.reason, "detail": refused.detail}
             )
 
 
@@ -362,8 +413,8 @@ def _count_page(report: RunReport, result: store.PageResult, retries: int) -> No
     if result.rows:
         report.pages += 1
     report.duties_read += result.duties
-    report.skipped["outside_effective_window"] += result.outside_window
-    report.skipped["nothing_due"] += result.nothing_due
+    report.skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += result.outside_window
+    report.skipped[SkipReason.NOTHING_DUE] += result.nothing_due
     report.tasks_created += result.created
     report.tasks_existing += result.owed - result.created
     report.duties_advanced += result.advanced

@@ -28,7 +28,7 @@ class InvalidDayCountError(PeriodError):
 
 
 class UnknownAnchorError(PeriodError):
-    """A due anchor other than ``period_start`` or ``period_end``."""
+    """A due anchor other than ``period_start``, ``period_end`` or ``after_period_end``."""
 
 
 class MalformedPeriodKeyError(PeriodError):
@@ -62,6 +62,18 @@ class RunFailedError(RuntimeError):
     def __init__(self, message: str, report: dict[str, object]) -> None:
         super().__init__(message)
         self.report = report
+
+
+class UnknownRollError(PeriodError):
+    """A business-day roll that is not one of ``periods.ROLLS``."""
+
+
+class UnknownHolidayCalendarError(PeriodError):
+    """A holiday calendar the pinned ``holidays`` package does not define."""
+
+
+class OffsetOutOfRangeError(PeriodError):
+    """A due offset or grace outside the range its anchor allows."""
 
 
 class EmbeddedServerBusyError(RuntimeError):

@@ -12,15 +12,31 @@ from datetime import date, datetime
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from dispatch_fn import _calendar, _keys, _zones
-from dispatch_fn.errors import InvalidDayCountError, UnknownAnchorError, YearOutOfRangeError
+from dispatch_fn import _business_days, _calendar, _keys, _zones
+from dispatch_fn.errors import (
+    InvalidDayCountError,
+    OffsetOutOfRangeError,
+    UnknownAnchorError,
+    YearOutOfRangeError,
+)
 
 __all__ = [
+    "ANCHORS",
     "FREQUENCIES",
+    "MAX_DAYS_AFTER_PERIOD",
+    "MAX_GRACE_DAYS",
+    "MAX_MONTHS_AFTER_PERIOD",
+    "ROLLS",
     "PeriodBounds",
     "check_day_count",
     "check_due_anchor",
+    "check_due_roll",
+    "check_due_rule",
+    "check_grace_days",
+    "check_holiday_calendar",
     "due_date_for",
+    "is_business_day",
+    "late_after_for",
     "local_date",
     "period_bounds",
     "period_days",
@@ -32,7 +48,12 @@ __all__ = [
 ]
 
 FREQUENCIES = _keys.FREQUENCIES
-_ANCHORS = ("period_start", "period_end")
+ANCHORS = ("period_start", "period_end", "after_period_end")
+ROLLS = _business_days.ROLLS
+# SPEC §2a: the ranges a due date after the period, and a grace, may take.
+MAX_MONTHS_AFTER_PERIOD = 24
+MAX_DAYS_AFTER_PERIOD = 366
+MAX_GRACE_DAYS = 366
 
 
 class PeriodBounds(NamedTuple):
@@ -97,26 +118,121 @@ def due_date_for(
     timezone: str,
     due_anchor: str,
     due_offset_days: int,
+    *,
+    due_offset_months: int = 0,
+    due_roll: str = "none",
+    holiday_calendar: str | None = None,
 ) -> date:
-    """The anchor day plus ``due_offset_days``, clamped into the period's days."""
+    """The due date of ``period_key``: anchor day, offsets, then the business-day roll.
+
+    ``period_start`` / ``period_end``: the anchor day plus ``due_offset_days``,
+    clamped into the period. ``after_period_end``: the period's last day plus
+    ``due_offset_months`` (month-end stays month-end), plus ``due_offset_days``,
+    not clamped. ``due_roll`` moves the result onto a business day of
+    ``holiday_calendar`` last, so a rolled date may leave the period.
+    """
     freq = _keys.check_frequency(frequency)
     zone(timezone)  # validated although a due date is pure calendar arithmetic
     span = _keys.span_of_key(freq, period_key)
-    check_due_anchor(due_anchor)
+    anchor, offset, months, roll, calendar = check_due_rule(
+        due_anchor, due_offset_days, due_offset_months, due_roll, holiday_calendar
+    )
+    business = _business_days.business_calendar(calendar)
+    if anchor == "after_period_end":
+        later = _calendar.add_months(span.last, months)
+        unrolled = _calendar.add_days(
+            later, offset, f"{freq} {span.key} due {months} month(s) and {offset} day(s) after"
+        )
+    else:
+        day = span.first if anchor == "period_start" else span.last
+        # Clamp in ordinals so that an absurd offset can never overflow a date.
+        target = day.toordinal() + offset
+        unrolled = date.fromordinal(min(max(target, span.first.toordinal()), span.last.toordinal()))
+    return business.roll(unrolled, roll)
+
+
+def check_due_rule(
+    due_anchor: object,
+    due_offset_days: object,
+    due_offset_months: object = 0,
+    due_roll: object = "none",
+    holiday_calendar: object = None,
+) -> tuple[str, int, int, str, str | None]:
+    """The due-date fields of ``due_date_for``, checked in the order it checks them.
+
+    Kinds first (anchor, the two counts, roll, calendar), then the ranges the
+    anchor allows: months 0-24 and days 0-366 after the period; no months on
+    the two older anchors, whose day offset clamps into the period instead.
+    """
+    anchor = check_due_anchor(due_anchor)
     offset = check_day_count(due_offset_days, "due_offset_days")
-    anchor = span.first if due_anchor == "period_start" else span.last
-    # Clamp in ordinals so that an absurd offset can never overflow a date.
-    target = anchor.toordinal() + offset
-    return date.fromordinal(min(max(target, span.first.toordinal()), span.last.toordinal()))
+    months = _check_count(due_offset_months, "due_offset_months", "months")
+    roll = check_due_roll(due_roll)
+    calendar = check_holiday_calendar(holiday_calendar)
+    if anchor == "after_period_end":
+        _check_range(months, "due_offset_months", 0, MAX_MONTHS_AFTER_PERIOD, anchor)
+        _check_range(offset, "due_offset_days", 0, MAX_DAYS_AFTER_PERIOD, anchor)
+    else:
+        _check_range(months, "due_offset_months", 0, 0, anchor)
+    return anchor, offset, months, roll, calendar
+
+
+def late_after_for(due_date: date, grace_days: int) -> date:
+    """``due_date + grace_days`` calendar days: the last day a task is not yet late."""
+    due = _calendar.check_day(due_date, "due_date")
+    grace = check_grace_days(grace_days)
+    return _calendar.add_days(due, grace, f"due_date {due.isoformat()} plus grace_days {grace}")
+
+
+def is_business_day(day: date, holiday_calendar: str | None = None) -> bool:
+    """Whether ``day`` is neither a weekend day nor a public holiday of ``holiday_calendar``."""
+    checked = _calendar.check_day(day, "day")
+    return _business_days.business_calendar(
+        check_holiday_calendar(holiday_calendar)
+    ).is_business_day(checked)
 
 
 def check_due_anchor(due_anchor: object) -> str:
-    """``due_anchor`` if it is ``period_start`` or ``period_end``; else ``UnknownAnchorError``."""
-    if not isinstance(due_anchor, str) or due_anchor not in _ANCHORS:
+    """``due_anchor`` if it is one of ``ANCHORS``; else ``UnknownAnchorError``."""
+    if not isinstance(due_anchor, str) or due_anchor not in ANCHORS:
         raise UnknownAnchorError(
-            f"unknown due anchor {due_anchor!r}; expected 'period_start' or 'period_end'"
+            f"unknown due anchor {due_anchor!r}; expected one of {', '.join(map(repr, ANCHORS))}"
         )
     return due_anchor
+
+
+def check_due_roll(due_roll: object) -> str:
+    """``due_roll`` if it is one of ``ROLLS``; else ``UnknownRollError``."""
+    return _business_days.check_roll(due_roll)
+
+
+def check_holiday_calendar(holiday_calendar: object) -> str | None:
+    """``holiday_calendar`` if it is None or a code the pinned ``holidays`` package defines."""
+    return _business_days.check_holiday_calendar(holiday_calendar)
+
+
+def check_grace_days(grace_days: object) -> int:
+    """``grace_days`` if it is a whole number of days in 0-366."""
+    grace = check_day_count(grace_days, "grace_days")
+    _check_range(grace, "grace_days", 0, MAX_GRACE_DAYS, None)
+    return grace
+
+
+def _check_count(value: object, name: str, unit: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidDayCountError(
+            f"{name} must be an int number of {unit}, got {value!r} "
+            f"({type(value).__name__}); expected a whole number such as 0, 1 or 4"
+        )
+    return value
+
+
+def _check_range(value: int, name: str, low: int, high: int, anchor: str | None) -> None:
+    if low <= value <= high:
+        return
+    context = "" if anchor is None else f" with due_anchor {anchor!r}"
+    expected = f"exactly {low}" if low == high else f"{low}-{high}"
+    raise OffsetOutOfRangeError(f"{name} {value!r} is out of range{context}; expected {expected}")
 
 
 def period_days(frequency: str, period_key: str) -> tuple[date, date]:

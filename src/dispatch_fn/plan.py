@@ -13,28 +13,47 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from enum import StrEnum
 from typing import Any, Final, Protocol
 
 from dispatch_fn import periods
 from dispatch_fn.errors import NaiveDatetimeError, PeriodError, UnknownFrequencyError
 
-# Ordinary reasons a duty yields no task, and the faults that mark a run degraded.
-SKIP_REASONS: Final = (
-    "standing",
-    "one_off",
-    "not_active",
-    "outside_effective_window",
-    "nothing_due",
-)
-FAULT_REASONS: Final = ("unknown_form", "no_frequency", "unknown_frequency", "invalid_cadence")
+
+class SkipReason(StrEnum):
+    """Ordinary reasons a duty yields no task (SPEC §4); the run is not degraded."""
+
+    STANDING = "standing"
+    ONE_OFF = "one_off"
+    NOT_ACTIVE = "not_active"
+    NOT_APPROVED = "not_approved"
+    OUTSIDE_EFFECTIVE_WINDOW = "outside_effective_window"
+    NOTHING_DUE = "nothing_due"
+
+
+class FaultReason(StrEnum):
+    """Reasons the engine refused a duty (SPEC §4); any of them marks the run degraded."""
+
+    UNKNOWN_FORM = "unknown_form"
+    NO_FREQUENCY = "no_frequency"
+    UNKNOWN_FREQUENCY = "unknown_frequency"
+    INVALID_CADENCE = "invalid_cadence"
+
+
+SKIP_REASONS: Final = tuple(SkipReason)
+FAULT_REASONS: Final = tuple(FaultReason)
 
 FORMS: Final = ("recurring", "one_off", "standing")
+APPROVED: Final = "approved"
 
 # What a null cadence column reads as: the column defaults of ``duly_duty``.
 DEFAULT_TIMEZONE: Final = "UTC"
 DEFAULT_ANCHOR: Final = "period_start"
 DEFAULT_OFFSET_DAYS: Final = 0
 DEFAULT_LEAD_DAYS: Final = 7
+DEFAULT_OFFSET_MONTHS: Final = 0
+DEFAULT_ROLL: Final = "none"
+DEFAULT_GRACE_DAYS: Final = 0
 
 
 class WindowLike(Protocol):
@@ -64,6 +83,10 @@ class Cadence:
     due_anchor: str = DEFAULT_ANCHOR
     due_offset_days: int = DEFAULT_OFFSET_DAYS
     lead_days: int = DEFAULT_LEAD_DAYS
+    due_offset_months: int = DEFAULT_OFFSET_MONTHS
+    due_roll: str = DEFAULT_ROLL
+    holiday_calendar: str | None = None
+    grace_days: int = DEFAULT_GRACE_DAYS
 
     @classmethod
     def of(cls, duty: Mapping[str, Any]) -> Cadence:
@@ -74,7 +97,32 @@ class Cadence:
             due_anchor=_default(duty.get("due_anchor"), DEFAULT_ANCHOR),
             due_offset_days=_default(duty.get("due_offset_days"), DEFAULT_OFFSET_DAYS),
             lead_days=_default(duty.get("lead_days"), DEFAULT_LEAD_DAYS),
+            due_offset_months=_default(duty.get("due_offset_months"), DEFAULT_OFFSET_MONTHS),
+            due_roll=_default(duty.get("due_roll"), DEFAULT_ROLL),
+            holiday_calendar=duty.get("holiday_calendar"),
+            grace_days=_default(duty.get("grace_days"), DEFAULT_GRACE_DAYS),
         )
+
+    def due_date(self, period: Period) -> date:
+        """``periods.due_date_for`` of ``period`` under this cadence."""
+        return periods.due_date_for(
+            str(self.frequency),
+            period.key,
+            self.timezone,
+            self.due_anchor,
+            self.due_offset_days,
+            due_offset_months=self.due_offset_months,
+            due_roll=self.due_roll,
+            holiday_calendar=self.holiday_calendar,
+        )
+
+    def window_day(self, period: Period, due_date: date) -> date:
+        """The day the effective window is tested on: the due date, or the period's last day.
+
+        A task due after its period ends still reports on that period, so a
+        duty that ended with the period still owes it (SPEC §4, after the period).
+        """
+        return period.last_day if self.due_anchor == "after_period_end" else due_date
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,20 +185,23 @@ class CadenceRefused(ValueError):  # noqa: N818 - reads as the outcome it is
         self.detail = detail
 
 
-def classify(form: object, status: object) -> str | None:
-    """Why a duty of this form and status is not dispatched, or None if it is.
+def classify(form: object, status: object, review_status: object = APPROVED) -> str | None:
+    """Why a duty of this form, status and review is not dispatched, or None if it is.
 
     The form is judged first: a standing duty is never dispatched whatever its
-    status, and an unknown form is a broken row even when paused.
+    status, and an unknown form is a broken row even when paused. Then the
+    status, then the review gate: only an approved definition is dispatched.
     """
     if form == "standing":
-        return "standing"
+        return SkipReason.STANDING
     if form == "one_off":
-        return "one_off"
+        return SkipReason.ONE_OFF
     if form != "recurring":
-        return "unknown_form"
+        return FaultReason.UNKNOWN_FORM
     if status != "active":
-        return "not_active"
+        return SkipReason.NOT_ACTIVE
+    if review_status != APPROVED:
+        return SkipReason.NOT_APPROVED
     return None
 
 
@@ -179,17 +230,26 @@ def schedule_for(
     Raises ``CadenceRefused`` naming the fault if the engine refuses them.
     """
     if frequency is None:
-        raise CadenceRefused("no_frequency", "frequency is null; a recurring duty needs one")
+        raise CadenceRefused(
+            FaultReason.NO_FREQUENCY, "frequency is null; a recurring duty needs one"
+        )
     try:
         return _schedule_for(frequency, timezone, now, window, lead_horizon)
     except PeriodError as exc:
         raise _refusal(exc) from exc
 
 
-def check_due_anchor(due_anchor: object) -> None:
-    """Raise ``CadenceRefused`` if the engine does not know this due anchor."""
+def check_due_rule(cadence: Cadence) -> None:
+    """Raise ``CadenceRefused`` if the engine refuses this cadence's due-date fields or grace."""
     try:
-        periods.check_due_anchor(due_anchor)
+        periods.check_due_rule(
+            cadence.due_anchor,
+            cadence.due_offset_days,
+            cadence.due_offset_months,
+            cadence.due_roll,
+            cadence.holiday_calendar,
+        )
+        periods.check_grace_days(cadence.grace_days)
     except PeriodError as exc:
         raise _refusal(exc) from exc
 
@@ -204,7 +264,11 @@ def is_owed(period: Period, visible_from: date, today: date | None) -> bool:
 
 
 def _refusal(exc: PeriodError) -> CadenceRefused:
-    reason = "unknown_frequency" if isinstance(exc, UnknownFrequencyError) else "invalid_cadence"
+    reason = (
+        FaultReason.UNKNOWN_FREQUENCY
+        if isinstance(exc, UnknownFrequencyError)
+        else FaultReason.INVALID_CADENCE
+    )
     return CadenceRefused(reason, str(exc))
 
 
@@ -256,51 +320,118 @@ def plan_dispatch(
     if now.tzinfo is None or now.utcoffset() is None:
         raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
     plan = Plan()
-    schedules: dict[tuple[str | None, str, int], Schedule | CadenceRefused] = {}
+    schedules: _Schedules = {}
     for duty in duties:
-        duty_id = str(duty["id"])
-        not_dispatched = classify(duty.get("form"), duty.get("status"))
-        if not_dispatched is not None:
-            detail = (
-                unknown_form_detail(duty.get("form")) if not_dispatched == "unknown_form" else ""
-            )
-            plan.skipped.append(Skip(duty_id, not_dispatched, detail))
+        judged = judge_duty(duty, now, window, schedules)
+        if judged.skip is not None:
+            plan.skipped.append(judged.skip)
             continue
-        cadence = Cadence.of(duty)
-        try:
-            schedule = _duty_schedule(cadence, now, window, schedules)
-        except CadenceRefused as refused:
-            plan.skipped.append(Skip(duty_id, refused.reason, refused.detail))
-            continue
-        effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
-        if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
-            plan.skipped.append(Skip(duty_id, "outside_effective_window"))
-            continue
-        try:
-            drafts = [
-                _draft(duty, period.key, due_date, visible_from)
-                for period in schedule.periods
-                if within(due_date := _due_date(cadence, period), effective_from, effective_to)
-                and is_owed(
-                    period,
-                    visible_from := periods.visible_from_for(due_date, cadence.lead_days),
-                    schedule.today,
-                )
-            ]
-        except PeriodError as exc:  # a lead reaching past the calendar's edge
-            plan.skipped.append(Skip(duty_id, "invalid_cadence", str(exc)))
-            continue
-        if not drafts:
-            plan.skipped.append(Skip(duty_id, "nothing_due"))
-        plan.drafts.extend(drafts)
+        plan.drafts.extend(
+            _draft(duty, c.period.key, c.due_date, c.visible_from, c.late_after)
+            for c in judged.candidates
+            if c.not_owed is None
+        )
     return plan
+
+
+class NotOwed(StrEnum):
+    """Why a candidate period of a dispatched duty is owed no task at this clock."""
+
+    OUTSIDE_EFFECTIVE_WINDOW = "outside_effective_window"
+    NOT_VISIBLE_YET = "not_visible_yet"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One candidate period of a duty, its dates, and why it is not owed (None: it is)."""
+
+    period: Period
+    due_date: date
+    visible_from: date
+    late_after: date
+    not_owed: NotOwed | None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """Everything the planner decided about one duty at one clock.
+
+    ``skip`` set: the duty yields nothing, for that reason (and ``candidates``
+    is empty). Otherwise every candidate period with its verdict.
+    """
+
+    duty_id: str
+    cadence: Cadence
+    candidates: tuple[Candidate, ...] = ()
+    skip: Skip | None = None
+
+
+type _Schedules = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
+
+
+def judge_duty(
+    duty: Mapping[str, Any],
+    now: datetime,
+    window: WindowLike | None = None,
+    schedules: _Schedules | None = None,
+) -> Judgement:
+    """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
+
+    ``plan_dispatch`` is this over many duties; ``explain`` shows it to a person.
+    ``schedules`` shares planned schedules between calls of one run.
+    """
+    duty_id = str(duty["id"])
+    cadence = Cadence.of(duty)
+    # An absent review_status reads as its column default; a present null
+    # is a definition nobody approved.
+    not_dispatched = classify(
+        duty.get("form"), duty.get("status"), duty.get("review_status", APPROVED)
+    )
+    if not_dispatched is not None:
+        detail = (
+            unknown_form_detail(duty.get("form"))
+            if not_dispatched == FaultReason.UNKNOWN_FORM
+            else ""
+        )
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, not_dispatched, detail))
+    try:
+        schedule = _duty_schedule(cadence, now, window, {} if schedules is None else schedules)
+    except CadenceRefused as refused:
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, refused.reason, refused.detail))
+    effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
+    if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
+    candidates = []
+    try:
+        for period in schedule.periods:
+            due_date = cadence.due_date(period)
+            visible_from = periods.visible_from_for(due_date, cadence.lead_days)
+            not_owed = None
+            if not within(cadence.window_day(period, due_date), effective_from, effective_to):
+                not_owed = NotOwed.OUTSIDE_EFFECTIVE_WINDOW
+            elif not is_owed(period, visible_from, schedule.today):
+                not_owed = NotOwed.NOT_VISIBLE_YET
+            late_after = periods.late_after_for(due_date, cadence.grace_days)
+            candidates.append(Candidate(period, due_date, visible_from, late_after, not_owed))
+    except PeriodError as exc:  # a lead, roll or grace reaching past the calendar's edge
+        return Judgement(
+            duty_id, cadence, skip=Skip(duty_id, FaultReason.INVALID_CADENCE, str(exc))
+        )
+    if all(candidate.not_owed is not None for candidate in candidates):
+        return Judgement(
+            duty_id,
+            cadence,
+            tuple(candidates),
+            skip=Skip(duty_id, SkipReason.NOTHING_DUE),
+        )
+    return Judgement(duty_id, cadence, tuple(candidates))
 
 
 def _duty_schedule(
     cadence: Cadence,
     now: datetime,
     window: WindowLike | None,
-    schedules: dict[tuple[str | None, str, int], Schedule | CadenceRefused],
+    schedules: _Schedules,
 ) -> Schedule:
     """The duty's schedule, its cadence checked in the order the database path checks it."""
     try:
@@ -318,26 +449,12 @@ def _duty_schedule(
     found = schedules[memo]
     if isinstance(found, CadenceRefused):
         raise found
-    check_due_anchor(cadence.due_anchor)
-    try:
-        periods.check_day_count(cadence.due_offset_days, "due_offset_days")
-    except PeriodError as exc:
-        raise _refusal(exc) from exc
+    check_due_rule(cadence)
     return found
 
 
-def _due_date(cadence: Cadence, period: Period) -> date:
-    return periods.due_date_for(
-        str(cadence.frequency),
-        period.key,
-        cadence.timezone,
-        cadence.due_anchor,
-        cadence.due_offset_days,
-    )
-
-
 def _draft(
-    duty: Mapping[str, Any], period_key: str, due_date: date, visible_from: date
+    duty: Mapping[str, Any], period_key: str, due_date: date, visible_from: date, late_after: date
 ) -> dict[str, Any]:
     # Name and business unit are copied, so renaming or transferring a duty
     # later never rewrites the history its tasks record.
@@ -351,6 +468,8 @@ def _draft(
         "period_key": period_key,
         "due_date": due_date,
         "visible_from": visible_from,
+        # Stamped once: re-gracing the duty later never moves a task's lateness.
+        "late_after": late_after,
         "status": "open",
     }
 

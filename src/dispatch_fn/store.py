@@ -1,36 +1,44 @@
 """The data layer: what the dispatcher reads from and writes to PostgreSQL.
 
-Every statement is composed from the fixed fragments in this module; values
-always travel as bound parameters, never in the SQL text. Sets travel as
-arrays (``unnest``), never as temporary tables, so a run works unchanged
-through RDS Proxy.
+Every statement lives as a ``.sql`` file in ``statements/``, written as a
+person would write it; this module fills only the slots each file declares
+(the keyset bounds, the scope, which rows a summary counts) through
+``psycopg.sql``. Values always travel as bound parameters, never in the SQL
+text. Sets travel as arrays (``unnest``), never as temporary tables, so a run
+works unchanged through RDS Proxy.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, timedelta
+from importlib import resources
 from typing import Any, Final
 
 import psycopg
 from psycopg import sql
 
+from dispatch_fn import _business_days, _calendar
 from dispatch_fn.plan import Schedule
 
 type Connection = psycopg.Connection[tuple[Any, ...]]
 
-# Only these duties are ever dispatched; the partial index duly_duty_dispatchable
-# holds exactly them, so a page is an index range scan.
-_DISPATCHABLE: Final = "d.status = 'active' AND d.form = 'recurring'"
+# The days a due date can land on beyond its period's last day before the
+# roll: after_period_end allows 24 months and 366 days (periods.check_due_rule).
+_AFTER_PERIOD_REACH: Final = timedelta(days=24 * 31 + 366)
 
-# Null cadence columns read as their column defaults (SPEC §4), the same
-# defaults plan.Cadence.of applies.
-_CADENCE_COLUMNS: Final = """
-    d.frequency,
-    coalesce(d.timezone, 'UTC') AS timezone,
-    coalesce(d.due_anchor, 'period_start') AS due_anchor,
-    coalesce(d.due_offset_days, 0) AS due_offset_days,
-    coalesce(d.lead_days, 7) AS lead_days"""
+
+@functools.cache
+def statement_text(name: str) -> str:
+    """The text of ``statements/<name>.sql``, as shipped in the package."""
+    folder = resources.files("dispatch_fn").joinpath("statements")
+    return folder.joinpath(f"{name}.sql").read_text("utf-8")
+
+
+def _statement(name: str) -> sql.SQL:
+    return sql.SQL(statement_text(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +64,33 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Dispatchable duties of one frequency, zone and anchor: how many, and their largest lead."""
+    """Dispatchable duties sharing frequency, zone, anchor, roll and calendar.
+
+    With how many there are, their largest lead, and how many of them have
+    offsets or a grace out of the range the engine allows.
+    """
 
     frequency: str | None
     timezone: str
     due_anchor: str
+    due_roll: str
+    holiday_calendar: str | None
     duties: int
     max_lead: int
+    out_of_range: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One duty of a group, with the fields ``periods.check_due_rule`` judges."""
+
+    duty_id: str
+    due_anchor: str
+    due_offset_days: int
+    due_offset_months: int
+    due_roll: str
+    holiday_calendar: str | None
+    grace_days: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,272 +107,58 @@ class PageResult:
     advanced: int
 
 
-def count_by_form_and_status(conn: Connection, scope: Scope) -> list[tuple[Any, Any, int]]:
-    """``(form, status, count)`` for every duty in scope that is not dispatchable."""
-    query = sql.SQL(
-        "SELECT d.form, d.status, count(*) FROM duly_duty d"
-        " WHERE NOT coalesce(" + _DISPATCHABLE + ", false) AND {scope}"
-        " GROUP BY d.form, d.status"
-    ).format(scope=scope.condition())
+def count_undispatchable(conn: Connection, scope: Scope) -> list[tuple[Any, Any, Any, int]]:
+    """``(form, status, review_status, count)`` for every duty in scope not dispatched."""
+    query = _statement("undispatchable_counts").format(scope=scope.condition())
     rows = conn.execute(query, scope.params()).fetchall()
-    return [(form, status, int(n)) for form, status, n in rows]
+    return [(form, status, review, int(n)) for form, status, review, n in rows]
 
 
 def ids_with_form(
     conn: Connection, scope: Scope, forms_excluded: Sequence[str], limit: int
 ) -> list[tuple[str, Any]]:
     """``(id, form)`` of up to ``limit`` duties in scope whose form is none of these."""
-    query = sql.SQL(
-        "SELECT d.id, d.form FROM duly_duty d"
-        " WHERE (d.form IS NULL OR d.form <> ALL(%(forms)s)) AND {scope}"
-        " ORDER BY d.id LIMIT %(limit)s"
-    ).format(scope=scope.condition())
+    query = _statement("unknown_form_ids").format(scope=scope.condition())
     params = {**scope.params(), "forms": list(forms_excluded), "limit": limit}
     return [(str(duty_id), form) for duty_id, form in conn.execute(query, params).fetchall()]
 
 
 def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
-    """Every frequency, zone and anchor among the dispatchable duties in scope.
-
-    One aggregate over the duties, once per run: its size is bounded by the
-    cadences in use, not by the number of duties.
-    """
-    query = sql.SQL(
-        "SELECT frequency, timezone, due_anchor, count(*), max(lead_days) FROM ("
-        " SELECT " + _CADENCE_COLUMNS + " FROM duly_duty d"
-        " WHERE " + _DISPATCHABLE + " AND {scope}) duty"
-        " GROUP BY 1, 2, 3"
-    ).format(scope=scope.condition())
+    """Every group of dispatchable duties in scope (one aggregate per run)."""
+    query = _statement("dispatchable_groups").format(scope=scope.condition())
     rows = conn.execute(query, scope.params()).fetchall()
     return [
-        Group(frequency, zone, anchor, int(count), int(max_lead))
-        for frequency, zone, anchor, count, max_lead in rows
+        Group(frequency, zone, anchor, roll, calendar, int(count), int(lead), int(bad))
+        for frequency, zone, anchor, roll, calendar, count, lead, bad in rows
     ]
 
 
 def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
-    """The last id of every full page of ``size`` dispatchable duties in scope, in order.
-
-    So that pages can be handed to several connections at once; the result
-    grows with N / size, not with N.
-    """
-
-    # Each step skips one page along the index from the previous bound: one
-    # pass over the index in all, a third of the time numbering every row
-    # with row_number() took (108 vs 307 ms at 900,000 dispatchable duties).
-    def step(after: str) -> sql.Composed:
-        return sql.SQL(
-            "SELECT d.id FROM duly_duty d WHERE "
-            + _DISPATCHABLE
-            + " AND {scope} AND "
-            + after
-            + " ORDER BY d.id OFFSET %(skip)s LIMIT 1"
-        ).format(scope=scope.condition())
-
-    query = sql.SQL(
-        "WITH RECURSIVE bound(id) AS ( SELECT ({first}) UNION ALL SELECT ({next})"
-        " FROM bound WHERE bound.id IS NOT NULL)"
-        " SELECT id FROM bound WHERE id IS NOT NULL ORDER BY id"
-    ).format(first=step("true"), next=step("d.id > bound.id"))
+    """The last id of every full page of ``size`` dispatchable duties in scope, in order."""
+    query = _statement("page_bounds").format(scope=scope.condition())
     params = {**scope.params(), "skip": size - 1}
     return [str(row[0]) for row in conn.execute(query, params)]
 
 
-def ids_in_group(conn: Connection, scope: Scope, group: Group, limit: int) -> list[str]:
-    """Ids of up to ``limit`` dispatchable duties in scope that belong to ``group``."""
-    query = sql.SQL(
-        "SELECT id FROM (SELECT d.id," + _CADENCE_COLUMNS + " FROM duly_duty d"
-        " WHERE " + _DISPATCHABLE + " AND {scope}) duty"
-        " WHERE frequency IS NOT DISTINCT FROM %(frequency)s::text AND timezone = %(timezone)s"
-        " AND due_anchor = %(anchor)s"
-        " ORDER BY id LIMIT %(limit)s"
-    ).format(scope=scope.condition())
+def group_members(
+    conn: Connection, scope: Scope, group: Group, limit: int, *, out_of_range: bool
+) -> list[GroupMember]:
+    """Up to ``limit`` duties of ``group`` in scope (only those out of range, if asked)."""
+    query = _statement("group_ids").format(scope=scope.condition())
     params = {
         **scope.params(),
         "frequency": group.frequency,
         "timezone": group.timezone,
         "anchor": group.due_anchor,
+        "roll": group.due_roll,
+        "calendar": group.holiday_calendar,
+        "out_of_range": out_of_range,
         "limit": limit,
     }
-    return [str(row[0]) for row in conn.execute(query, params).fetchall()]
-
-
-def _unnest(*arrays: tuple[str, str]) -> str:
-    # Each array is read through a scalar subquery, so the planner sizes it as
-    # a small set of unknown length instead of counting its elements: it then
-    # hashes the schedules and streams the page through the hash, where knowing
-    # the sizes it would sort the whole page on three text columns for a merge
-    # join. Measured at 1,000,000 duties (lab, custom plans): no-op run
-    # 11.2 s with the sorts, 8.6-8.9 s hashed.
-    return "unnest(" + ", ".join(f"(SELECT %({name})b::{kind}[])" for name, kind in arrays) + ")"
-
-
-# The owed rows of the next keyset page: each dispatchable duty joined to its
-# schedule's candidate periods, its due date clamped into each, clipped by its
-# own effective window and lead. Both the writing and the dry-run statements
-# start here. Duties whose group was refused have no schedule, so they join
-# nothing and are not counted here (the run counted them as faults).
-_OWED: Final = (
-    """
-WITH page AS (
-    SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
-           d.effective_from, d.effective_to,"""
-    + _CADENCE_COLUMNS
-    + """
-    FROM duly_duty d
-    WHERE """
-    + _DISPATCHABLE
-    + """ AND {bounds} AND {scope}
-    ORDER BY d.id
-    LIMIT %(size)s
-),
-cadence AS (
-    SELECT * FROM """
-    + _unnest(
-        ("c_schedule", "int"),
-        ("c_frequency", "text"),
-        ("c_timezone", "text"),
-        ("c_anchor", "text"),
-        ("c_today", "date"),
-    )
-    + """
-        AS c(schedule_no, frequency, timezone, due_anchor, today)
-),
-period AS (
-    SELECT * FROM """
-    + _unnest(
-        ("p_schedule", "int"),
-        ("p_key", "text"),
-        ("p_first", "date"),
-        ("p_last", "date"),
-        ("p_current", "bool"),
-    )
-    + """
-        AS p(schedule_no, period_key, first_day, last_day, current)
-),
-placed AS (
-    -- Every duty of the page; those whose group was refused (no schedule)
-    -- keep a null schedule_no, count towards the cursor and nothing else.
-    SELECT page.*, c.schedule_no, c.today,
-           (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
-                                           AND coalesce(page.effective_to, 'infinity'::date))
-               AS in_window
-    FROM page
-    LEFT JOIN cadence c
-      ON (c.frequency, c.timezone, c.due_anchor)
-       = (page.frequency COLLATE "C", page.timezone COLLATE "C", page.due_anchor COLLATE "C")
-),
-dated AS (
-    -- periods.due_date_for in bulk: the anchor day plus the offset, clamped
-    -- into the period (the offset is clamped first, so no offset can push a
-    -- date out of range: no period is longer than 366 days).
-    SELECT pl.*, p.period_key, p.current,
-           least(greatest(
-               CASE pl.due_anchor WHEN 'period_start' THEN p.first_day ELSE p.last_day END
-                   + least(greatest(pl.due_offset_days, -400), 400),
-               p.first_day), p.last_day) AS due_date
-    FROM placed pl
-    JOIN period p USING (schedule_no)
-    WHERE pl.schedule_no IS NOT NULL AND pl.in_window
-      -- A later period can only be owed if it starts by today + lead (its due
-      -- date lies inside it); skip the others before computing anything.
-      AND (pl.today IS NULL OR p.current OR p.first_day <= pl.today + pl.lead_days)
-    -- A fence: flattened into owed, the due date would be computed once per
-    -- use (three times per candidate period).
-    OFFSET 0
-),
-owed AS (
-    SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
-           period_key, due_date, due_date - lead_days AS visible_from
-    FROM dated
-    WHERE due_date BETWEEN coalesce(effective_from, '-infinity'::date)
-                       AND coalesce(effective_to, 'infinity'::date)
-      -- plan.is_owed: the current period always; a later one once visible.
-      AND (today IS NULL OR current OR due_date - lead_days <= today)
-)"""
-)
-
-# Per duty, the greatest key among ``rows``, and the never-regress test
-# against what the duty holds. Keys compare in "C" collation: fixed-width
-# ASCII, where byte order is chronological order whatever the database's
-# collation says.
-_LATEST_OF: Final = """(SELECT duty_id, max(period_key COLLATE "C") AS latest
-          FROM {rows} GROUP BY duty_id) i"""
-_MOVES_FORWARD: Final = """d.id = i.duty_id
-      AND (d.last_dispatched_period IS NULL
-           OR d.last_dispatched_period COLLATE "C" < i.latest)"""
-
-
-def _summary(new_rows: str, advanced_duties: str) -> str:
-    # One row, in PageResult's order; each CTE is scanned once. max(id) is
-    # taken in the database's own collation, the one the page's ORDER BY used,
-    # so it is the next cursor. nothing_due (in its window, yet owed nothing)
-    # is counted by difference: an anti-join between two CTEs is planned
-    # blind, as a nested loop. Its DISTINCT sorts the page's owed rows; in "C"
-    # that is a byte comparison, where a linguistic default collation (such as
-    # en_US.UTF-8) would call strcoll for each, for the same count.
-    return f"""
-SELECT d.upto, d.page_rows, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
-       (SELECT count(*) FROM {new_rows}),
-       (SELECT count(*) FROM {advanced_duties})
-FROM (SELECT max(id) AS upto,
-             count(*) AS page_rows,
-             count(schedule_no) AS duties,
-             count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
-             count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
-      FROM placed) d,
-     (SELECT count(*) AS owed, count(DISTINCT duty_id COLLATE "C") AS owing FROM owed) o"""
-
-
-# Rows go in sorted by the unique key, so two runs inserting overlapping sets
-# wait on each other in one order instead of deadlocking. The never-regress
-# comparison sits in the UPDATE's WHERE, which PostgreSQL re-checks against the
-# newest row version if a concurrent run moved it first.
-_WRITE: Final = (
-    _OWED
-    + """,
-inserted AS (
-    INSERT INTO duly_task (organization_id, duty_id, owner_id, business_unit_id, subject, source,
-                           period_key, due_date, visible_from)
-    SELECT * FROM owed ORDER BY duty_id COLLATE "C", period_key COLLATE "C"
-    ON CONFLICT ON CONSTRAINT duly_task_dispatch_identity DO NOTHING
-    RETURNING duty_id, period_key
-),
-advanced AS (
-    UPDATE duly_duty d SET last_dispatched_period = i.latest
-    FROM """
-    + _LATEST_OF.format(rows="inserted")
-    + """
-    WHERE """
-    + _MOVES_FORWARD
-    + """
-    RETURNING d.id
-)"""
-    + _summary("inserted", "advanced")
-)
-
-# The same question without writing: which owed rows are not there yet, and
-# which duties those would advance.
-_DRY_RUN: Final = (
-    _OWED
-    + """,
-missing AS (
-    SELECT o.duty_id, o.period_key FROM owed o
-    WHERE NOT EXISTS (
-        SELECT 1 FROM duly_task t
-        WHERE (t.organization_id, t.duty_id, t.owner_id, t.period_key)
-            = (o.organization_id, o.duty_id, o.owner_id, o.period_key))
-),
-advancing AS (
-    SELECT d.id FROM duly_duty d, """
-    + _LATEST_OF.format(rows="missing")
-    + """
-    WHERE """
-    + _MOVES_FORWARD
-    + """
-)"""
-    + _summary("missing", "advancing")
-)
+    return [
+        GroupMember(str(duty_id), anchor, int(days), int(months), roll, calendar, int(grace))
+        for duty_id, anchor, days, months, roll, calendar, grace in conn.execute(query, params)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,8 +177,17 @@ class PageStatement:
 def page_statement(
     scope: Scope, ready: Sequence[tuple[Group, Schedule]], *, dry_run: bool
 ) -> PageStatement:
-    """The statement that inserts (or, dry, counts) the owed tasks of one page."""
-    template = sql.SQL(_DRY_RUN if dry_run else _WRITE)
+    """The statement that inserts (or, dry, counts) the owed tasks of one page.
+
+    ``page_owed.sql``, then ``page_write.sql`` or ``page_dry_run.sql``, then
+    ``page_summary.sql``: the files' text with their slots filled.
+    """
+    new_rows, advanced_rows = ("missing", "advancing") if dry_run else ("inserted", "advanced")
+    tail = "page_dry_run" if dry_run else "page_write"
+    # The files are fixed text shipped in the package, never input.
+    template = sql.SQL(
+        "\n".join(statement_text(name) for name in ("page_owed", tail, "page_summary"))
+    )
     condition = scope.condition()
     lower = {False: sql.SQL("true"), True: sql.SQL("d.id > %(after)s")}
     upper = {False: sql.SQL("true"), True: sql.SQL("d.id <= %(upto)s")}
@@ -373,6 +196,8 @@ def page_statement(
             (has_after, has_upto): template.format(
                 bounds=sql.SQL(" AND ").join([lower[has_after], upper[has_upto]]),
                 scope=condition,
+                new_rows=sql.Identifier(new_rows),
+                advanced_rows=sql.Identifier(advanced_rows),
             )
             for has_after in (False, True)
             for has_upto in (False, True)
@@ -396,19 +221,19 @@ def dispatch_page(
     # planning each page afresh (under a millisecond a page). It also leaves
     # RDS Proxy and direct connections running the very same plan.
     row = conn.execute(query, params, prepare=False).fetchone()
-    assert row is not None  # an aggregate-only SELECT always returns one row  # noqa: S101
+    assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
     upto_seen, *counts = row
     return PageResult(None if upto_seen is None else str(upto_seen), *(int(n) for n in counts))
 
 
 def _arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
-    # Each schedule's periods travel once, however many anchors share it.
+    # Each schedule's periods travel once, however many groups share it.
     numbers: dict[int, int] = {}
     arrays: dict[str, list[Any]] = {
         name: []
         for name in (
-            "c_schedule", "c_frequency", "c_timezone", "c_anchor", "c_today",
-            "p_schedule", "p_key", "p_first", "p_last", "p_current",
+            "c_schedule", "c_frequency", "c_timezone", "c_anchor", "c_roll", "c_calendar",
+            "c_today", "p_schedule", "p_key", "p_first", "p_last", "p_current",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -425,5 +250,52 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
         arrays["c_frequency"].append(group.frequency)
         arrays["c_timezone"].append(group.timezone)
         arrays["c_anchor"].append(group.due_anchor)
+        arrays["c_roll"].append(group.due_roll)
+        # '' stands for "no calendar" so that the join is a plain equality.
+        arrays["c_calendar"].append(group.holiday_calendar or "")
         arrays["c_today"].append(schedule.today)
+    return {**arrays, **_roll_arrays(ready)}
+
+
+def _roll_arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
+    """Every non-business day a rolled due date of this run can land on, per calendar.
+
+    With the business days either side, so the page statement rolls by a
+    lookup: the roll itself is decided here, by the engine's calendar.
+    """
+    spans: dict[str | None, tuple[date, date]] = {}
+    for group, schedule in ready:
+        if group.due_roll == "none" or not schedule.periods:
+            continue
+        first = min(period.first_day for period in schedule.periods)
+        last = max(period.last_day for period in schedule.periods)
+        if group.due_anchor == "after_period_end":
+            last = min(last + _AFTER_PERIOD_REACH, _calendar.LAST_DAY)
+        low, high = spans.get(group.holiday_calendar, (first, last))
+        spans[group.holiday_calendar] = (min(low, first), max(high, last))
+    arrays: dict[str, list[Any]] = {
+        "r_calendar": [],
+        "r_day": [],
+        "r_following": [],
+        "r_preceding": [],
+    }
+    for code, (low, high) in spans.items():
+        business = _business_days.business_calendar(code)
+        for ordinal in range(low.toordinal(), high.toordinal() + 1):
+            day = date.fromordinal(ordinal)
+            if business.is_business_day(day):
+                continue
+            arrays["r_calendar"].append(code or "")
+            arrays["r_day"].append(day)
+            arrays["r_following"].append(_nearest(business, day, 1))
+            arrays["r_preceding"].append(_nearest(business, day, -1))
     return arrays
+
+
+def _nearest(business: _business_days.BusinessCalendar, day: date, step: int) -> date | None:
+    # Past the calendar's edge there is no business day; the planner refuses
+    # such a duty, and a null due date here owes nothing either.
+    try:
+        return business.next_business_day(day, step)
+    except ValueError:
+        return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from dispatch_fn.migrate import apply_migrations
+from dispatch_fn.migrate import apply_migrations, available_migrations
 
 
 def test_each_test_gets_a_migrated_empty_database(
@@ -21,9 +21,9 @@ def test_migrate_twice_is_a_no_op(db_url: str) -> None:
 
 def test_migrate_applies_everything_to_an_empty_database(server_dsn: str, db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as connection:
-        connection.execute("DROP TABLE duly_task, duly_duty, duly_schema_migration")
+        connection.execute("DROP TABLE duly_task, duly_duty, duly_schema_migration CASCADE")
     with psycopg.connect(db_url) as connection:
-        assert apply_migrations(connection) == ["0001_schema", "0002_duty_fillfactor"]
+        assert apply_migrations(connection) == [version for version, _ in available_migrations()]
         assert apply_migrations(connection) == []
 
 

@@ -21,6 +21,32 @@ ZONES = (
     "Pacific/Kiritimati", "Pacific/Pago_Pago", "Mars/Olympus",
 )  # fmt: skip
 DAYS = st.dates(date(2010, 1, 1), date(2035, 12, 31))
+CALENDARS = (None, None, "US", "US-CA", "DE-BY", "GB-SCT", "CN", "SA", "Atlantis")
+REVIEWS = ("approved",) * 6 + ("to_review", "to_confirm", "returned", None)
+
+
+@st.composite
+def due_rules(draw: st.DrawFn) -> dict[str, Any]:
+    """Anchor, offsets, roll, calendar and grace: mostly valid, sometimes out of range."""
+    anchor = draw(st.sampled_from(["period_start", "period_end", "after_period_end"]))
+    if anchor == "after_period_end":
+        days = draw(st.integers(0, 40) | st.integers(-3, 400))
+        months = draw(st.integers(0, 4) | st.integers(-1, 26))
+    else:
+        days = draw(st.integers(-40, 40))
+        months = draw(st.just(0) | st.integers(-1, 2))
+    return {
+        "due_anchor": anchor,
+        "due_offset_days": days,
+        "due_offset_months": months,
+        "due_roll": draw(
+            st.sampled_from(["none", "none", "following", "preceding", "modified_following"])
+            | st.just("sideways")
+        ),
+        "holiday_calendar": draw(st.sampled_from(CALENDARS)),
+        "grace_days": draw(st.integers(0, 30) | st.integers(-2, 400)),
+        "review_status": draw(st.sampled_from(REVIEWS)),
+    }
 
 
 @st.composite
@@ -40,9 +66,8 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
                 status=draw(st.sampled_from(["active"] * 6 + ["paused", "retired"])),
                 frequency=draw(st.sampled_from([*FREQUENCIES, None, "hourly"])),
                 timezone=draw(st.sampled_from(ZONES)),
-                due_anchor=draw(st.sampled_from(["period_start", "period_end"])),
-                due_offset_days=draw(st.integers(-40, 40)),
                 lead_days=draw(st.integers(-3, 45)),
+                **draw(due_rules()),
                 effective_from=start,
                 effective_to=end,
             )

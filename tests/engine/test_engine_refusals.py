@@ -230,7 +230,7 @@ def test_unknown_anchors_are_refused(anchor: object) -> None:
         lambda: due_date_for("monthly", "2026-08", "UTC", anchor, 0),  # type: ignore[arg-type]
         UnknownAnchorError,
         repr(anchor),
-        "'period_start' or 'period_end'",
+        "'period_start', 'period_end', 'after_period_end'",
     )
 
 

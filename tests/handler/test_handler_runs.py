@@ -141,7 +141,8 @@ def test_the_report_carries_the_contract_fields(conn: Conn, invoke: Invoke) -> N
         1,
     )
     assert report["skipped"] == {
-        "standing": 1, "one_off": 0, "not_active": 1, "outside_effective_window": 0,
+        "standing": 1, "one_off": 0, "not_active": 1, "not_approved": 0,
+        "outside_effective_window": 0,
         "nothing_due": 0,
     }  # fmt: skip
     assert report["faults"] == []

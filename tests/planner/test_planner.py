@@ -163,6 +163,7 @@ def test_a_task_row_copies_and_denormalises_the_duty() -> None:
         "period_key": "2026-08",
         "due_date": date(2026, 8, 5),
         "visible_from": date(2026, 7, 29),
+        "late_after": date(2026, 8, 5),
         "status": "open",
     }
     assert set(draft) == set(TASK_COLUMNS)

@@ -1,0 +1,152 @@
+"""Why a duty got, or did not get, a task: the planner's verdict per candidate period.
+
+``python -m dispatch_fn explain DUTY_ID`` and a dry run naming ``duty_ids``
+both answer from ``plan.judge_duty`` — the same decisions a run makes — plus
+one look at which of the owed tasks already exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from psycopg.rows import dict_row
+
+from dispatch_fn import periods, store
+from dispatch_fn.errors import PeriodError
+from dispatch_fn.plan import FAULT_REASONS, Judgement, WindowLike, judge_duty
+from dispatch_fn.store import Connection
+
+# A dry run explains at most this many duties in its report (SPEC §9).
+MAX_EXPLAINED: Final = 100
+
+
+def explain(
+    conn: Connection, duty_ids: Sequence[str], now: datetime, window: WindowLike | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each duty's explanation at clock ``now`` (or for backfill ``window``), by id.
+
+    An id with no stored duty is explained as ``found: false``.
+    """
+    with conn.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(
+            store.statement_text("explain_duties"),
+            {"duty_ids": list(duty_ids)},
+        )
+        rows = {str(row["id"]): row for row in cursor.fetchall()}
+    schedules: dict[Any, Any] = {}
+    judged = {duty_id: judge_duty(row, now, window, schedules) for duty_id, row in rows.items()}
+    existing = _existing_tasks(conn, rows, judged)
+    return {
+        duty_id: (
+            _as_json(rows[duty_id], judged[duty_id], existing)
+            if duty_id in rows
+            else {"duty_id": duty_id, "found": False}
+        )
+        for duty_id in duty_ids
+    }
+
+
+def _existing_tasks(
+    conn: Connection, rows: dict[str, dict[str, Any]], judged: dict[str, Judgement]
+) -> dict[tuple[str, str], tuple[int, datetime]]:
+    keys: dict[str, list[str]] = {
+        "organization_ids": [],
+        "duty_ids": [],
+        "owner_ids": [],
+        "period_keys": [],
+    }
+    for duty_id, judgement in judged.items():
+        for candidate in judgement.candidates:
+            keys["organization_ids"].append(rows[duty_id]["organization_id"])
+            keys["duty_ids"].append(duty_id)
+            keys["owner_ids"].append(rows[duty_id]["owner_id"])
+            keys["period_keys"].append(candidate.period.key)
+    if not keys["duty_ids"]:
+        return {}
+    found = conn.execute(store.statement_text("explain_tasks"), keys).fetchall()
+    return {(str(d), str(k)): (int(i), created) for d, k, i, created in found}
+
+
+def _as_json(
+    row: dict[str, Any], judgement: Judgement, existing: dict[tuple[str, str], tuple[int, datetime]]
+) -> dict[str, Any]:
+    skip = judgement.skip
+    cadence = judgement.cadence
+    candidates = []
+    for candidate in judgement.candidates:
+        task = existing.get((judgement.duty_id, candidate.period.key))
+        if task is not None:
+            verdict: dict[str, Any] = {
+                "verdict": "exists",
+                "task_id": task[0],
+                "created_at": task[1].isoformat(),
+            }
+        elif candidate.not_owed is None:
+            verdict = {"verdict": "would_create"}
+        else:
+            verdict = {"verdict": "not_owed", "reason": str(candidate.not_owed)}
+        candidates.append(
+            {
+                "period_key": candidate.period.key,
+                **_bounds(str(cadence.frequency), candidate.period.key, cadence.timezone),
+                "due_date": candidate.due_date.isoformat(),
+                "visible_from": candidate.visible_from.isoformat(),
+                "late_after": candidate.late_after.isoformat(),
+                **verdict,
+            }
+        )
+    return {
+        "duty_id": judgement.duty_id,
+        "found": True,
+        "name": row.get("name"),
+        "frequency": cadence.frequency,
+        "timezone": cadence.timezone,
+        "skip": None
+        if skip is None
+        else {
+            "reason": str(skip.reason),
+            "detail": skip.detail,
+            "fault": skip.reason in FAULT_REASONS,
+        },
+        "candidates": candidates,
+    }
+
+
+def _bounds(frequency: str, key: str, timezone: str) -> dict[str, str | None]:
+    try:
+        bounds = periods.period_bounds(frequency, key, timezone)
+    except PeriodError:  # the last period of year 9999 has no end instant
+        return {"start": None, "end": None}
+    return {"start": bounds.start.isoformat(), "end": bounds.end.isoformat()}
+
+
+def render(explained: dict[str, Any], clock: str) -> str:
+    """One duty's explanation as a readable table."""
+    if not explained["found"]:
+        return f"duty {explained['duty_id']!r} is unknown"
+    lines = [
+        f"duty {explained['duty_id']} ({explained['name']}): {explained['frequency']} in "
+        f"{explained['timezone']}, at {clock}"
+    ]
+    skip = explained["skip"]
+    if skip is not None:
+        kind = "fault" if skip["fault"] else "skipped"
+        detail = f": {skip['detail']}" if skip["detail"] else ""
+        lines.append(f"  {kind}: {skip['reason']}{detail}")
+    if explained["candidates"]:
+        lines.append(
+            f"  {'period':<12}{'starts':<27}{'due':<12}{'visible':<12}{'late after':<12}verdict"
+        )
+    for c in explained["candidates"]:
+        why = {
+            "exists": f"exists (task {c.get('task_id')}, created {c.get('created_at')})",
+            "would_create": "would create",
+            "not_owed": f"not owed: {c.get('reason')}",
+        }[c["verdict"]]
+        lines.append(
+            f"  {c['period_key']:<12}{c['start'] or '-':<27}{c['due_date']:<12}"
+            f"{c['visible_from']:<12}{c['late_after']:<12}{why}"
+        )
+    return "\n".join(lines)

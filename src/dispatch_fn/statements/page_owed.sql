@@ -1,0 +1,136 @@
+-- The owed task rows of one keyset page of dispatchable duties: the start of
+-- both page statements (page_write.sql, page_dry_run.sql follow it).
+--
+-- Slots, filled by store.page_statement through psycopg.sql: {bounds} (the
+-- page's keyset range over d.id) and {scope} (the run's organisation and duty
+-- list). Everything else is bound parameters: the page size, and the run's
+-- schedules as arrays, read through scalar subqueries so the planner sizes
+-- them as small sets of unknown length and hashes them instead of sorting the
+-- whole page for a merge join (docs/adr/0002).
+--
+-- No coalesce on the cadence columns: every one but frequency and
+-- holiday_calendar is NOT NULL with its default (migrations 0001, 0003), and
+-- a null frequency or calendar means something.
+WITH page AS (
+    -- plan.classify: only active, recurring, approved duties are dispatched;
+    -- the partial index duly_duty_dispatchable_approved holds exactly them.
+    SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
+           d.effective_from, d.effective_to, d.frequency, d.timezone, d.due_anchor,
+           d.due_offset_days, d.due_offset_months, d.due_roll, d.holiday_calendar,
+           d.lead_days, d.grace_days
+    FROM duly_duty d
+    WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
+      AND {bounds} AND {scope}
+    ORDER BY d.id
+    LIMIT %(size)s
+),
+cadence AS (
+    -- One row per group of duties the run planned (store.Group): its schedule.
+    SELECT *
+    FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
+                (SELECT %(c_timezone)b::text[]), (SELECT %(c_anchor)b::text[]),
+                (SELECT %(c_roll)b::text[]), (SELECT %(c_calendar)b::text[]),
+                (SELECT %(c_today)b::date[]))
+        AS c(schedule_no, frequency, timezone, due_anchor, due_roll, holiday_calendar, today)
+),
+period AS (
+    -- Each schedule's candidate periods (plan.Schedule).
+    SELECT *
+    FROM unnest((SELECT %(p_schedule)b::int[]), (SELECT %(p_key)b::text[]),
+                (SELECT %(p_first)b::date[]), (SELECT %(p_last)b::date[]),
+                (SELECT %(p_current)b::bool[]))
+        AS p(schedule_no, period_key, first_day, last_day, current)
+),
+roll AS (
+    -- Every day that is not a business day of a calendar in use ('' is the
+    -- Saturday/Sunday weekend of a null calendar), with the business days
+    -- either side of it: plan.Cadence.due_date's roll, as a lookup.
+    SELECT *
+    FROM unnest((SELECT %(r_calendar)b::text[]), (SELECT %(r_day)b::date[]),
+                (SELECT %(r_following)b::date[]), (SELECT %(r_preceding)b::date[]))
+        AS r(holiday_calendar, day, following, preceding)
+),
+placed AS (
+    -- Every duty of the page. Those whose group was refused, or whose offsets
+    -- or grace lie outside what periods.check_due_rule allows (counted as
+    -- faults before the pages), keep a null schedule_no: they count towards
+    -- the cursor and nothing else.
+    SELECT page.*, c.schedule_no, c.today,
+           (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
+                                           AND coalesce(page.effective_to, 'infinity'::date))
+               AS in_window
+    FROM page
+    LEFT JOIN cadence c
+      ON (c.frequency, c.timezone, c.due_anchor, c.due_roll, c.holiday_calendar)
+       = (page.frequency COLLATE "C", page.timezone COLLATE "C", page.due_anchor COLLATE "C",
+          page.due_roll COLLATE "C", coalesce(page.holiday_calendar, '') COLLATE "C")
+     -- store.VALID_RANGES, the SQL copy of the ranges periods.check_due_rule
+     -- and periods.check_grace_days allow.
+     AND CASE WHEN page.due_anchor = 'after_period_end'
+              THEN page.due_offset_months BETWEEN 0 AND 24
+                   AND page.due_offset_days BETWEEN 0 AND 366
+              ELSE page.due_offset_months = 0 END
+     AND page.grace_days BETWEEN 0 AND 366
+),
+unrolled AS (
+    -- periods.due_date_for in bulk, before the roll. period_start and
+    -- period_end: the anchor day plus the offset, clamped into the period (the
+    -- offset is clamped first, so no offset can push a date out of range: no
+    -- period is longer than 366 days). after_period_end: the last day moved
+    -- on whole months (month-end stays month-end, as _calendar.add_months),
+    -- plus the days; not clamped.
+    SELECT pl.*, p.period_key, p.current, p.last_day,
+           CASE pl.due_anchor
+               WHEN 'period_start' THEN least(greatest(
+                   p.first_day + least(greatest(pl.due_offset_days, -400), 400),
+                   p.first_day), p.last_day)
+               WHEN 'period_end' THEN least(greatest(
+                   p.last_day + least(greatest(pl.due_offset_days, -400), 400),
+                   p.first_day), p.last_day)
+               ELSE CASE WHEN p.last_day + 1 = date_trunc('month', p.last_day + 1)::date
+                         THEN (date_trunc('month', p.last_day + 1)
+                               + make_interval(months => pl.due_offset_months))::date - 1
+                         ELSE (p.last_day + make_interval(months => pl.due_offset_months))::date
+                    END + pl.due_offset_days
+           END AS unrolled
+    FROM placed pl
+    JOIN period p USING (schedule_no)
+    WHERE pl.schedule_no IS NOT NULL AND pl.in_window
+      -- The duty's own candidates (SPEC §4): periods that start by today plus
+      -- its lead; the schedule was planned for the largest lead in its group.
+      AND (pl.today IS NULL OR p.current OR p.first_day <= pl.today + pl.lead_days)
+),
+dated AS (
+    -- The roll, applied last (periods.due_date_for): a business day stays;
+    -- modified_following takes the next business day unless that is in a
+    -- later month, then the previous one.
+    SELECT u.*,
+           CASE WHEN r.day IS NULL THEN u.unrolled
+                WHEN u.due_roll = 'following' THEN r.following
+                WHEN u.due_roll = 'preceding' THEN r.preceding
+                WHEN date_trunc('month', r.following) = date_trunc('month', u.unrolled)
+                    THEN r.following
+                ELSE r.preceding
+           END AS due_date
+    FROM unrolled u
+    LEFT JOIN roll r
+      ON u.due_roll <> 'none'
+     AND r.holiday_calendar = coalesce(u.holiday_calendar, '') COLLATE "C"
+     AND r.day = u.unrolled
+    -- A fence: flattened into owed, the due date would be computed once per
+    -- use (four times per candidate period).
+    OFFSET 0
+),
+owed AS (
+    SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
+           period_key, due_date, due_date - lead_days AS visible_from,
+           due_date + grace_days AS late_after
+    FROM dated
+    -- plan.Cadence.window_day: after the period, the window holds the period's
+    -- last day; otherwise the due date.
+    WHERE CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
+              BETWEEN coalesce(effective_from, '-infinity'::date)
+                  AND coalesce(effective_to, 'infinity'::date)
+      -- plan.is_owed: the current period always; a later one once visible.
+      AND (today IS NULL OR current OR due_date - lead_days <= today)
+)
