@@ -27,6 +27,9 @@ from dispatch_fn import embedded
 from dispatch_fn.migrate import apply_migrations
 
 _CONNECT_TIMEOUT_S = 10
+# A login in the dispatcher's role (migration 0005), as the stack's migration step creates.
+DISPATCHER_LOGIN = "duly_dispatcher_test"
+_DISPATCHER_PASSWORD = "dispatcher-test-password"  # noqa: S105 - a test login's password
 
 
 @functools.cache
@@ -109,6 +112,25 @@ def db_url(server_dsn: str, template_database: str) -> Iterator[str]:
         )
 
 
+@pytest.fixture(scope="session")
+def dispatcher_login(server_dsn: str, template_database: str) -> str:
+    """A login role that is a member of ``duly_dispatcher`` and nothing else."""
+    with _admin(server_dsn) as admin:
+        admin.execute(
+            sql.SQL(
+                "DO $$ BEGIN CREATE ROLE {} LOGIN PASSWORD {} IN ROLE duly_dispatcher;"
+                " EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+            ).format(sql.Identifier(DISPATCHER_LOGIN), sql.Literal(_DISPATCHER_PASSWORD))
+        )
+    return DISPATCHER_LOGIN
+
+
+@pytest.fixture
+def dispatcher_url(db_url: str, dispatcher_login: str) -> str:
+    """This test's database, logged in as the dispatcher's least-privileged role."""
+    return make_conninfo(db_url, user=dispatcher_login, password=_DISPATCHER_PASSWORD)
+
+
 @pytest.fixture
 def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """An autocommit connection to this test's own database."""
@@ -126,9 +148,15 @@ def helpers(db_url: str) -> Iterator[list[psycopg.Connection[tuple[object, ...]]
 
 
 @pytest.fixture
-def invoke(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., dict[str, Any]]]:
-    """Call ``lambda_handler`` against this test's database, as Lambda would."""
-    monkeypatch.setenv("DATABASE_URL", db_url)
+def invoke(
+    dispatcher_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Call ``lambda_handler`` against this test's database, as Lambda would.
+
+    It logs in as the dispatcher's role, so every handler test (the acceptance
+    tests among them) also proves the role's grants are enough.
+    """
+    monkeypatch.setenv("DATABASE_URL", dispatcher_url)
     from dispatch_fn import app  # noqa: PLC0415 - after the environment is set
 
     def call(event: object, context: object = None) -> dict[str, Any]:

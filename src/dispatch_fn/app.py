@@ -170,3 +170,6 @@ def _emit_metrics(result: dict[str, Any]) -> None:
     metrics.add_metric("Degraded", MetricUnit.Count, int(result["degraded"]))
     metrics.add_metric("Incomplete", MetricUnit.Count, int(not result["complete"]))
     metrics.add_metric("DurationMs", MetricUnit.Milliseconds, result["duration_ms"])
+    # The heartbeat alarm's metric: it fires when none has been 1 for 26 hours.
+    heartbeat = result["mode"] == "scheduled" and result["complete"] and not result["dry_run"]
+    metrics.add_metric("ScheduledRunsCompleted", MetricUnit.Count, int(heartbeat))

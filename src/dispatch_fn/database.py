@@ -1,16 +1,21 @@
-"""Connections to the duties database: from ``DATABASE_URL`` or a Secrets Manager secret.
+"""Connections to the duties database: from ``DATABASE_URL``, a Secrets Manager secret or IAM.
 
-A warm Lambda keeps its connections between invocations; one found closed or
-broken is replaced before the next run uses it.
+Every connection string, whatever its source, gets the configured TLS mode and
+CA bundle. With ``DB_AUTH=iam`` each new connection signs a fresh IAM token
+(valid 15 minutes) as its password. A warm Lambda keeps its connections between
+invocations; one found closed or broken is replaced before the next run uses it.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
@@ -19,10 +24,37 @@ from dispatch_fn.store import Connection
 APPLICATION_NAME = "duly-dispatcher"
 _SECRET_FIELDS = ("username", "password", "host", "port", "dbname")
 _SECRET_MAX_AGE_S = 300
+# The deployed default: encrypt, and check the certificate's chain and host name.
+DEFAULT_SSLMODE: Final = "verify-full"
+_PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def conninfo_from_secret(secret: object, sslmode: str) -> str:
-    """A libpq conninfo from an RDS-managed secret (username, password, host, port, dbname)."""
+@dataclass(frozen=True, slots=True)
+class IamLogin:
+    """Who an IAM auth token is signed for: the endpoint and database user it opens."""
+
+    host: str
+    port: int
+    user: str
+    region: str
+
+
+type TokenSource = Callable[[IamLogin], str]
+
+
+def rds_auth_token(login: IamLogin) -> str:
+    """A 15-minute RDS IAM auth token, signed locally with the function's credentials."""
+    import boto3  # noqa: PLC0415 - AWS path only; keeps local runs from importing botocore
+
+    client = boto3.client("rds", region_name=login.region)
+    token: str = client.generate_db_auth_token(
+        DBHostname=login.host, Port=login.port, DBUsername=login.user, Region=login.region
+    )
+    return token
+
+
+def secret_fields(secret: object) -> dict[str, str]:
+    """The RDS-managed secret's fields (username, password, host, port, dbname), checked."""
     if isinstance(secret, str | bytes):
         try:
             secret = json.loads(secret)
@@ -37,12 +69,18 @@ def conninfo_from_secret(secret: object, sslmode: str) -> str:
             f"database secret lacks {', '.join(missing)}; expected the RDS shape "
             f"({', '.join(_SECRET_FIELDS)})"
         )
+    return {name: str(secret[name]) for name in _SECRET_FIELDS}
+
+
+def conninfo_from_secret(secret: object, sslmode: str) -> str:
+    """A libpq conninfo from an RDS-managed secret (username, password, host, port, dbname)."""
+    fields = secret_fields(secret)
     return make_conninfo(
-        user=str(secret["username"]),
-        password=str(secret["password"]),
-        host=str(secret["host"]),
-        port=str(secret["port"]),
-        dbname=str(secret["dbname"]),
+        user=fields["username"],
+        password=fields["password"],
+        host=fields["host"],
+        port=fields["port"],
+        dbname=fields["dbname"],
         sslmode=sslmode,
     )
 
@@ -61,23 +99,98 @@ def _fetch_secret(arn: str) -> object:
 
 
 def conninfo_for(settings: Settings) -> str:
-    """Where to connect: ``DATABASE_URL`` wins, else the secret."""
+    """Where to connect, TLS settings applied: ``DATABASE_URL``, else IAM, else the secret.
+
+    Holds no IAM token: tokens are signed per connection by ``connect``.
+    """
     if settings.database_url:
-        return settings.database_url
-    if settings.secret_arn:
-        return conninfo_from_secret(_fetch_secret(settings.secret_arn), settings.sslmode)
-    raise ConfigurationError("no database configured: set DATABASE_URL or DB_SECRET_ARN")
+        base = settings.database_url
+    elif settings.auth == "iam":
+        base = _iam_conninfo(settings)
+    elif settings.secret_arn:
+        base = conninfo_from_secret(
+            _fetch_secret(settings.secret_arn), settings.sslmode or DEFAULT_SSLMODE
+        )
+    else:
+        raise ConfigurationError(
+            "no database configured: set DATABASE_URL, DB_SECRET_ARN, or DB_AUTH=iam with DB_HOST"
+        )
+    return _with_tls(base, settings)
 
 
-def connect(settings: Settings, conninfo: str | None = None) -> Connection:
+def _iam_conninfo(settings: Settings) -> str:
+    missing = [
+        name
+        for name, value in (
+            ("DB_HOST", settings.db_host),
+            ("DB_NAME", settings.db_name),
+            ("DB_USER", settings.db_user),
+        )
+        if not value
+    ]
+    if missing:
+        raise ConfigurationError(f"DB_AUTH='iam' needs {', '.join(missing)}; they are unset")
+    return make_conninfo(
+        host=settings.db_host, port=str(settings.db_port), dbname=settings.db_name,
+        user=settings.db_user,
+    )  # fmt: skip
+
+
+def _with_tls(conninfo: str, settings: Settings) -> str:
+    """``conninfo`` with the configured sslmode and CA bundle, whatever it said before."""
+    params = conninfo_to_dict(conninfo)
+    if settings.sslmode is not None:
+        params["sslmode"] = settings.sslmode
+    elif not settings.database_url:
+        params.setdefault("sslmode", DEFAULT_SSLMODE)
+    if settings.sslrootcert is not None:
+        params["sslrootcert"] = str(_ca_bundle(settings.sslrootcert))
+    return make_conninfo("", **params)
+
+
+def _ca_bundle(configured: str) -> Path:
+    # Relative to the package, which is the artifact's root in Lambda, so the
+    # template can name a file bundled beside the code whatever the cwd.
+    path = _PACKAGE_DIR / configured
+    if not path.is_file():
+        raise ConfigurationError(
+            f"DB_SSLROOTCERT={configured!r}: no such file ({path}); expected a PEM CA bundle, "
+            "e.g. Amazon's global RDS bundle packaged into the artifact (docs/deploy.md)"
+        )
+    return path
+
+
+def iam_login(settings: Settings, conninfo: str) -> IamLogin | None:
+    """The login an IAM token must be signed for, or None when not using IAM auth."""
+    if settings.auth != "iam":
+        return None
+    params = conninfo_to_dict(conninfo)
+    if not settings.aws_region:
+        raise ConfigurationError("DB_AUTH='iam' needs AWS_REGION to sign its token; it is unset")
+    if not params.get("host") or not params.get("user"):
+        raise ConfigurationError("DB_AUTH='iam' needs a host and a user in the connection string")
+    return IamLogin(
+        host=str(params["host"]),
+        port=int(params.get("port") or 5432),
+        user=str(params["user"]),
+        region=settings.aws_region,
+    )
+
+
+def connect(
+    settings: Settings, conninfo: str | None = None, *, tokens: TokenSource = rds_auth_token
+) -> Connection:
     """A new autocommit connection configured for the dispatcher."""
+    target = conninfo or conninfo_for(settings)
     options: dict[str, Any] = {
         "autocommit": True,
         "application_name": APPLICATION_NAME,
         "options": f"-c statement_timeout={settings.statement_timeout_ms}",
         "connect_timeout": 10,
     }
-    conn = psycopg.connect(conninfo or conninfo_for(settings), **options)
+    if (login := iam_login(settings, target)) is not None:
+        options["password"] = tokens(login)
+    conn = psycopg.connect(target, **options)
     if settings.uses_rds_proxy:
         # Prepared statements pin an RDS Proxy session to one client; never prepare.
         conn.prepare_threshold = None
@@ -87,9 +200,10 @@ def connect(settings: Settings, conninfo: str | None = None) -> Connection:
 class ConnectionCache:
     """Keeps a run's connections across warm invocations, replacing any that broke."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenSource = rds_auth_token) -> None:
         self._conns: list[Connection] = []
         self._conninfo: str | None = None
+        self._tokens = tokens
 
     def get(self, settings: Settings) -> list[Connection]:
         """Up to ``settings.workers`` usable connections: cached ones that still work, then new.
@@ -110,7 +224,7 @@ class ConnectionCache:
         self._conns = kept
         while len(kept) < settings.workers:
             try:
-                kept.append(connect(settings, conninfo))
+                kept.append(connect(settings, conninfo, tokens=self._tokens))
             except psycopg.OperationalError:
                 # A helper is an optimisation: a server at its connection limit
                 # gets a run on the connections it did give, not a failed run.

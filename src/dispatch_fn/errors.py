@@ -76,5 +76,13 @@ class OffsetOutOfRangeError(PeriodError):
     """A due offset or grace outside the range its anchor allows."""
 
 
+class MigrationError(RuntimeError):
+    """A schema migration could not be applied; the message names the migration."""
+
+
+class MigrationChecksumError(MigrationError):
+    """An already-applied migration file was edited since it was applied."""
+
+
 class EmbeddedServerBusyError(RuntimeError):
     """The embedded PostgreSQL cannot be stopped: another process still uses it."""

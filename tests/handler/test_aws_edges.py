@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dispatch_fn import app
-from dispatch_fn.database import conninfo_from_secret
+from dispatch_fn.database import DEFAULT_SSLMODE, conninfo_from_secret
 from dispatch_fn.dispatch import DEFAULT_WORKERS
 from dispatch_fn.errors import ConfigurationError, RunFailedError
 from dispatch_fn.settings import Settings
@@ -112,10 +112,10 @@ def test_the_secret_becomes_a_tls_conninfo_by_default() -> None:
         "port": 5432,
         "dbname": "duly",
     }
-    parts = conninfo_to_dict(conninfo_from_secret(json.dumps(secret), Settings().sslmode))
+    parts = conninfo_to_dict(conninfo_from_secret(json.dumps(secret), DEFAULT_SSLMODE))
     assert parts == {
         "user": "u", "password": "p", "host": "db.example", "port": "5432", "dbname": "duly",
-        "sslmode": "require",
+        "sslmode": "verify-full",
     }  # fmt: skip
 
 

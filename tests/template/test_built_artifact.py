@@ -91,3 +91,56 @@ def test_the_artifact_carries_the_pinned_dependencies_and_no_development_ones(bu
     assert {name: installed.get(name) for name in pinned} == pinned
     for development_only in ("pgserver", "pytest", "moto", "hypothesis", "mypy"):
         assert development_only not in installed
+
+
+# The migration step's handler module, loaded as Lambda loads it, answering a
+# CloudFormation Update; the response it would PUT is printed instead.
+_MIGRATION_PROBE = """
+import json, sys
+sys.path.insert(0, ".")
+import migrate_resource
+import psycopg
+sent = []
+migrate_resource.handle(
+    json.loads(sys.argv[1]),
+    connect=lambda: psycopg.connect(sys.argv[2], autocommit=True),
+    send=lambda url, response: sent.append(response),
+)
+print(json.dumps({"response": sent[0], "module": migrate_resource.__file__}))
+"""
+
+
+def test_the_built_migration_step_answers_cloudformation_against_the_database(
+    built: Path, db_url: str, server_dsn: str
+) -> None:
+    artifact = BUILT.parent / "MigrationFunction"
+    assert (artifact / "migrate_resource.py").is_file()
+    assert sorted(p.name for p in (artifact / "migrations").glob("*.sql")) == sorted(
+        p.name for p in (ROOT / "src" / "dispatch_fn" / "migrations").glob("*.sql")
+    )
+    login = "duly_dispatch_built_probe"
+    event = {
+        "RequestType": "Update",
+        "ResponseURL": "https://example.invalid/response",
+        "StackId": "stack",
+        "RequestId": "req",
+        "LogicalResourceId": "SchemaMigration",
+        "PhysicalResourceId": "duly-schema",
+        "ResourceProperties": {"DispatcherAuth": "iam", "DispatcherUser": login},
+    }
+    completed = subprocess.run(
+        [_base_python(), "-I", "-S", "-c", _MIGRATION_PROBE, json.dumps(event), db_url],
+        cwd=artifact,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {login}")
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert Path(result["module"]).resolve().is_relative_to(artifact.resolve())
+    assert result["response"]["Status"] == "SUCCESS", result["response"]["Reason"]
+    assert result["response"]["Reason"] == "schema is up to date"

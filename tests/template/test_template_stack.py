@@ -48,8 +48,14 @@ _MANAGED_POLICIES = {
 }
 
 EXPECTED_ENVIRONMENT = {
+    "DB_AUTH": {"Ref": "DatabaseAuth"},
     "DB_SECRET_ARN": {"Ref": "DatabaseSecretArn"},
+    "DB_HOST": {"Fn::GetAtt": ["SchemaMigration", "Host"]},
+    "DB_PORT": {"Fn::GetAtt": ["SchemaMigration", "Port"]},
+    "DB_NAME": {"Fn::GetAtt": ["SchemaMigration", "DbName"]},
+    "DB_USER": {"Ref": "DatabaseUser"},
     "DB_SSLMODE": {"Ref": "DatabaseSslMode"},
+    "DB_SSLROOTCERT": {"Ref": "DatabaseCaBundlePath"},
     "DB_USES_RDS_PROXY": {"Ref": "DatabaseUsesRdsProxy"},
     "DISPATCH_CHUNK_SIZE": {"Ref": "DispatchChunkSize"},
     "DISPATCH_MAX_WINDOW_DAYS": {"Ref": "DispatchMaxWindowDays"},
@@ -135,9 +141,9 @@ def resources(translated: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def function(resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Properties of the one Lambda function."""
-    (props,) = (r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Function")
-    found: dict[str, Any] = props
+    """Properties of the dispatcher function."""
+    found: dict[str, Any] = resources["DispatchFunction"]["Properties"]
+    assert resources["DispatchFunction"]["Type"] == "AWS::Lambda::Function"
     return found
 
 
@@ -292,7 +298,8 @@ def test_database_settings_parameters_admit_only_encrypting_ssl_modes_and_boolea
     sam_template: dict[str, Any],
 ) -> None:
     parameters = sam_template["Parameters"]
-    assert parameters["DatabaseSslMode"]["Default"] == "require"
+    # verify-full is the deployed default; require stays an explicit downgrade.
+    assert parameters["DatabaseSslMode"]["Default"] == "verify-full"
     assert set(parameters["DatabaseSslMode"]["AllowedValues"]) == {
         "require",
         "verify-ca",
@@ -447,14 +454,22 @@ def test_runs_reporting_degraded_or_incomplete_raise_an_alarm_on_the_emf_metric(
     assert alarm["Threshold"] == 1
 
 
-def test_every_alarm_notifies_the_optional_topic_and_tolerates_quiet_days(
+def test_every_alarm_notifies_the_optional_topic_and_treats_missing_data_as_it_means(
     sam_template: dict[str, Any], resources: dict[str, dict[str, Any]]
 ) -> None:
     alarms = _alarms(resources)
-    assert len(alarms) == 5
+    # No data is fine for errors and queues, keeps the last run's state for the
+    # per-run outcomes, and is exactly what the heartbeat watches for.
+    assert {logical_id: alarm["TreatMissingData"] for logical_id, alarm in alarms.items()} == {
+        "FunctionErrorsAlarm": "notBreaching",
+        "ScheduleDeadLetterAlarm": "notBreaching",
+        "FailedRunAlarm": "notBreaching",
+        "DegradedRunAlarm": "ignore",
+        "IncompleteRunAlarm": "ignore",
+        "ScheduledRunHeartbeatAlarm": "breaching",
+    }
     for logical_id, alarm in alarms.items():
         assert alarm["AlarmActions"] == TOPIC_ACTIONS, logical_id
-        assert alarm["TreatMissingData"] == "notBreaching", logical_id
     assert sam_template["Parameters"]["AlarmTopicArn"]["Default"] == ""
     assert sam_template["Conditions"]["HasAlarmTopic"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]
@@ -472,6 +487,9 @@ def test_outputs_give_an_operator_the_function_queues_schedule_and_logs(
         "ScheduleDeadLetterQueueUrl": {"Ref": "ScheduleDeadLetterQueue"},
         "ScheduleName": {"Ref": "DispatchFunctionDailyDispatch"},
         "LogGroupName": {"Ref": "DispatchLogGroup"},
+        "MigrationLogGroupName": {"Ref": "MigrationLogGroup"},
+        "SchemaVersion": {"Fn::GetAtt": ["SchemaMigration", "SchemaVersion"]},
+        "DashboardName": {"Ref": "DispatchDashboard"},
     }
     assert translated["Resources"]["DispatchFunctionDailyDispatch"]["Type"] == (
         "AWS::Scheduler::Schedule"
@@ -484,14 +502,17 @@ def test_outputs_give_an_operator_the_function_queues_schedule_and_logs(
 def test_secret_arn_reaches_the_function_only_through_its_parameter(
     sam_template: dict[str, Any], function: dict[str, Any]
 ) -> None:
-    parameter = sam_template["Parameters"]["DatabaseSecretArn"]
-    assert parameter["Type"] == "String"
-    assert "Default" not in parameter, "a baked-in secret ARN would pin one account"
-    assert re.fullmatch(
-        parameter["AllowedPattern"],
-        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds!cluster-0a1b2c-AbCdEf",
-    )
-    assert not re.fullmatch(parameter["AllowedPattern"], "REPLACE_ME")
+    for name in ("DatabaseSecretArn", "DatabaseOwnerSecretArn"):
+        parameter = sam_template["Parameters"][name]
+        assert parameter["Type"] == "String"
+        assert "Default" not in parameter, "a baked-in secret ARN would pin one account"
+        assert re.fullmatch(
+            parameter["AllowedPattern"],
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds!cluster-0a1b2c-AbCdEf",
+        )
+        assert not re.fullmatch(parameter["AllowedPattern"], "REPLACE_ME")
+    # Only the dispatcher's may be empty: with IAM auth it has no password at all.
+    assert re.fullmatch(sam_template["Parameters"]["DatabaseSecretArn"]["AllowedPattern"], "")
     assert function["Environment"]["Variables"]["DB_SECRET_ARN"] == {"Ref": "DatabaseSecretArn"}
 
 
@@ -526,6 +547,14 @@ def test_the_function_may_read_exactly_the_one_database_secret(
             "Resource": {"Ref": "DatabaseSecretArn"},
         }
     ]
+    (conditional,) = (
+        entry
+        for policy in function_role["Policies"]
+        for entry in policy["PolicyDocument"]["Statement"]
+        if "Fn::If" in entry and entry["Fn::If"][1].get("Sid") == "ReadDatabaseSecret"
+    )
+    # Never the owner's secret, and with IAM auth no secret at all.
+    assert conditional["Fn::If"][0] == "UsesPasswordAuth"
 
 
 def test_kms_decrypt_is_granted_only_with_a_key_and_only_for_that_secret_via_secrets_manager(
@@ -535,10 +564,13 @@ def test_kms_decrypt_is_granted_only_with_a_key_and_only_for_that_secret_via_sec
         entry
         for policy in function_role["Policies"]
         for entry in policy["PolicyDocument"]["Statement"]
-        if "Fn::If" in entry
+        if "Fn::If" in entry and entry["Fn::If"][1].get("Action") == "kms:Decrypt"
     )
     condition, grant, otherwise = conditional["Fn::If"]
-    assert condition == "HasDatabaseSecretKmsKey"
+    assert condition == "DecryptsDispatcherSecret"
+    assert sam_template["Conditions"]["DecryptsDispatcherSecret"] == {
+        "Fn::And": [{"Condition": "HasDatabaseSecretKmsKey"}, {"Condition": "UsesPasswordAuth"}]
+    }
     assert otherwise == {"Ref": "AWS::NoValue"}
     assert grant["Action"] == "kms:Decrypt"
     assert grant["Resource"] == {"Ref": "DatabaseSecretKmsKeyArn"}
@@ -581,7 +613,7 @@ def test_only_eni_and_xray_actions_are_granted_on_every_resource(
     resources: dict[str, dict[str, Any]],
 ) -> None:
     roles = _roles(resources)
-    assert len(roles) == 2  # the function's and the schedule's
+    assert len(roles) == 3  # the dispatcher's, the migration step's and the schedule's
     wildcard_actions: set[str] = set()
     for logical_id, role in roles.items():
         for statement in _statements(role):
@@ -611,7 +643,11 @@ def test_no_role_carries_a_managed_policy_or_a_separate_policy_resource(
 
 @pytest.mark.parametrize(
     ("role_kind", "service"),
-    [("function", "lambda.amazonaws.com"), ("schedule", "scheduler.amazonaws.com")],
+    [
+        ("function", "lambda.amazonaws.com"),
+        ("schedule", "scheduler.amazonaws.com"),
+        ("migration", "lambda.amazonaws.com"),
+    ],
 )
 def test_each_role_can_be_assumed_only_by_its_own_service(
     resources: dict[str, dict[str, Any]],
@@ -620,8 +656,227 @@ def test_each_role_can_be_assumed_only_by_its_own_service(
     role_kind: str,
     service: str,
 ) -> None:
-    role_ref = function["Role"] if role_kind == "function" else schedule["Target"]["RoleArn"]
+    role_ref = {
+        "function": function["Role"],
+        "schedule": schedule["Target"]["RoleArn"],
+        "migration": resources["MigrationFunction"]["Properties"]["Role"],
+    }[role_kind]
     role = resources[role_ref["Fn::GetAtt"][0]]["Properties"]
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert _listed(trust["Principal"]["Service"]) == [service]
     assert _listed(trust["Action"]) == ["sts:AssumeRole"]
+
+
+# --- operating it: TLS, IAM auth, the migration step, silence, the dashboard --
+
+
+@pytest.fixture(scope="module")
+def migration_function(resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Properties of the migration step's function."""
+    assert resources["MigrationFunction"]["Type"] == "AWS::Lambda::Function"
+    found: dict[str, Any] = resources["MigrationFunction"]["Properties"]
+    return found
+
+
+def test_both_functions_verify_the_server_against_the_ca_bundle_parameter(
+    sam_template: dict[str, Any], function: dict[str, Any], migration_function: dict[str, Any]
+) -> None:
+    for props in (function, migration_function):
+        variables = props["Environment"]["Variables"]
+        assert variables["DB_SSLMODE"] == {"Ref": "DatabaseSslMode"}
+        assert variables["DB_SSLROOTCERT"] == {"Ref": "DatabaseCaBundlePath"}
+    bundle = sam_template["Parameters"]["DatabaseCaBundlePath"]
+    # Relative to the artifact's root: the file docs/deploy.md downloads before sam build.
+    assert bundle["Default"] == "certs/rds-global-bundle.pem"
+
+
+def test_iam_auth_may_connect_as_exactly_the_dispatchers_user_on_that_cluster(
+    sam_template: dict[str, Any], function_role: dict[str, Any]
+) -> None:
+    (conditional,) = (
+        entry
+        for policy in function_role["Policies"]
+        for entry in policy["PolicyDocument"]["Statement"]
+        if "Fn::If" in entry and entry["Fn::If"][1].get("Action") == "rds-db:connect"
+    )
+    condition, grant, otherwise = conditional["Fn::If"]
+    assert (condition, otherwise) == ("UsesIamAuth", {"Ref": "AWS::NoValue"})
+    assert grant["Effect"] == "Allow"
+    assert grant["Resource"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:rds-db:${AWS::Region}:${AWS::AccountId}:dbuser:"
+        "${DatabaseClusterResourceId}/${DatabaseUser}"
+    }
+    parameters = sam_template["Parameters"]
+    assert re.fullmatch(parameters["DatabaseClusterResourceId"]["AllowedPattern"],
+                        "cluster-ABCDEFGHIJKLMNOPQRSTUVWXY0")  # fmt: skip
+    # A wildcard in either part would open every user or every cluster.
+    assert not re.fullmatch(parameters["DatabaseClusterResourceId"]["AllowedPattern"], "*")
+    assert not re.fullmatch(parameters["DatabaseUser"]["AllowedPattern"], "*")
+    assert sam_template["Rules"]["IamAuthNamesItsCluster"]["RuleCondition"] == {
+        "Fn::Equals": [{"Ref": "DatabaseAuth"}, "iam"]
+    }
+
+
+def test_the_dispatcher_never_reads_the_owners_secret(
+    function: dict[str, Any], function_role: dict[str, Any]
+) -> None:
+    assert "DatabaseOwnerSecretArn" not in json.dumps(function)
+    assert "DatabaseOwnerSecretArn" not in json.dumps(function_role)
+
+
+def test_deploys_run_the_migration_step_before_the_dispatchers_code_goes_live(
+    resources: dict[str, dict[str, Any]], function: dict[str, Any]
+) -> None:
+    step = resources["SchemaMigration"]
+    assert step["Type"] == "Custom::DulySchema"
+    props = step["Properties"]
+    alias = resources[props["ServiceToken"]["Ref"]]
+    assert alias["Type"] == "AWS::Lambda::Alias"
+    assert alias["Properties"]["FunctionName"] == {"Ref": "MigrationFunction"}
+    # Every code change publishes a version, and naming it makes the deploy an Update.
+    version = resources[props["CodeVersion"]["Ref"]]
+    assert version["Type"] == "AWS::Lambda::Version"
+    assert version["Properties"]["FunctionName"] == {"Ref": "MigrationFunction"}
+    assert props["DispatcherAuth"] == {"Ref": "DatabaseAuth"}
+    assert props["DispatcherUser"] == {"Ref": "DatabaseUser"}
+    # The dispatcher's endpoint comes from the step, so CloudFormation orders it after.
+    variables = function["Environment"]["Variables"]
+    assert variables["DB_HOST"] == {"Fn::GetAtt": ["SchemaMigration", "Host"]}
+
+
+def test_the_migration_step_fails_a_deploy_within_its_functions_timeout_and_a_minute(
+    resources: dict[str, dict[str, Any]], migration_function: dict[str, Any]
+) -> None:
+    timeout = resources["SchemaMigration"]["Properties"]["ServiceTimeout"]
+    assert migration_function["Timeout"] < timeout <= migration_function["Timeout"] + 120
+
+
+def test_the_migration_step_is_the_same_artifact_in_the_same_network_as_the_owner(
+    sam_template: dict[str, Any], function: dict[str, Any], migration_function: dict[str, Any]
+) -> None:
+    step = sam_template["Resources"]["MigrationFunction"]["Properties"]
+    assert step["CodeUri"] == sam_template["Resources"]["DispatchFunction"]["Properties"]["CodeUri"]
+    assert step["Handler"] == "migrate_resource.handler"
+    assert migration_function["Runtime"] == function["Runtime"]
+    assert migration_function["VpcConfig"] == function["VpcConfig"]
+    variables = migration_function["Environment"]["Variables"]
+    assert variables["DB_SECRET_ARN"] == {"Ref": "DatabaseOwnerSecretArn"}
+
+
+def test_the_migration_step_reads_the_owners_secret_and_the_dispatchers_only_with_a_password(
+    resources: dict[str, dict[str, Any]], migration_function: dict[str, Any]
+) -> None:
+    role = resources[migration_function["Role"]["Fn::GetAtt"][0]]["Properties"]
+    reads = [
+        (statement["Resource"], conditional)
+        for policy in role["Policies"]
+        for entry in policy["PolicyDocument"]["Statement"]
+        for conditional, statement in (
+            [(entry["Fn::If"][0], entry["Fn::If"][1])] if "Fn::If" in entry else [(None, entry)]
+        )
+        if statement["Action"] == "secretsmanager:GetSecretValue"
+    ]
+    assert reads == [
+        ({"Ref": "DatabaseOwnerSecretArn"}, None),
+        ({"Ref": "DatabaseSecretArn"}, "UsesPasswordAuth"),
+    ]
+    actions = {str(s["Action"]) for s in _statements(role)}
+    assert not [a for a in actions if "sqs:" in a or "rds-db:" in a or "lambda:" in a]
+
+
+def test_the_schedule_can_be_deployed_disabled(
+    sam_template: dict[str, Any], schedule: dict[str, Any]
+) -> None:
+    assert schedule["State"] == {"Ref": "DispatchScheduleState"}
+    parameter = sam_template["Parameters"]["DispatchScheduleState"]
+    assert parameter["AllowedValues"] == ["ENABLED", "DISABLED"]
+    assert parameter["Default"] == "ENABLED"
+
+
+def test_a_heartbeat_alarm_fires_when_no_scheduled_run_completed_in_26_hours(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    alarm = _alarms(resources)["ScheduledRunHeartbeatAlarm"]
+    assert (alarm["Namespace"], alarm["MetricName"]) == ("Duly", "ScheduledRunsCompleted")
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "duly-dispatcher"}]
+    assert alarm["Statistic"] == "Sum"
+    assert alarm["Period"] * alarm["EvaluationPeriods"] == 26 * 3600
+    # Every one of the 26 hours empty, not "some of them": a run in any hour is a pulse.
+    assert alarm["DatapointsToAlarm"] == alarm["EvaluationPeriods"]
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+    assert alarm["TreatMissingData"] == "breaching"
+    # CloudWatch's limit for periods of an hour or more: seven days in all.
+    assert alarm["Period"] >= 3600
+    assert alarm["Period"] * alarm["EvaluationPeriods"] <= 7 * 86400
+    # A stack whose schedule is off on purpose does not page anyone for the silence.
+    assert alarm["ActionsEnabled"] == {"Fn::If": ["SchedulesRuns", True, False]}
+
+
+def _dashboard(resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    body = resources["DispatchDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    # Each ${Name} or ${Name.Attr} CloudFormation substitutes becomes "<Name>" here.
+    substituted = re.sub(r"\$\{([A-Za-z:.]+)\}", lambda m: f"<{m.group(1)}>", body)
+    parsed: dict[str, Any] = json.loads(substituted)
+    return parsed
+
+
+def _dashboard_metrics(dashboard: dict[str, Any]) -> dict[str, set[tuple[str, ...]]]:
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for widget in dashboard["widgets"]:
+        if widget["type"] == "metric":
+            found[widget["properties"]["title"]] = {
+                tuple(str(part) for part in metric if not isinstance(part, dict))
+                for metric in widget["properties"]["metrics"]
+            }
+    return found
+
+
+def test_the_dashboard_shows_runs_tasks_faults_duration_errors_and_both_queues(
+    resources: dict[str, dict[str, Any]], function: dict[str, Any]
+) -> None:
+    dashboard = _dashboard(resources)
+    metrics = _dashboard_metrics(dashboard)
+    service = ("service", "duly-dispatcher")
+    lambda_fn = ("FunctionName", "<DispatchFunction>")
+    assert metrics["Runs and their outcome"] >= {
+        ("AWS/Lambda", "Invocations", *lambda_fn),
+        *{("Duly", name, *service) for name in (
+            "ScheduledRunsCompleted", "Degraded", "Incomplete", "FailedRuns", "RefusedEvents"
+        )},
+    }  # fmt: skip
+    assert metrics["Tasks created and already existing"] >= {
+        ("Duly", "TasksCreated", *service), ("Duly", "TasksExisting", *service),
+    }  # fmt: skip
+    assert metrics["Faults (duties the engine refused)"] == {("Duly", "Faults", *service)}
+    assert metrics["Errors and throttles"] >= {("AWS/Lambda", "Errors", *lambda_fn)}
+    assert metrics["Failure queues: messages waiting"] == {
+        ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", f"<{queue}.QueueName>")
+        for queue in ("FailedRunQueue", "ScheduleDeadLetterQueue")
+    }
+    (duration,) = (
+        w["properties"] for w in dashboard["widgets"] if w["properties"]["title"].startswith("Dur")
+    )
+    assert ("AWS/Lambda", "Duration", *lambda_fn) in metrics[duration["title"]]
+    (timeout_line,) = duration["annotations"]["horizontal"]
+    assert timeout_line["value"] == function["Timeout"] * 1000
+    assert str(function["Timeout"]) in duration["title"]
+    (alarms,) = (w["properties"] for w in dashboard["widgets"] if w["type"] == "alarm")
+    assert {arn.removesuffix(".Arn>").removeprefix("<") for arn in alarms["alarms"]} == set(
+        _alarms(resources)
+    )
+
+
+def test_each_samconfig_environment_names_every_parameter_without_a_default(
+    sam_template: dict[str, Any],
+) -> None:
+    required = {
+        name for name, parameter in sam_template["Parameters"].items() if "Default" not in parameter
+    }
+    assert {"DatabaseOwnerSecretArn", "DatabaseSecretArn", "SubnetIds"} <= required
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text("utf-8"))
+    known = set(sam_template["Parameters"])
+    for environment in ("default", "prod"):
+        overrides = config[environment]["deploy"]["parameters"]["parameter_overrides"]
+        named = {override.partition("=")[0] for override in overrides}
+        assert required <= named, environment
+        assert named <= known, environment

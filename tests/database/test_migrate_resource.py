@@ -1,0 +1,330 @@
+"""The stack's migration step, driven by CloudFormation's own event shapes, on a real database.
+
+The response CloudFormation reads goes to a presigned URL; here the sender is
+a recorder, and each test asserts what would have been sent.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import ssl
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from cryptography.hazmat.primitives import serialization
+from psycopg import sql
+
+import tls_server
+from conftest import database_dsn
+from dispatch_fn import migrate_resource
+from dispatch_fn.migrate import bundled_migrations
+from dispatch_fn.migrate_resource import PHYSICAL_ID, handle, send_to_presigned_url
+from support import Conn, duty, insert_duties
+
+STACK_ID = "arn:aws:cloudformation:eu-west-1:123456789012:stack/duly-dispatcher-test/1a2b"
+ALL_VERSIONS = ",".join(each.version for each in bundled_migrations())
+
+
+def event(request_type: str, **properties: Any) -> dict[str, Any]:
+    """A custom-resource request as CloudFormation sends it."""
+    body: dict[str, Any] = {
+        "RequestType": request_type,
+        "ServiceToken": "arn:aws:lambda:eu-west-1:123456789012:function:duly-migrate",
+        "ResponseURL": "https://cloudformation-custom-resource-response-euwest1.s3.amazonaws.com/x",
+        "StackId": STACK_ID,
+        "RequestId": f"req-{request_type.lower()}",
+        "LogicalResourceId": "SchemaMigration",
+        "ResourceType": "Custom::DulySchema",
+        "ResourceProperties": {"ServiceToken": "arn:...", "CodeVersion": "7", **properties},
+    }
+    if request_type != "Create":
+        body["PhysicalResourceId"] = PHYSICAL_ID
+    if request_type == "Update":
+        body["OldResourceProperties"] = {"ServiceToken": "arn:...", "CodeVersion": "6"}
+    return body
+
+
+class Recorder:
+    """Stands in for the presigned URL: keeps every response sent to it."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, url: str, response: dict[str, Any]) -> None:
+        self.sent.append((url, response))
+
+    @property
+    def only(self) -> dict[str, Any]:
+        (sent,) = self.sent
+        assert sent[0].startswith("https://cloudformation-custom-resource-response")
+        return sent[1]
+
+
+@pytest.fixture
+def login(server_dsn: str) -> Iterator[str]:
+    """A dispatcher login name of this test's own, dropped after it (roles are cluster-wide)."""
+    name = f"duly_dispatch_{uuid.uuid4().hex[:8]}"
+    yield name
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def empty_url(server_dsn: str) -> Iterator[str]:
+    """A database with no schema at all, as on a first deploy."""
+    name = f"duly_empty_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield database_dsn(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def connector(url: str) -> Any:
+    def connect() -> AbstractContextManager[psycopg.Connection[Any]]:
+        return psycopg.connect(url, autocommit=True)
+
+    return connect
+
+
+def refuse_to_connect() -> psycopg.Connection[Any]:
+    raise AssertionError("a Delete must not touch the database")
+
+
+def _memberships(conn: Conn, login: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT m.roleid::regrole::text FROM pg_auth_members m"
+        " WHERE m.member = %s::regrole ORDER BY 1",
+        (login,),
+    ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def test_create_on_an_empty_database_applies_every_migration_and_creates_the_login(
+    empty_url: str, login: str
+) -> None:
+    sent = Recorder()
+    handle(event("Create", DispatcherUser=login, DispatcherAuth="iam"),
+           connect=connector(empty_url), send=sent)  # fmt: skip
+    response = sent.only
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert response["Reason"] == f"applied {ALL_VERSIONS}"
+    assert response["PhysicalResourceId"] == PHYSICAL_ID
+    assert (response["StackId"], response["RequestId"], response["LogicalResourceId"]) == (
+        STACK_ID, "req-create", "SchemaMigration",
+    )  # fmt: skip
+    assert response["Data"]["Applied"] == ALL_VERSIONS
+    assert response["Data"]["SchemaVersion"] == bundled_migrations()[-1].version
+    assert response["Data"]["DispatcherLogin"] == login
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        assert response["Data"]["DbName"] == conn.info.dbname
+        assert _memberships(conn, login) == ["duly_dispatcher"]
+        can_login = conn.execute(
+            "SELECT rolcanlogin, rolsuper FROM pg_roles WHERE rolname = %s", (login,)
+        ).fetchone()
+        assert can_login == (True, False)
+
+
+def test_update_with_nothing_pending_succeeds_and_changes_nothing(
+    conn: Conn, db_url: str, login: str
+) -> None:
+    insert_duties(conn, [duty("d1")])
+    before = conn.execute("SELECT version, applied_at FROM duly_schema_migration").fetchall()
+    sent = Recorder()
+    handle(event("Update", DispatcherUser=login), connect=connector(db_url), send=sent)
+    assert sent.only["Status"] == "SUCCESS"
+    assert sent.only["Reason"] == "schema is up to date"
+    assert sent.only["Data"]["Applied"] == ""
+    assert sent.only["PhysicalResourceId"] == PHYSICAL_ID
+    after = conn.execute("SELECT version, applied_at FROM duly_schema_migration").fetchall()
+    assert after == before
+    # Running it again (a second deploy) is as harmless.
+    handle(event("Update", DispatcherUser=login), connect=connector(db_url), send=sent)
+    assert [response["Status"] for _, response in sent.sent] == ["SUCCESS", "SUCCESS"]
+
+
+def test_delete_succeeds_without_touching_the_database(conn: Conn, login: str) -> None:
+    insert_duties(conn, [duty("d1")])
+    sent = Recorder()
+    handle(event("Delete", DispatcherUser=login), connect=refuse_to_connect, send=sent)
+    assert sent.only["Status"] == "SUCCESS"
+    assert "changes nothing" in sent.only["Reason"]
+    assert sent.only["PhysicalResourceId"] == PHYSICAL_ID
+    row = conn.execute("SELECT count(*) FROM duly_duty").fetchone()
+    assert row == (1,)
+
+
+def test_an_edited_applied_migration_fails_the_deploy_with_the_reason(
+    conn: Conn, db_url: str, login: str
+) -> None:
+    conn.execute("UPDATE duly_schema_migration SET checksum = 'f00d' WHERE version = '0001_schema'")
+    sent = Recorder()
+    handle(event("Update", DispatcherUser=login), connect=connector(db_url), send=sent)
+    assert sent.only["Status"] == "FAILED"
+    assert sent.only["Reason"].startswith(
+        "MigrationChecksumError: migration '0001_schema' was applied with checksum f00d"
+    )
+    assert sent.only["Data"] == {}
+
+
+def test_a_failing_migration_fails_the_deploy_naming_it(
+    conn: Conn, db_url: str, login: str
+) -> None:
+    # The ledger forgets 0001, so it runs again and meets its own tables.
+    conn.execute("DELETE FROM duly_schema_migration WHERE version = '0001_schema'")
+    sent = Recorder()
+    handle(event("Update", DispatcherUser=login), connect=connector(db_url), send=sent)
+    assert sent.only["Status"] == "FAILED"
+    assert sent.only["Reason"].startswith("MigrationError: migration '0001_schema' failed:")
+    assert "already exists" in sent.only["Reason"]
+
+
+def test_an_unreachable_database_fails_the_deploy_with_the_reason(login: str) -> None:
+    unreachable = "host=127.0.0.1 port=1 dbname=duly user=owner connect_timeout=2"
+    sent = Recorder()
+    handle(event("Create", DispatcherUser=login), connect=connector(unreachable), send=sent)
+    assert sent.only["Status"] == "FAILED"
+    assert sent.only["Reason"].startswith("OperationalError: ")
+    assert sent.only["PhysicalResourceId"] == PHYSICAL_ID
+
+
+def test_password_auth_gives_the_login_the_password_from_the_dispatchers_secret(
+    db_url: str, login: str
+) -> None:
+    secret = {"username": login, "password": "from-the-secret", "host": "h", "port": 5432,
+              "dbname": "duly"}  # fmt: skip
+    read: list[str] = []
+
+    def read_secret(arn: str) -> object:
+        read.append(arn)
+        return json.dumps(secret)
+
+    sent = Recorder()
+    properties = {"DispatcherAuth": "password", "DispatcherSecretArn": "arn:secret:dispatcher"}
+    handle(event("Create", **properties), connect=connector(db_url), send=sent,
+           read_secret=read_secret)  # fmt: skip
+    assert sent.only["Status"] == "SUCCESS", sent.only["Reason"]
+    assert read == ["arn:secret:dispatcher"]
+    assert "from-the-secret" not in json.dumps(sent.only)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = %s", (login,)
+        ).fetchone()
+        assert row == (True,)
+        assert _memberships(conn, login) == ["duly_dispatcher"]
+
+
+def test_the_owner_is_refused_as_the_dispatchers_login(conn: Conn, db_url: str) -> None:
+    owner = conn.execute("SELECT current_user").fetchone()
+    assert owner is not None
+    sent = Recorder()
+    handle(event("Create", DispatcherUser=owner[0]), connect=connector(db_url), send=sent)
+    assert sent.only["Status"] == "FAILED"
+    assert "is the owner that runs migrations" in sent.only["Reason"]
+
+
+def test_an_unknown_request_type_is_reported_not_left_hanging() -> None:
+    sent = Recorder()
+    handle(event("Replace"), connect=refuse_to_connect, send=sent)
+    assert sent.only["Status"] == "FAILED"
+    assert "RequestType='Replace'" in sent.only["Reason"]
+
+
+class _Answer:
+    def __enter__(self) -> _Answer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def read(self) -> bytes:
+        return b""
+
+
+def test_the_response_is_put_as_json_with_no_content_type() -> None:
+    opened: list[Any] = []
+
+    def opener(request: Any, timeout: float) -> _Answer:
+        opened.append((request, timeout))
+        return _Answer()
+
+    response = {"Status": "SUCCESS", "Reason": "ok", "Data": {}}
+    send_to_presigned_url("https://bucket.s3.amazonaws.com/key?X-Amz-Signature=1", response,
+                          opener=opener)  # fmt: skip
+    ((request, timeout),) = opened
+    assert request.get_method() == "PUT"
+    assert request.full_url == "https://bucket.s3.amazonaws.com/key?X-Amz-Signature=1"
+    assert request.get_header("Content-type") == ""
+    assert json.loads(request.data) == response
+    assert timeout > 0
+
+
+def test_a_response_url_that_is_not_https_is_refused() -> None:
+    with pytest.raises(ValueError, match="expected an https:// presigned URL"):
+        send_to_presigned_url("http://example.com/x", {}, opener=lambda *_, **__: _Answer())
+
+
+@dataclass
+class _LambdaContext:
+    remaining_ms: int = 900_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@pytest.fixture
+def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """A local HTTPS server standing in for S3: records each request; trusted via SSL_CERT_FILE."""
+    ca, ca_key = tls_server.certificate_authority("Stand-in S3 CA")
+    issued = tls_server.server_certificate(ca, ca_key, "localhost")
+    (tmp_path / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "cert.pem").write_bytes(issued.cert_pem)
+    (tmp_path / "key.pem").write_bytes(issued.key_pem)
+    received: list[Any] = []
+
+    class Bucket(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers.get("Content-Type"), json.loads(body)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            return None
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Bucket)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    received.append(f"https://localhost:{server.server_address[1]}/response?X-Amz-Signature=ab")
+    yield received
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_lambda_entry_point_migrates_from_its_environment_and_puts_the_response(
+    db_url: str, login: str, presigned_url: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    for name in ("DB_SSLMODE", "DB_SSLROOTCERT", "DB_AUTH", "DB_SECRET_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    url = presigned_url.pop()
+    request = {**event("Update", DispatcherUser=login), "ResponseURL": url}
+    returned = migrate_resource.handler(request, _LambdaContext())
+    ((path, content_type, body),) = presigned_url
+    assert path == "/response?X-Amz-Signature=ab"
+    assert content_type == ""
+    assert body == returned
+    assert body["Status"] == "SUCCESS", body["Reason"]
+    assert body["Data"]["DispatcherLogin"] == login
