@@ -1,8 +1,12 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: demo test test-fast lint typecheck template bench lock fuzz build-DispatchFunction build-MigrationFunction
+.PHONY: demo stop-db test test-fast lint typecheck template bench lock fuzz build-DispatchFunction build-MigrationFunction
 
 demo:       ## set up on first use, then run the dispatcher end to end on an embedded PostgreSQL
 	./scripts/demo.sh
+
+stop-db:    ## stop the embedded PostgreSQL that `make demo` and the local commands leave running
+	@if [ -x .venv/bin/python ]; then .venv/bin/python -m dispatch_fn stop-db; \
+	else echo "nothing to stop: no .venv yet"; fi
 
 test:       ## every gate, what CI runs: lint, format, types, template and build, all tests
 	./scripts/test.sh

@@ -1,38 +1,26 @@
-"""Local commands: ``python -m dispatch_fn migrate | invoke | demo | runs | explain``.
+"""Local commands: ``python -m dispatch_fn migrate | invoke | demo | runs | explain | stop-db``.
 
 Each honours ``DATABASE_URL``; without it they use the embedded PostgreSQL kept
-in the checkout's git-ignored ``.duly/`` directory.
+in the checkout's git-ignored ``.duly/`` directory, which keeps running between
+commands until ``stop-db``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import datetime
 
 import psycopg
 
-from dispatch_fn import embedded
-from dispatch_fn.database import ConnectionCache
-from dispatch_fn.errors import ConfigurationError, EventError
+from dispatch_fn import embedded, invoke_cli
+from dispatch_fn.errors import EmbeddedServerBusyError, EventError
 from dispatch_fn.migrate import apply_migrations
-from dispatch_fn.settings import Settings
 
 _EXIT_REFUSED = 2
-_EXIT_CONFIGURATION = 3
 _EXIT_UNKNOWN_DUTY = 4
-
-
-def _database_url() -> tuple[str, bool]:
-    """The DSN to use, and whether it is the embedded server."""
-    if url := os.environ.get("DATABASE_URL"):
-        return url, False
-    return embedded.start(), True
 
 
 def _migrate(dsn: str) -> list[str]:
@@ -51,50 +39,29 @@ def _positive_int(text: str) -> int:
 
 
 def _cmd_migrate(_: argparse.Namespace) -> int:
-    dsn, _embedded = _database_url()
+    dsn, _embedded = embedded.local_dsn()
     applied = _migrate(dsn)
     print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
     return 0
 
 
-def _cmd_invoke(args: argparse.Namespace) -> int:
-    path = Path(args.event_file)
-    try:
-        event = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"error: cannot read event {str(path)!r}: {exc}", file=sys.stderr)
-        return _EXIT_REFUSED
-    dsn, is_embedded = _database_url()
-    if is_embedded:
-        # A fresh checkout's embedded database has no schema yet.
-        _migrate(dsn)
-    from dispatch_fn.invocation import handle  # noqa: PLC0415 - only this command needs it
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from dispatch_fn import demo  # noqa: PLC0415 - only this command needs it
 
-    # No metrics: stdout is the report, and EMF only means something in Lambda.
-    connections = ConnectionCache()
-    try:
-        settings = replace(Settings.from_environ(os.environ), database_url=dsn)
-        report = handle(
-            event,
-            None,
-            settings=settings,
-            connections=connections,
-            clock=lambda: datetime.now(UTC),
+    dsn, is_embedded = embedded.local_dsn()
+    _migrate(dsn)
+    demo.run_demo(dsn, args.now)
+    if is_embedded:
+        print(
+            f"\nThe embedded PostgreSQL keeps running (data in {embedded.default_data_dir()}),"
+            " so later commands see these tasks;\nstop it with `python -m dispatch_fn stop-db`"
+            " (or `make stop-db`)."
         )
-    except EventError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return _EXIT_REFUSED
-    except ConfigurationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return _EXIT_CONFIGURATION
-    finally:
-        connections.discard()
-    print(json.dumps(report, indent=2))
     return 0
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime  # noqa: PLC0415 - only this command needs them
+    from datetime import UTC  # noqa: PLC0415 - only this command needs them
 
     from dispatch_fn.events import parse_event  # noqa: PLC0415
     from dispatch_fn.explain import explain, render  # noqa: PLC0415
@@ -112,7 +79,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return _EXIT_REFUSED
     now, window = request.now, request.window
-    dsn, is_embedded = _database_url()
+    dsn, is_embedded = embedded.local_dsn()
     if is_embedded:
         _migrate(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -124,19 +91,21 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0 if explained["found"] else _EXIT_UNKNOWN_DUTY
 
 
-def _cmd_demo(_: argparse.Namespace) -> int:
-    from dispatch_fn import demo  # noqa: PLC0415 - only this command needs it
-
-    dsn, _embedded = _database_url()
-    _migrate(dsn)
-    demo.run_demo(dsn)
+def _cmd_stop_db(_: argparse.Namespace) -> int:
+    try:
+        stopped = embedded.stop()
+    except EmbeddedServerBusyError as busy:
+        print(f"error: {busy}", file=sys.stderr)
+        return 1
+    where = embedded.default_data_dir()
+    print(f"stopped the embedded PostgreSQL in {where}" if stopped else f"not running: {where}")
     return 0
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     from dispatch_fn import runs_table  # noqa: PLC0415 - only this command needs it
 
-    dsn, is_embedded = _database_url()
+    dsn, is_embedded = embedded.local_dsn()
     if is_embedded:
         _migrate(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -144,19 +113,33 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line and run one command; return the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m dispatch_fn", description=__doc__)
+def _instant(text: str) -> datetime:
+    instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if instant.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no UTC offset; expected e.g. 2026-12-01T01:00Z"
+        )
+    return instant
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: one sub-command per local task."""
+    parser = argparse.ArgumentParser(
+        prog="python -m dispatch_fn",
+        description=__doc__,
+        epilog=f"{invoke_cli.ENVIRONMENT}\n\ninvoke's {invoke_cli.EXIT_STATUSES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply pending schema migrations").set_defaults(
         run=_cmd_migrate
     )
-    invoke = commands.add_parser("invoke", help="run lambda_handler on an event file")
-    invoke.add_argument("event_file", help="a JSON event, e.g. events/backfill-13-months.json")
-    invoke.set_defaults(run=_cmd_invoke)
-    commands.add_parser(
-        "demo", help="seed a demo organisation and run the dispatcher"
-    ).set_defaults(run=_cmd_demo)
+    invoke_cli.register(commands)
+    demo = commands.add_parser("demo", help="seed a demo organisation and run the dispatcher")
+    demo.add_argument(
+        "--now", type=_instant, default=None, help="the demo's UTC clock (default: now)"
+    )
+    demo.set_defaults(run=_cmd_demo)
     runs = commands.add_parser("runs", help="recent runs from the run ledger, newest first")
     runs.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
     runs.add_argument("--json", action="store_true", help="JSON for machines")
@@ -170,7 +153,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     why.add_argument("--to", dest="to_date", help="backfill window's last day (default: today)")
     why.add_argument("--json", action="store_true", help="machine-readable output")
     why.set_defaults(run=_cmd_explain)
-    args = parser.parse_args(argv)
+    commands.add_parser(
+        "stop-db", help="stop the embedded PostgreSQL that the other commands leave running"
+    ).set_defaults(run=_cmd_stop_db)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run one command; return the exit status."""
+    args = build_parser().parse_args(argv)
     status: int = args.run(args)
     return status
 

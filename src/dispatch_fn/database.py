@@ -96,7 +96,12 @@ def _fetch_secret(arn: str) -> object:
     # call Secrets Manager on every invocation.
     from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - AWS path only
 
-    return parameters.get_secret(arn, max_age=_SECRET_MAX_AGE_S)
+    try:
+        return parameters.get_secret(arn, max_age=_SECRET_MAX_AGE_S)
+    except parameters.GetParameterError as exc:
+        # Missing, not permitted, or Secrets Manager unreachable: the function's
+        # configuration, reported (and counted as a failed run) like any other.
+        raise ConfigurationError(f"cannot read the database secret {arn!r}: {exc}") from exc
 
 
 def conninfo_for(settings: Settings) -> str:

@@ -1,8 +1,10 @@
 """``python -m dispatch_fn demo``: a small organisation, dispatched four times.
 
 Seeds ``org-demo`` (replacing any earlier demo rows), then runs the handler as
-the schedule would, the same run again, and a 13-month backfill twice, printing
-what each run did per zone and frequency.
+the schedule would (at 01:00 UTC today, unless given another clock), the same
+run again, and a 13-month backfill twice, printing what each run did per zone
+and frequency, and which period Shanghai's and Los Angeles's duties got on the
+same UTC run.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, Final
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg import sql
 
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.invocation import handle, logger
+from dispatch_fn.periods import period_key_for
 from dispatch_fn.settings import Settings
+from dispatch_fn.summary import report_lines, table_lines
 
 ORGANIZATION = "org-demo"
 
@@ -126,30 +131,55 @@ def _tasks_by_group(conn: psycopg.Connection[Any]) -> Counter[tuple[str, str]]:
 
 
 def _print_run(title: str, report: dict[str, Any], created: Counter[tuple[str, str]]) -> None:
-    window = report["window"]
-    span = f"  window {window['from']} .. {window['to']}" if window else ""
-    print(f"\n## {title}: {report['mode']} at clock {report['now']}{span}")
-    print(
-        f"   duties read {report['duties_read']}, tasks created {report['tasks_created']},"
-        f" already there {report['tasks_existing']}, duties advanced {report['duties_advanced']},"
-        f" degraded {report['degraded']}"
-    )
-    skipped = ", ".join(f"{reason} {n}" for reason, n in report["skipped"].items() if n)
-    print(f"   skipped: {skipped or 'none'}")
-    for fault in report["faults"]:
-        print(f"   fault: {fault['duty_id']} {fault['reason']} ({fault['detail']})")
-    if report["faults_omitted"]:
-        print(f"   ... {report['faults_hint']}")
-    print(f"   {'zone':<22}{'frequency':<13}{'created':>8}")
-    for (zone, frequency), n in sorted(created.items()):
-        print(f"   {zone:<22}{frequency:<13}{n:>8}")
-    if not created:
+    print()
+    print("\n".join(report_lines(title, report)))
+    rows = [(zone, frequency, n) for (zone, frequency), n in sorted(created.items())]
+    if rows:
+        print("\n".join(table_lines(("zone", "frequency", "created"), rows)))
+    else:
         print("   (no new tasks: every owed task already existed)")
+
+
+# The user's own acceptance point: one UTC run, each duty in its own local period.
+_SAME_RUN_DUTIES: Final = (
+    "duty-sh-daily",
+    "duty-sh-monthly",
+    "duty-la-weekly",
+    "duty-la-quarterly",
+)
+_OTHER_CITY: Final = {
+    "Asia/Shanghai": "America/Los_Angeles",
+    "America/Los_Angeles": "Asia/Shanghai",
+}
+
+
+def _print_same_run(conn: psycopg.Connection[Any], clock: datetime) -> None:
+    """For the Shanghai and Los Angeles duties: local time, and the period each got at ``clock``."""
+    rows = []
+    for duty_id in _SAME_RUN_DUTIES:
+        found = conn.execute(
+            "SELECT d.frequency, d.timezone, coalesce(string_agg(t.period_key, ' '"
+            " ORDER BY t.period_key), '') FROM duly_duty d"
+            " LEFT JOIN duly_task t ON t.duty_id = d.id WHERE d.id = %s"
+            " GROUP BY d.frequency, d.timezone",
+            (duty_id,),
+        ).fetchone()
+        if found is None:
+            continue
+        frequency, zone, keys = str(found[0]), str(found[1]), str(found[2])
+        local = clock.astimezone(ZoneInfo(zone)).strftime("%a %Y-%m-%d %H:%M")
+        other = _OTHER_CITY[zone]
+        rows.append((duty_id, zone, local, frequency, period_key_for(frequency, clock, zone),
+                     f"{period_key_for(frequency, clock, other)} in {other}", keys))  # fmt: skip
+    print(f"\n## Shanghai and Los Angeles on the same UTC run (clock {clock.isoformat()})")
+    headers = ("duty", "zone", "local time", "frequency", "period", "the same clock", "tasks")
+    print("\n".join(table_lines(headers, rows)))
 
 
 def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
     """Seed, run the four demo dispatches against ``dsn``, print and return their reports."""
-    clock = (now or datetime.now(UTC)).replace(microsecond=0)
+    # The schedule's own time today: Shanghai is on today, Los Angeles still on yesterday.
+    clock = (now or datetime.now(UTC).replace(hour=1, minute=0, second=0)).replace(microsecond=0)
     this_month = clock.date().replace(day=1)
     backfill_to = this_month - timedelta(days=1)
     backfill_from = date(backfill_to.year - 1, backfill_to.month, 1)  # 13 whole months
@@ -162,32 +192,39 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
         ("3. 13-month backfill", backfill),
         ("4. the same backfill again", backfill),
     ]
-    reports = []
+    reports: list[dict[str, Any]] = []
     connections = ConnectionCache()
     settings = Settings(database_url=dsn)
     # The demo prints its own account of each run; the handler's INFO lines
     # would interleave with it.
+    # (restored after: the process may go on to invoke the handler itself).
+    level = logger.log_level
     logger.setLevel(logging.WARNING)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        seed(conn)
-        print(
-            f"Seeded {ORGANIZATION}: {len(_DUTIES) + len(_COMPLIANCE_DUTIES)} duties in 9 zones,"
-            " every frequency, form, due anchor and roll."
-        )
-        for title, event in runs:
-            before = _tasks_by_group(conn)
-            report = handle(
-                event, None, settings=settings, connections=connections, clock=lambda: clock
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            seed(conn)
+            print(
+                f"Seeded {ORGANIZATION}: {len(_DUTIES) + len(_COMPLIANCE_DUTIES)} duties in"
+                " 9 zones, every frequency, form, due anchor and roll."
             )
-            created = _tasks_by_group(conn) - before
-            _print_run(title, report, created)
-            reports.append(report)
-        _print_compliance(conn)
-        total = conn.execute(
-            "SELECT count(*) FROM duly_task WHERE organization_id = %s", (ORGANIZATION,)
-        ).fetchone()
-        print(f"\n{ORGANIZATION} now holds {total[0] if total else 0} tasks.")
-    connections.discard()
+            for title, event in runs:
+                before = _tasks_by_group(conn)
+                report = handle(
+                    event, None, settings=settings, connections=connections, clock=lambda: clock
+                )
+                created = _tasks_by_group(conn) - before
+                _print_run(title, report, created)
+                if not reports:
+                    _print_same_run(conn, clock)
+                reports.append(report)
+            _print_compliance(conn)
+            total = conn.execute(
+                "SELECT count(*) FROM duly_task WHERE organization_id = %s", (ORGANIZATION,)
+            ).fetchone()
+            print(f"\n{ORGANIZATION} now holds {total[0] if total else 0} tasks.")
+    finally:
+        logger.setLevel(level)
+        connections.discard()
     return reports
 
 

@@ -39,6 +39,7 @@ from dispatch_fn.plan import (
     schedule_for,
     unknown_form_detail,
 )
+from dispatch_fn.progress import Progress, ProgressMeter
 from dispatch_fn.store import Connection, Scope
 
 # The defaults are configuration (settings.py says why each is what it is);
@@ -143,6 +144,7 @@ def run(
     should_stop: Callable[[], bool] = lambda: False,
     reconnect: Callable[[], Connection] | None = None,
     catch_up_clocks: Sequence[datetime] = (),
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -154,6 +156,8 @@ def run(
     ``CONNECTION_ATTEMPTS`` per run, closed when the run ends); without it the
     run goes on with the connections it has left. ``catch_up_clocks`` are the
     missed daily clocks whose owed tasks each page also dispatches (SPEC §9).
+    ``on_progress`` is told how far the run has got after each step that
+    dispatched duties, on the calling thread.
     """
     if not conns:
         raise ValueError("dispatch.run needs at least one connection; got none")
@@ -177,7 +181,8 @@ def run(
         raise _failed(empty, f"{type(exc).__name__}: {exc}") from exc
     ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
     walk = _pages.Walk(statement, request.scope, chunk_size, tuple(extras))
-    walked = _walk(conns, walk, ranges, should_stop, reconnect)
+    meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
+    walked = _walk(conns, walk, ranges, should_stop, reconnect, meter=meter)
     report = _fold(request, preamble, ranges, walked, clocks)
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
@@ -215,6 +220,8 @@ def _walk(
     ranges: Sequence[tuple[str | None, str | None]],
     should_stop: Callable[[], bool],
     reconnect: Callable[[], Connection] | None,
+    *,
+    meter: ProgressMeter,
 ) -> _Walked:
     """Hand out the ranges' pages to idle connections until none is left; decide what follows.
 
@@ -230,6 +237,7 @@ def _walk(
     fatal: list[_pages.Outcome] = []
     lost: list[_pages.Outcome] = []
     stopped = False
+    created = existing = 0  # the run's tasks so far, for the meter
     try:
         with ThreadPoolExecutor(len(conns), thread_name_prefix="dispatch") as pool:
             while True:
@@ -247,6 +255,11 @@ def _walk(
                     conn = running.pop(future)
                     outcome = future.result()
                     outcomes.append(outcome)
+                    # What the step committed counts even if it failed later, as in ``_fold``.
+                    paged = sum(p.created for p in outcome.pages)
+                    created += paged + sum(p.created for p in outcome.caught)
+                    existing += sum(p.owed for p in outcome.pages) - paged
+                    meter.page(sum(p.duties for p in outcome.pages), created, existing)
                     decided = _decide(outcome)
                     agenda.add(decided)
                     if decided.fatal:

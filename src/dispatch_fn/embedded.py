@@ -1,7 +1,9 @@
 """The embedded PostgreSQL used when no ``DATABASE_URL`` is given (local runs only).
 
 ``pgserver`` ships PostgreSQL in a wheel, so a fresh clone needs no server; it is
-a development dependency and is never bundled into the Lambda artifact.
+a development dependency and is never bundled into the Lambda artifact. The
+server outlives the command that started it (tasks persist between
+invocations) until ``python -m dispatch_fn stop-db`` stops it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.errors import ConfigurationError, EmbeddedServerBusyError
 
 _DATA_DIR_VARIABLE = "DULY_PGDATA"
 
@@ -30,6 +32,13 @@ def default_data_dir() -> Path:
     return base / ".duly" / "pgdata"
 
 
+def local_dsn() -> tuple[str, bool]:
+    """The DSN local commands use (``DATABASE_URL``, else this server), and whether it is this."""
+    if url := os.environ.get("DATABASE_URL"):
+        return url, False
+    return start(), True
+
+
 def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
     """Start (or join) the embedded server and return a DSN for it.
 
@@ -38,19 +47,52 @@ def start(data_dir: Path | None = None, *, persistent: bool = True) -> str:
     """
     target = data_dir or default_data_dir()
     target.mkdir(parents=True, exist_ok=True)
+    server: Any = _pgserver().get_server(target, cleanup_mode=None if persistent else "stop")
+    return str(server.get_uri())
+
+
+def _pgserver() -> Any:
     with warnings.catch_warnings():
         # platformdirs (imported by pgserver) complains when XDG_RUNTIME_DIR is
         # unset, as in CI and containers; pgserver then uses /tmp, as we want.
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
         try:
             import pgserver  # noqa: PLC0415 - development-only dependency, loaded on demand
+            import pgserver.utils  # noqa: PLC0415
         except ImportError as exc:  # pragma: no cover - exercised only without dev deps
             raise ConfigurationError(
                 "DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
                 "installed; set DATABASE_URL or install the development dependencies"
             ) from exc
-        server: Any = pgserver.get_server(target, cleanup_mode=None if persistent else "stop")
-    return str(server.get_uri())
+    return pgserver
+
+
+def stop(data_dir: Path | None = None) -> bool:
+    """Stop the persistent server on ``data_dir`` if it runs; return whether it was running.
+
+    Raises ``EmbeddedServerBusyError`` when another process still holds it.
+    """
+    target = data_dir or default_data_dir()
+    if not _is_running(target):
+        return False
+    server = _pgserver().get_server(target, cleanup_mode="stop")
+    # The handle just taken is the last one unless another command still runs
+    # on the server; pgserver stops it only then.
+    server.cleanup()
+    if _is_running(target):
+        raise EmbeddedServerBusyError(
+            f"the embedded PostgreSQL in {str(target)!r} is still in use by another "
+            "process; stop that command first"
+        )
+    return True
+
+
+def _is_running(data_dir: Path) -> bool:
+    if not (data_dir / "postmaster.pid").is_file():
+        return False
+    # Through _pgserver(), which imports the package with its warning silenced.
+    info = _pgserver().utils.PostmasterInfo.read_from_pgdata(data_dir)
+    return bool(info is not None and info.is_running())
 
 
 class Throwaway(NamedTuple):
@@ -73,7 +115,5 @@ def throwaway(prefix: str) -> Iterator[Throwaway]:
         yield Throwaway(start(data_dir, persistent=False), data_dir)
     finally:
         with suppress(Exception):  # best effort: the directory goes either way
-            import pgserver  # noqa: PLC0415 - development-only dependency
-
-            pgserver.get_server(data_dir).cleanup()
+            _pgserver().get_server(data_dir).cleanup()
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -82,3 +82,7 @@ class MigrationError(RuntimeError):
 
 class MigrationChecksumError(MigrationError):
     """An already-applied migration file was edited since it was applied."""
+
+
+class EmbeddedServerBusyError(RuntimeError):
+    """The embedded PostgreSQL cannot be stopped: another process still uses it."""

@@ -9,6 +9,7 @@ demo and the tests bind it to their own settings, connections and clock.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -17,15 +18,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final, Protocol
 
+import psycopg
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.lambda_context import build_lambda_context_model
 from aws_lambda_powertools.metrics import MetricUnit
 
 from dispatch_fn import continuation, dispatch, recorded
 from dispatch_fn._bounded import clip
 from dispatch_fn.database import connect
-from dispatch_fn.errors import EventError, RunFailedError
+from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
 from dispatch_fn.explain import MAX_EXPLAINED, explain
+from dispatch_fn.lambda_context import as_lambda_context
+from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.settings import Settings
 from dispatch_fn.store import Connection, Scope
 
@@ -40,6 +45,12 @@ type Clock = Callable[[], datetime]
 # A dry run's explanations grow with duties times periods (a daily duty over
 # five years is ~400 KB); Lambda refuses a response over 6 MB.
 EXPLAIN_BYTES: Final = 1_000_000
+# A long run logs a "run progress" line at most this often (and its first and last page).
+PROGRESS_EVERY_S: Final = 5.0
+# Raised while opening connections: the secret, the server, the credentials.
+_CONNECT_FAILURES: Final = (ConfigurationError, psycopg.Error)
+# Invocations this process has handled: the first is the cold start.
+_invocations = itertools.count()
 
 
 class ConnectionSource(Protocol):
@@ -62,18 +73,18 @@ def handle(
     connections: ConnectionSource,
     clock: Clock,
     metrics: Metrics | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
     """Run the dispatch ``event`` asks for and return its report (SPEC §5).
 
     Raises ``EventError`` for a refused event, before anything is written, and
-    ``RunFailedError`` for a run that failed; ``metrics``, when given, gets the
-    run's figures (the caller flushes them).
+    ``RunFailedError`` for a run that failed (or ``ConfigurationError`` and
+    ``psycopg.Error`` for one that could not connect); ``metrics``, when given,
+    gets the run's figures (the caller flushes them). ``on_progress`` is told
+    how far the run has got after each step (the CLI's progress bar).
     """
     started = time.monotonic()
-    # The logger outlives an invocation on a warm container: start from no
-    # keys, so each line carries this invocation's own and none of the last's.
-    logger.clear_state()
-    logger.append_keys(request_id=_request_id(context))
+    start_log_state(context)
     try:
         parsed = parse_event(
             event,
@@ -87,8 +98,17 @@ def handle(
         raise
     request = run_request(parsed)
     logger.append_keys(mode=request.mode, clock=request.now.isoformat(), dry_run=request.dry_run)
+    if metrics is not None:
+        # Beside the service-only set the alarms watch, one per mode.
+        metrics.add_dimensions(service=SERVICE, mode=request.mode)
     logger.info("run started")
-    conns = connections.get(settings)
+    try:
+        conns = connections.get(settings)
+    except _CONNECT_FAILURES:
+        connections.discard()
+        _add(metrics, "FailedRuns", MetricUnit.Count, 1)
+        logger.exception("run failed", extra={"report": None})
+        raise
     if len(conns) < settings.workers:
         logger.warning(
             "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
@@ -103,6 +123,7 @@ def handle(
             should_stop=_deadline(context, settings.reserve_ms),
             hand_off=_hand_off(context),
             reconnect=lambda: connect(settings),
+            on_progress=_both(_log_progress(), on_progress),
         )
     except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.
@@ -120,6 +141,45 @@ def handle(
     logged = {key: value for key, value in result.items() if key != "explain"}
     logger.info("run finished", extra={"report": logged})
     return result
+
+
+def start_log_state(context: Any) -> None:
+    """Start this invocation's log keys: its Lambda context, and none of the last one's."""
+    # The logger outlives an invocation on a warm container.
+    logger.clear_state()
+    lambda_keys = build_lambda_context_model(as_lambda_context(context)).__dict__
+    logger.append_keys(
+        cold_start=next(_invocations) == 0, request_id=_request_id(context), **lambda_keys
+    )
+
+
+def failed_before_run(context: Any, metrics: Metrics | None) -> None:
+    """Count and log the failure being raised before an event was read (its settings)."""
+    start_log_state(context)
+    _add(metrics, "FailedRuns", MetricUnit.Count, 1)
+    logger.exception("run failed", extra={"report": None})
+
+
+def _log_progress() -> Callable[[Progress], None]:
+    def log(progress: Progress) -> None:
+        # A run done in one page says so in "run finished", a moment later.
+        if not (progress.finished and progress.pages == 1):
+            logger.info("run progress", extra=progress.as_log())
+
+    return throttled(log, PROGRESS_EVERY_S)
+
+
+def _both(
+    first: Callable[[Progress], None], second: Callable[[Progress], None] | None
+) -> Callable[[Progress], None]:
+    if second is None:
+        return first
+
+    def report(progress: Progress) -> None:
+        first(progress)
+        second(progress)
+
+    return report
 
 
 def _within_budget(explained: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import psycopg
 
 from dispatch_fn import catch_up, continuation, dispatch, ledger, settings
 from dispatch_fn.errors import RunFailedError
+from dispatch_fn.progress import Progress
 from dispatch_fn.store import Connection
 
 type HandOff = Callable[[dict[str, Any]], None]
@@ -38,6 +39,7 @@ def execute(
     should_stop: Callable[[], bool] = lambda: False,
     hand_off: HandOff | None = None,
     reconnect: Callable[[], Connection] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``request`` on ``conns`` (autocommit), recorded in the ledger; return the report.
 
@@ -73,6 +75,7 @@ def execute(
             should_stop=should_stop,
             reconnect=reconnect,
             catch_up_clocks=clocks,
+            on_progress=on_progress,
         )
     except RunFailedError as failed:
         failed.report["run_id"] = run_id

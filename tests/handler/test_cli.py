@@ -1,4 +1,4 @@
-"""The local commands: `python -m dispatch_fn migrate | invoke EVENT_FILE | demo`."""
+"""The local commands: `python -m dispatch_fn migrate | invoke EVENT_FILE | demo | stop-db`."""
 
 from __future__ import annotations
 

@@ -266,8 +266,15 @@ def test_reserved_concurrency_caps_at_two_unless_the_stack_opts_out(
     }
 
 
-def test_active_tracing_is_on(function: dict[str, Any]) -> None:
-    assert function["TracingConfig"] == {"Mode": "Active"}
+def test_active_tracing_is_on_by_default_and_a_parameter_turns_it_down(
+    sam_template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    assert function["TracingConfig"] == {"Mode": {"Ref": "Tracing"}}
+    parameter = sam_template["Parameters"]["Tracing"]
+    assert (parameter["Default"], parameter["AllowedValues"]) == (
+        "Active",
+        ["Active", "PassThrough"],
+    )
 
 
 def test_vpc_subnets_and_security_groups_come_from_typed_parameters(

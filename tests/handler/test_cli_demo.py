@@ -1,0 +1,37 @@
+"""`python -m dispatch_fn demo` shows the user's acceptance point: one UTC run, local periods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from dispatch_fn import app
+from dispatch_fn.demo import run_demo
+
+
+@pytest.fixture
+def quiet(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    yield
+    app._connections.discard()
+
+
+def test_the_demo_shows_which_period_shanghai_and_los_angeles_got_on_one_utc_run(
+    quiet: None, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 01:00 UTC on December 1st: 09:00 on the 1st in Shanghai, 17:00 on November 30th in LA.
+    run_demo(db_url, datetime(2026, 12, 1, 1, 0, tzinfo=UTC))
+    out = capsys.readouterr().out
+    section = out.split("## Shanghai and Los Angeles on the same UTC run", 1)[1].split("\n## ")[0]
+    rows = {line.split()[0]: line.split() for line in section.splitlines()[2:] if line.strip()}
+    assert rows["duty-sh-daily"][1:5] == ["Asia/Shanghai", "Tue", "2026-12-01", "09:00"]
+    assert rows["duty-sh-daily"][6:9] == ["2026-12-01", "2026-11-30", "in"]
+    assert rows["duty-sh-monthly"][6:8] == ["2026-12", "2026-11"]
+    assert rows["duty-la-weekly"][1:5] == ["America/Los_Angeles", "Mon", "2026-11-30", "17:00"]
+    assert rows["duty-la-weekly"][6] == "2026-W49"
+    # Each duty got its own local period, as a task.
+    assert rows["duty-sh-daily"][-1] == "2026-12-01"
+    assert rows["duty-sh-monthly"][-1] == "2026-12"
