@@ -80,6 +80,10 @@ ensure_sam() {
     if [ ! -x .tools-sam/bin/sam ] || [ "$(cat .tools-sam/.stamp 2>/dev/null)" != "$stamp" ]; then
         echo "--- setting up .tools-sam" >&2
         [ -x .tools-sam/bin/python ] || "$PY312" -m venv .tools-sam
+        # The pip a fresh venv brings (23.x) refuses a hashed lock whose extras
+        # were stripped (aws-sam-cli asks for boto3-stubs[...]): a current pip
+        # installs the same pins.
+        .tools-sam/bin/python -m pip install -q "pip==26.3" >&2
         .tools-sam/bin/python -m pip install -q --require-hashes -r requirements/sam.txt >&2
         echo "$stamp" > .tools-sam/.stamp
     fi
