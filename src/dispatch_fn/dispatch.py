@@ -15,7 +15,7 @@ import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, Final
 
@@ -490,18 +490,10 @@ def _range_faults(
         return []
     faults = []
     for member in store.group_members(conn, scope, group, room, out_of_range=True):
-        cadence = Cadence(
-            group.frequency,
-            group.timezone,
-            member.due_anchor,
-            member.due_offset_days,
-            due_offset_months=member.due_offset_months,
-            due_roll=member.due_roll,
-            holiday_calendar=member.holiday_calendar,
-            grace_days=member.grace_days,
-        )
+        # The member's columns read as a duty row, as the planner reads one.
+        row = {"frequency": group.frequency, "timezone": group.timezone, **asdict(member)}
         try:
-            check_due_rule(cadence)
+            check_due_rule(Cadence.of(row))
         except CadenceRefused as refused:
             faults.append(
                 {"duty_id": member.duty_id, "reason": refused.reason, "detail": refused.detail}
