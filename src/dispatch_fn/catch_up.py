@@ -81,6 +81,8 @@ def page_statements(
     conn: Connection,
     scope: Scope,
     ready: Sequence[tuple[Group, Schedule]],
+    rules: store.Rules,
+    *,
     clocks: Sequence[datetime],
     now: datetime,
 ) -> list[store.PageStatement]:
@@ -116,7 +118,7 @@ def page_statements(
     statements = []
     before = _pairs(ready, earlier)
     if before:
-        statements.append(store.page_statement(scope, before, dry_run=False))
+        statements.append(store.page_statement(scope, before, rules, dry_run=False))
     expired = _expired_during(conn, scope, clocks[0], now)
     if expired:
         narrowed = Scope(
@@ -124,7 +126,7 @@ def page_statements(
             duty_ids=expired,
             resume_after=scope.resume_after,
         )
-        statements.append(store.page_statement(narrowed, _pairs(ready, full), dry_run=False))
+        statements.append(store.page_statement(narrowed, _pairs(ready, full), rules, dry_run=False))
     return statements
 
 

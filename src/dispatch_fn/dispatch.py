@@ -15,7 +15,7 @@ import json
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, Final
 
@@ -166,12 +166,15 @@ def run(
         # killed near its end would lose all of them.
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
     try:
-        preamble, ready = _prepare(conns[0], request)
+        preamble, planned = _prepare(conns[0], request)
         clocks = tuple(catch_up_clocks)
+        ready, rules = planned.ready, planned.rules
         if not ready:
             return _fold(request, preamble, [], _Walked((), (), complete=True), clocks)
-        statement = store.page_statement(request.scope, ready, dry_run=request.dry_run)
-        extras = catch_up.page_statements(conns[0], request.scope, ready, clocks, request.now)
+        statement = store.page_statement(request.scope, ready, rules, dry_run=request.dry_run)
+        extras = catch_up.page_statements(
+            conns[0], request.scope, ready, rules, clocks=clocks, now=request.now
+        )
         # The pages' bounds up front, so that connections take pages in turn and
         # a page put back (its locks held elsewhere) does not hold up the next.
         bounds = store.page_bounds(conns[0], request.scope, chunk_size)
@@ -387,9 +390,7 @@ class _Preamble:
     faults: tuple[dict[str, str], ...] = ()
 
 
-def _prepare(
-    conn: Connection, request: RunRequest
-) -> tuple[_Preamble, list[tuple[store.Group, Schedule]]]:
+def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned]:
     """What the run will not dispatch and why, and the groups it will, each planned once."""
     duties_read = 0
     skipped: Counter[str] = Counter()
@@ -411,92 +412,112 @@ def _prepare(
             }
             for duty_id, form in store.ids_with_form(conn, request.scope, FORMS, FAULT_LIST_LIMIT)
         )
-    ready = []
+    ready: list[tuple[store.Group, Schedule]] = []
+    refused_groups: dict[tuple[str | None, str], tuple[store.Group, CadenceRefused]] = {}
     for group, outcome in _plan_groups(conn, request):
         if isinstance(outcome, Schedule):
-            if group.out_of_range:
-                duties_read += group.out_of_range
-                fault_counts[FaultReason.INVALID_CADENCE] += group.out_of_range
-                faults.extend(
-                    _range_faults(conn, request.scope, group, FAULT_LIST_LIMIT - len(faults))
-                )
             ready.append((group, outcome))
-            continue
-        duties_read += group.duties
-        fault_counts[outcome.reason] += group.duties
-        room = FAULT_LIST_LIMIT - len(faults)
-        if room > 0:
-            faults.extend(
-                {"duty_id": member.duty_id, "reason": outcome.reason, "detail": outcome.detail}
-                for member in store.group_members(
-                    conn, request.scope, group, room, out_of_range=False
-                )
-            )
-    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), ready
+        else:
+            refused_groups[group.frequency, group.timezone] = (group, outcome)
+            duties_read += group.duties
+            fault_counts[outcome.reason] += group.duties
+    refused_keys = [group for group, _ in refused_groups.values()]
+    rules, rule_faults = _judge_rules(
+        store.due_rules(conn, request.scope, refused_keys) if ready else []
+    )
+    duties_read += rule_faults.total()
+    fault_counts.update(rule_faults)
+    if sum(fault_counts.values()) > fault_counts[FaultReason.UNKNOWN_FORM]:
+        faults.extend(
+            _fault_list(conn, request.scope, refused_groups, rules, FAULT_LIST_LIMIT - len(faults))
+        )
+    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """What the page statements bind: each planned group with its schedule, and the rules."""
+
+    ready: list[tuple[store.Group, Schedule]]
+    rules: store.Rules
 
 
 def _plan_groups(
     conn: Connection, request: RunRequest
 ) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
-    """Every group of dispatchable duties with its schedule, or the engine's refusal.
-
-    A schedule serves every anchor of its frequency and zone, so it is
-    planned far enough for the largest lead among all of them.
-    """
-    groups = store.dispatchable_groups(conn, request.scope)
-    reach: dict[tuple[str | None, str], int] = {}
-    for group in groups:
-        memo = (group.frequency, group.timezone)
-        reach[memo] = max(reach.get(memo, group.max_lead), group.max_lead)
-    schedules: dict[tuple[str | None, str], Schedule | CadenceRefused] = {}
-    for (frequency, zone), lead in reach.items():
+    """Every group of dispatchable duties with its schedule, or the engine's refusal."""
+    planned: list[tuple[store.Group, Schedule | CadenceRefused]] = []
+    for group in store.dispatchable_groups(conn, request.scope):
         try:
-            schedules[frequency, zone] = schedule_for(
-                frequency, zone, request.now, request.window, lead_horizon=lead
+            outcome: Schedule | CadenceRefused = schedule_for(
+                group.frequency,
+                group.timezone,
+                request.now,
+                request.window,
+                lead_horizon=group.max_lead,
             )
         except CadenceRefused as refused:
-            schedules[frequency, zone] = refused
-    planned: list[tuple[store.Group, Schedule | CadenceRefused]] = []
-    for group in groups:
-        outcome = schedules[group.frequency, group.timezone]
-        if isinstance(outcome, Schedule):
-            try:
-                # The group's anchor, roll and calendar; zero offsets are valid
-                # on every anchor, so only those three are judged here.
-                check_due_rule(
-                    Cadence(
-                        group.frequency,
-                        group.timezone,
-                        group.due_anchor,
-                        due_roll=group.due_roll,
-                        holiday_calendar=group.holiday_calendar,
-                    )
-                )
-            except CadenceRefused as refused:
-                outcome = refused
+            outcome = refused
         planned.append((group, outcome))
     return planned
 
 
-def _range_faults(
-    conn: Connection, scope: Scope, group: store.Group, room: int
-) -> list[dict[str, str]]:
-    """Up to ``room`` of the group's duties whose offsets or grace the engine refuses.
+def _judge_rules(found: Sequence[store.DueRule]) -> tuple[store.Rules, Counter[str]]:
+    """The due rules in use, accepted or refused, and the faults they account for, by reason.
 
-    The page statement sets them aside by the same ranges; each listed one
-    carries the engine's own message for its values.
+    A refused rule's duties are its faults; an accepted rule's are those whose
+    offsets or grace lie out of range. Zero offsets are valid on every anchor,
+    so a rule is judged on its anchor, roll and calendar alone.
+    """
+    accepted: list[store.DueRule] = []
+    refused: list[store.DueRule] = []
+    faults: Counter[str] = Counter()
+    for rule in found:
+        try:
+            check_due_rule(
+                Cadence(
+                    None,
+                    due_anchor=rule.due_anchor,
+                    due_roll=rule.due_roll,
+                    holiday_calendar=rule.holiday_calendar,
+                )
+            )
+        except CadenceRefused as refusal:
+            refused.append(rule)
+            faults[refusal.reason] += rule.duties
+        else:
+            accepted.append(rule)
+            faults[FaultReason.INVALID_CADENCE] += rule.out_of_range
+    return store.Rules(tuple(accepted), tuple(refused)), +faults
+
+
+def _fault_list(
+    conn: Connection,
+    scope: Scope,
+    refused_groups: Mapping[tuple[str | None, str], tuple[store.Group, CadenceRefused]],
+    rules: store.Rules,
+    room: int,
+) -> list[dict[str, str]]:
+    """Up to ``room`` of the duties counted as faults before the pages, each with its reason.
+
+    A duty of a refused group carries the group's refusal; any other is judged
+    again as the planner judges a duty row, so it carries the engine's own
+    message for its values.
     """
     if room <= 0:
         return []
+    groups = [group for group, _ in refused_groups.values()]
     faults = []
-    for member in store.group_members(conn, scope, group, room, out_of_range=True):
-        # The member's columns read as a duty row, as the planner reads one.
-        row = {"frequency": group.frequency, "timezone": group.timezone, **asdict(member)}
-        try:
-            check_due_rule(Cadence.of(row))
-        except CadenceRefused as refused:
+    for row in store.fault_members(conn, scope, groups, rules, room):
+        refusal = refused_groups.get((row["frequency"], row["timezone"]), (None, None))[1]
+        if refusal is None:
+            try:
+                check_due_rule(Cadence.of(row))
+            except CadenceRefused as refused:
+                refusal = refused
+        if refusal is not None:
             faults.append(
-                {"duty_id": member.duty_id, "reason": refused.reason, "detail": refused.detail}
+                {"duty_id": str(row["id"]), "reason": refusal.reason, "detail": refusal.detail}
             )
     return faults
 

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any, Final
 
 import psycopg
+import psycopg.rows
 from psycopg import sql
 
 from dispatch_fn import _business_days, _calendar
@@ -72,33 +73,40 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Dispatchable duties sharing frequency, zone, anchor, roll and calendar.
+    """Dispatchable duties of one frequency and zone: how many, and their largest lead.
 
-    With how many there are, their largest lead, and how many of them have
-    offsets or a grace out of the range the engine allows.
+    The run plans one schedule per group. Anchors, rolls and calendars do not
+    change a schedule, so they are not part of the key: the number of groups
+    stays bounded by the frequencies and zones in use (docs/adr/0002).
     """
 
     frequency: str | None
     timezone: str
+    duties: int
+    max_lead: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueRule:
+    """Dispatchable duties sharing one anchor, roll and calendar, outside refused groups.
+
+    With how many there are, and how many of them have offsets or a grace out
+    of the range the engine allows.
+    """
+
     due_anchor: str
     due_roll: str
     holiday_calendar: str | None
     duties: int
-    max_lead: int
     out_of_range: int = 0
 
 
 @dataclass(frozen=True, slots=True)
-class GroupMember:
-    """One duty of a group, with the fields ``periods.check_due_rule`` judges."""
+class Rules:
+    """The due rules in use, as the run judged them: those it dispatches and those it refused."""
 
-    duty_id: str
-    due_anchor: str
-    due_offset_days: int
-    due_offset_months: int
-    due_roll: str
-    holiday_calendar: str | None
-    grace_days: int
+    accepted: tuple[DueRule, ...] = ()
+    refused: tuple[DueRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +143,16 @@ def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
     """Every group of dispatchable duties in scope (one aggregate per run)."""
     query = _statement("dispatchable_groups").format(scope=scope.condition())
     rows = conn.execute(query, scope.params()).fetchall()
+    return [Group(frequency, zone, int(count), int(lead)) for frequency, zone, count, lead in rows]
+
+
+def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[DueRule]:
+    """Every due rule among the dispatchable duties in scope outside the ``refused`` groups."""
+    query = _statement("due_rules").format(scope=scope.condition())
+    params = {**scope.params(), **_group_arrays(refused)}
     return [
-        Group(frequency, zone, anchor, roll, calendar, int(count), int(lead), int(bad))
-        for frequency, zone, anchor, roll, calendar, count, lead, bad in rows
+        DueRule(anchor, roll, calendar, int(count), int(bad))
+        for anchor, roll, calendar, count, bad in conn.execute(query, params)
     ]
 
 
@@ -148,25 +163,35 @@ def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
     return [str(row[0]) for row in conn.execute(query, params)]
 
 
-def group_members(
-    conn: Connection, scope: Scope, group: Group, limit: int, *, out_of_range: bool
-) -> list[GroupMember]:
-    """Up to ``limit`` duties of ``group`` in scope (only those out of range, if asked)."""
-    query = _statement("group_ids").format(scope=scope.condition())
+def fault_members(
+    conn: Connection, scope: Scope, refused: Sequence[Group], rules: Rules, limit: int
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` duties counted as faults before the pages, as duty rows, in id order."""
+    query = _statement("fault_members").format(scope=scope.condition())
     params = {
         **scope.params(),
-        "frequency": group.frequency,
-        "timezone": group.timezone,
-        "anchor": group.due_anchor,
-        "roll": group.due_roll,
-        "calendar": group.holiday_calendar,
-        "out_of_range": out_of_range,
+        **_group_arrays(refused),
+        **_rule_arrays(rules.refused, "r"),
         "limit": limit,
     }
-    return [
-        GroupMember(str(duty_id), anchor, int(days), int(months), roll, calendar, int(grace))
-        for duty_id, anchor, days, months, roll, calendar, grace in conn.execute(query, params)
-    ]
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute(query, params).fetchall()
+
+
+def _group_arrays(groups: Sequence[Group]) -> dict[str, list[Any]]:
+    return {
+        "g_frequency": [group.frequency for group in groups],
+        "g_timezone": [group.timezone for group in groups],
+    }
+
+
+def _rule_arrays(rules: Sequence[DueRule], prefix: str) -> dict[str, list[Any]]:
+    # '' stands for "no calendar" so that the comparison is a plain equality.
+    return {
+        f"{prefix}_anchor": [rule.due_anchor for rule in rules],
+        f"{prefix}_roll": [rule.due_roll for rule in rules],
+        f"{prefix}_calendar": [rule.holiday_calendar or "" for rule in rules],
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +208,7 @@ class PageStatement:
 
 
 def page_statement(
-    scope: Scope, ready: Sequence[tuple[Group, Schedule]], *, dry_run: bool
+    scope: Scope, ready: Sequence[tuple[Group, Schedule]], rules: Rules, *, dry_run: bool
 ) -> PageStatement:
     """The statement that inserts (or, dry, counts) the owed tasks of one page.
 
@@ -210,7 +235,7 @@ def page_statement(
             for has_after in (False, True)
             for has_upto in (False, True)
         },
-        params={**scope.params(), **_arrays(ready)},
+        params={**scope.params(), **_arrays(ready, rules)},
     )
 
 
@@ -247,14 +272,14 @@ def dispatch_page(
     return PageResult(None if upto_seen is None else str(upto_seen), *(int(n) for n in counts))
 
 
-def _arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
+def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, list[Any]]:
     # Each schedule's periods travel once, however many groups share it.
     numbers: dict[int, int] = {}
     arrays: dict[str, list[Any]] = {
         name: []
         for name in (
-            "c_schedule", "c_frequency", "c_timezone", "c_anchor", "c_roll", "c_calendar",
-            "c_today", "p_schedule", "p_key", "p_first", "p_last", "p_current",
+            "c_schedule", "c_frequency", "c_timezone", "c_today",
+            "p_schedule", "p_key", "p_first", "p_last", "p_current",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -270,30 +295,34 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
         arrays["c_schedule"].append(number)
         arrays["c_frequency"].append(group.frequency)
         arrays["c_timezone"].append(group.timezone)
-        arrays["c_anchor"].append(group.due_anchor)
-        arrays["c_roll"].append(group.due_roll)
-        # '' stands for "no calendar" so that the join is a plain equality.
-        arrays["c_calendar"].append(group.holiday_calendar or "")
         arrays["c_today"].append(schedule.today)
-    return {**arrays, **_roll_arrays(ready)}
+    return {**arrays, **_rule_arrays(rules.refused, "x"), **_roll_arrays(ready, rules.accepted)}
 
 
-def _roll_arrays(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, list[Any]]:
+def _roll_arrays(
+    ready: Sequence[tuple[Group, Schedule]], rules: Sequence[DueRule]
+) -> dict[str, list[Any]]:
     """Every non-business day a rolled due date of this run can land on, per calendar.
 
     With the business days either side, so the page statement rolls by a
-    lookup: the roll itself is decided here, by the engine's calendar.
+    lookup: the roll itself is decided here, by the engine's calendar. A rule
+    is not tied to a group, so each rolled calendar covers every schedule's
+    periods (a few thousand days at most).
     """
+    periods = [period for _, schedule in ready for period in schedule.periods]
+    if not periods:
+        return {"r_calendar": [], "r_day": [], "r_following": [], "r_preceding": []}
+    first = min(period.first_day for period in periods)
+    last = max(period.last_day for period in periods)
     spans: dict[str | None, tuple[date, date]] = {}
-    for group, schedule in ready:
-        if group.due_roll == "none" or not schedule.periods:
+    for rule in rules:
+        if rule.due_roll == "none":
             continue
-        first = min(period.first_day for period in schedule.periods)
-        last = max(period.last_day for period in schedule.periods)
-        if group.due_anchor == "after_period_end":
-            last = min(last + _AFTER_PERIOD_REACH, _calendar.LAST_DAY)
-        low, high = spans.get(group.holiday_calendar, (first, last))
-        spans[group.holiday_calendar] = (min(low, first), max(high, last))
+        reach = last
+        if rule.due_anchor == "after_period_end":
+            reach = min(last + _AFTER_PERIOD_REACH, _calendar.LAST_DAY)
+        low, high = spans.get(rule.holiday_calendar, (first, reach))
+        spans[rule.holiday_calendar] = (low, max(high, reach))
     arrays: dict[str, list[Any]] = {
         "r_calendar": [],
         "r_day": [],

@@ -59,7 +59,7 @@ def test_every_slot_a_statement_file_declares_is_one_the_data_layer_fills() -> N
     declared = {"bounds", "scope", "new_rows", "advanced_rows"}
     for name in (
         "page_owed", "page_write", "page_dry_run", "page_summary", "undispatchable_counts",
-        "unknown_form_ids", "dispatchable_groups", "group_ids", "page_bounds",
+        "unknown_form_ids", "dispatchable_groups", "due_rules", "fault_members", "page_bounds",
         "page_ids", "any_dispatchable", "unlocked_ids",
     ):  # fmt: skip
         slots = set(re.findall(r"(?<!%\()\{(\w+)\}", store.statement_text(name)))

@@ -1,17 +1,11 @@
--- Every group of dispatchable duties in {scope}: those that share one frequency,
--- zone, anchor, roll and calendar, with how many there are, their largest
--- lead, and how many have offsets or a grace that periods.check_due_rule
--- refuses (the same test as page_owed.sql's placed). One aggregate per run:
--- its size is bounded by the cadences in use, not by the number of duties.
-SELECT d.frequency, d.timezone, d.due_anchor, d.due_roll, d.holiday_calendar,
-       count(*), max(d.lead_days),
-       count(*) FILTER (WHERE NOT (
-           CASE WHEN d.due_anchor = 'after_period_end'
-                THEN d.due_offset_months BETWEEN 0 AND 24
-                     AND d.due_offset_days BETWEEN 0 AND 366
-                ELSE d.due_offset_months = 0 END
-           AND d.grace_days BETWEEN 0 AND 366))
+-- Every group of dispatchable duties in {scope}, one per frequency and zone,
+-- with how many there are and their largest lead: the run plans one schedule
+-- per group (dispatch._plan_groups). One aggregate per run: its size is
+-- bounded by the frequencies and zones in use, not by the number of duties,
+-- nor by how many anchors, rolls and calendars they combine with (those are
+-- due_rules.sql, judged apart).
+SELECT d.frequency, d.timezone, count(*), max(d.lead_days)
 FROM duly_duty d
 WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
   AND {scope}
-GROUP BY 1, 2, 3, 4, 5
+GROUP BY 1, 2

@@ -27,13 +27,20 @@ WITH page AS (
     LIMIT %(size)s
 ),
 cadence AS (
-    -- One row per group of duties the run planned (store.Group): its schedule.
+    -- One row per group of duties the run planned (store.Group: a frequency
+    -- and zone): its schedule, and today in its zone.
     SELECT *
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
-                (SELECT %(c_timezone)b::text[]), (SELECT %(c_anchor)b::text[]),
-                (SELECT %(c_roll)b::text[]), (SELECT %(c_calendar)b::text[]),
-                (SELECT %(c_today)b::date[]))
-        AS c(schedule_no, frequency, timezone, due_anchor, due_roll, holiday_calendar, today)
+                (SELECT %(c_timezone)b::text[]), (SELECT %(c_today)b::date[]))
+        AS c(schedule_no, frequency, timezone, today)
+),
+refused_rule AS (
+    -- The due rules (anchor, roll, calendar; '' for none) the run refused
+    -- (store.DueRule): their duties were counted as faults before the pages.
+    SELECT *
+    FROM unnest((SELECT %(x_anchor)b::text[]), (SELECT %(x_roll)b::text[]),
+                (SELECT %(x_calendar)b::text[]))
+        AS x(due_anchor, due_roll, holiday_calendar)
 ),
 period AS (
     -- Each schedule's candidate periods (plan.Schedule).
@@ -53,21 +60,21 @@ roll AS (
         AS r(holiday_calendar, day, following, preceding)
 ),
 placed AS (
-    -- Every duty of the page. Those whose group was refused, or whose offsets
-    -- or grace lie outside what periods.check_due_rule allows (counted as
-    -- faults before the pages), keep a null schedule_no: they count towards
-    -- the cursor and nothing else.
+    -- Every duty of the page. Those whose group or due rule was refused, or
+    -- whose offsets or grace lie outside what periods.check_due_rule allows
+    -- (counted as faults before the pages), keep a null schedule_no: they
+    -- count towards the cursor and nothing else.
     SELECT page.*, c.schedule_no, c.today,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
                AS in_window
     FROM page
     LEFT JOIN cadence c
-      ON (c.frequency, c.timezone, c.due_anchor, c.due_roll, c.holiday_calendar)
-       = (page.frequency COLLATE "C", page.timezone COLLATE "C", page.due_anchor COLLATE "C",
-          page.due_roll COLLATE "C", coalesce(page.holiday_calendar, '') COLLATE "C")
-     -- store.VALID_RANGES, the SQL copy of the ranges periods.check_due_rule
-     -- and periods.check_grace_days allow.
+      ON (c.frequency, c.timezone) = (page.frequency COLLATE "C", page.timezone COLLATE "C")
+     AND (page.due_anchor, page.due_roll, coalesce(page.holiday_calendar, ''))
+         NOT IN (SELECT * FROM refused_rule)
+     -- The ranges periods.check_due_rule and periods.check_grace_days allow
+     -- (due_rules.sql counts the duties outside them as faults).
      AND CASE WHEN page.due_anchor = 'after_period_end'
               THEN page.due_offset_months BETWEEN 0 AND 24
                    AND page.due_offset_days BETWEEN 0 AND 366

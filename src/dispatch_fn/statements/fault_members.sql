@@ -1,0 +1,25 @@
+-- Up to %(limit)s dispatchable duties in {scope} that the run counts as faults
+-- before its pages, in id order, with every field the engine judges, so that
+-- the report lists each with the engine's own message (dispatch._fault_list
+-- judges each again). A duty is one when its group was refused
+-- (%(g_frequency)s, %(g_timezone)s), else its due rule was (%(r_anchor)s,
+-- %(r_roll)s, %(r_calendar)s; '' for no calendar), else its offsets or grace
+-- lie out of range: due_rules.sql's test.
+SELECT d.id, d.frequency, d.timezone, d.due_anchor, d.due_offset_days, d.due_offset_months,
+       d.due_roll, d.holiday_calendar, d.grace_days
+FROM duly_duty d
+WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
+  AND {scope}
+  AND (EXISTS (
+           SELECT 1
+           FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[]) AS g(frequency, timezone)
+           WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone)
+       OR (d.due_anchor, d.due_roll, coalesce(d.holiday_calendar, ''))
+          IN (SELECT * FROM unnest(%(r_anchor)s::text[], %(r_roll)s::text[], %(r_calendar)s::text[]))
+       OR NOT (CASE WHEN d.due_anchor = 'after_period_end'
+                    THEN d.due_offset_months BETWEEN 0 AND 24
+                         AND d.due_offset_days BETWEEN 0 AND 366
+                    ELSE d.due_offset_months = 0 END
+               AND d.grace_days BETWEEN 0 AND 366))
+ORDER BY d.id
+LIMIT %(limit)s
