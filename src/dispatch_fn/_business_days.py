@@ -14,8 +14,6 @@ import warnings
 from datetime import date, timedelta
 from typing import Final
 
-import holidays
-
 from dispatch_fn import _calendar
 from dispatch_fn.errors import UnknownHolidayCalendarError, UnknownRollError, YearOutOfRangeError
 
@@ -41,6 +39,8 @@ class BusinessCalendar:
             self._subdivision: str | None = None
             self.weekend: frozenset[int] = _SATURDAY_SUNDAY
             return
+        import holidays  # noqa: PLC0415 - see _supported
+
         country, _, subdivision = code.partition("-")
         self._country, self._subdivision = country, subdivision or None
         self.weekend = frozenset(
@@ -60,6 +60,8 @@ class BusinessCalendar:
             # 2001-2035, lunar calendars within their tables) and warn outside
             # it; there the package knows no holidays, so only the weekend
             # counts. That is the package's definition, kept as it is.
+            import holidays  # noqa: PLC0415 - see _supported
+
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 found = frozenset(
@@ -134,6 +136,11 @@ def business_calendar(code: str | None) -> BusinessCalendar:
 
 @functools.cache
 def _supported() -> dict[str, frozenset[str]]:
+    # Imported on first use: the package costs ~8 MiB and a quarter of a
+    # second to import, and a run whose duties name no calendar never needs it
+    # (bench/cold_start.py and `make bench`'s baseline RSS measure it).
+    import holidays  # noqa: PLC0415
+
     return {
         country: frozenset(subdivisions)
         for country, subdivisions in holidays.list_supported_countries().items()

@@ -20,11 +20,8 @@ from dispatch_fn._bounded import quote
 from dispatch_fn._calendar import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import EventError
 from dispatch_fn.plan import Window
+from dispatch_fn.settings import DEFAULT_MAX_DUTY_IDS, DEFAULT_MAX_WINDOW_DAYS
 
-DEFAULT_MAX_WINDOW_DAYS: Final = 1827  # five years, leap days included
-# A scoped run names its duties in the event; 10,000 ids of 36 characters are
-# ~400 KB, inside Lambda's payload limits and far more than anyone types.
-DEFAULT_MAX_DUTY_IDS: Final = 10_000
 # SPEC §9: a run that keeps stopping for its deadline hands off at most 20 times.
 MAX_CONTINUATION: Final = 20
 # The fields only a manual payload may carry (SPEC §5, §9).

@@ -1,7 +1,8 @@
 """The function's configuration, read once per invocation from its environment.
 
-Imports nothing that talks to a database, and not the run loop: the run loop
-takes its page and connection defaults from here.
+Imports nothing that talks to a database, nor the run loop, nor the event
+parser: the run loop takes its page and connection defaults from here, and
+the parser its limits.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dispatch_fn.errors import ConfigurationError
-from dispatch_fn.events import DEFAULT_MAX_DUTY_IDS, DEFAULT_MAX_WINDOW_DAYS
 
 _SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 # Duties per page. Each page statement carries a fixed cost (planning,
@@ -30,6 +30,11 @@ _AUTH_MODES: Final = ("password", "iam")
 # Each worker is one more database connection (and backend) per invocation.
 MAX_WORKERS: Final = 16
 
+# The largest backfill window, in days: five years, leap days included.
+DEFAULT_MAX_WINDOW_DAYS: Final = 1827
+# A scoped run names its duties in the event; 10,000 ids of 36 characters are
+# ~400 KB, inside Lambda's payload limits and far more than anyone types.
+DEFAULT_MAX_DUTY_IDS: Final = 10_000
 # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
 DEFAULT_CATCH_UP_DAYS: Final = 7
 

@@ -25,3 +25,12 @@ def test_parsing_events_and_reading_settings_load_no_database_driver_and_no_run_
     loaded = _modules_after_importing(module)
     assert "psycopg" not in loaded
     assert {"dispatch_fn.dispatch", "dispatch_fn.store", "dispatch_fn.database"}.isdisjoint(loaded)
+
+
+def test_the_run_loop_loads_no_event_parser_and_no_holiday_tables() -> None:
+    # The Lambda loads the parser anyway; a run made from the CLI, the bench or
+    # a test does not need it, and a run without calendars needs no holidays.
+    loaded = _modules_after_importing("dispatch_fn.dispatch")
+    assert "pydantic" not in loaded
+    assert "dispatch_fn.events" not in loaded
+    assert "holidays" not in loaded

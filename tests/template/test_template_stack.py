@@ -28,8 +28,7 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_WORKERS
-from dispatch_fn.events import DEFAULT_MAX_WINDOW_DAYS
-from dispatch_fn.settings import MAX_WORKERS
+from dispatch_fn.settings import DEFAULT_MAX_WINDOW_DAYS, MAX_WORKERS
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "eu-west-1"
