@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import psycopg
 
-from dispatch_fn import _pages, catch_up, settings, store
+from dispatch_fn import _edge, _pages, catch_up, settings, store
 from dispatch_fn._bounded import fault_listing, scope_echo
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
@@ -36,7 +36,6 @@ from dispatch_fn.plan import (
     Window,
     check_due_rule,
     classify,
-    schedule_for,
     unknown_form_detail,
 )
 from dispatch_fn.progress import Progress, ProgressMeter
@@ -183,7 +182,9 @@ def run(
         empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))
         raise _failed(empty, f"{type(exc).__name__}: {exc}") from exc
     ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
-    walk = _pages.Walk(statement, request.scope, chunk_size, tuple(extras))
+    walk = _pages.Walk(
+        statement, request.scope, chunk_size, tuple(extras), _edge_of(request, ready)
+    )
     meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
     walked = _walk(conns, walk, ranges, should_stop, reconnect, meter=meter)
     report = _fold(request, preamble, ranges, walked, clocks)
@@ -442,24 +443,33 @@ class _Planned:
     rules: store.Rules
 
 
+def _edge_of(
+    request: RunRequest, ready: Sequence[tuple[store.Group, Schedule]]
+) -> _edge.Edge | None:
+    """The groups whose duties the planner judges page by page (``_edge``), if any."""
+    groups = frozenset(
+        (group.frequency, group.timezone) for group, schedule in ready if _edge.near_edge(schedule)
+    )
+    return _edge.Edge(request.now, request.window, groups) if groups else None
+
+
 def _plan_groups(
     conn: Connection, request: RunRequest
 ) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
-    """Every group of dispatchable duties with its schedule, or the engine's refusal."""
-    planned: list[tuple[store.Group, Schedule | CadenceRefused]] = []
-    for group in store.dispatchable_groups(conn, request.scope):
-        try:
-            outcome: Schedule | CadenceRefused = schedule_for(
-                group.frequency,
-                group.timezone,
-                request.now,
-                request.window,
-                lead_horizon=group.max_lead,
-            )
-        except CadenceRefused as refused:
-            outcome = refused
-        planned.append((group, outcome))
-    return planned
+    """Every group of dispatchable duties with its schedule, or the engine's refusal.
+
+    Planned for the group's largest lead, or, near the calendar's end, for the
+    largest the calendar allows (``_edge.schedule_within_calendar``).
+    """
+    return [
+        (
+            group,
+            _edge.schedule_within_calendar(
+                group.frequency, group.timezone, request.now, request.window, group.max_lead
+            ),
+        )
+        for group in store.dispatchable_groups(conn, request.scope)
+    ]
 
 
 def _judge_rules(found: Sequence[store.DueRule]) -> tuple[store.Rules, Counter[str]]:
