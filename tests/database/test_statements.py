@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import inspect
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
 from dispatch_fn import database, dispatch, migrate, store
-from support import duty, insert_duties
+from support import NOW, duty, insert_duties
 
 _NAMED = re.compile(r"%\(\w+\)[sb]")
 _NUMBERED = re.compile(r"\$\d+")
@@ -33,7 +32,7 @@ def _received(conn: psycopg.Connection[Any]) -> str:
         " EXECUTE FUNCTION remember()"
     )
     insert_duties(conn, [duty("d1")])
-    dispatch.run([conn], dispatch.RunRequest(now=datetime(2026, 8, 21, 1, tzinfo=UTC)))
+    dispatch.run([conn], dispatch.RunRequest(now=NOW))
     row = conn.execute("SELECT query FROM seen").fetchone()
     assert row is not None
     return str(row[0])
