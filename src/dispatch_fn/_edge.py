@@ -116,15 +116,29 @@ class Edge:
         before its pages (``dispatch._judge_rules``) and the page statement
         sets them aside itself.
         """
-        schedules: dict[Any, Any] = {}
+        schedules: _Schedules = {}
         found = []
         for duty in duties:
-            if group_key(duty) not in self.groups or _out_of_range(duty):
+            if _out_of_range(duty):
                 continue
-            skip = judge_duty(duty, self.now, self.window, schedules).skip
-            if skip is not None and skip.reason in FAULT_REASONS:
-                found.append((str(duty["id"]), skip.detail))
+            refusal = self.refusal(duty, schedules)
+            if refusal is not None:
+                found.append((str(duty["id"]), refusal.detail))
         return found
+
+    def refusal(
+        self, duty: Mapping[str, Any], schedules: _Schedules | None = None
+    ) -> CadenceRefused | None:
+        """The planner's fault for one duty of an edge group; None if it has none or no edge."""
+        if group_key(duty) not in self.groups:
+            return None
+        skip = judge_duty(duty, self.now, self.window, schedules).skip
+        if skip is None or skip.reason not in FAULT_REASONS:
+            return None
+        return CadenceRefused(skip.reason, skip.detail)
+
+
+type _Schedules = dict[Any, Any]
 
 
 def _out_of_range(duty: Mapping[str, Any]) -> bool:

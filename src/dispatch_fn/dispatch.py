@@ -430,7 +430,13 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
     fault_counts.update(rule_faults)
     if sum(fault_counts.values()) > fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
-            _fault_list(conn, request.scope, refused_groups, rules, FAULT_LIST_LIMIT - len(faults))
+            _fault_list(
+                conn,
+                request.scope,
+                refused_groups,
+                (rules, _edge_of(request, ready)),
+                FAULT_LIST_LIMIT - len(faults),
+            )
         )
     return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
 
@@ -505,21 +511,25 @@ def _fault_list(
     conn: Connection,
     scope: Scope,
     refused_groups: Mapping[tuple[str | None, str], tuple[store.Group, CadenceRefused]],
-    rules: store.Rules,
+    judged: tuple[store.Rules, _edge.Edge | None],
     room: int,
 ) -> list[dict[str, str]]:
     """Up to ``room`` of the duties counted as faults before the pages, each with its reason.
 
     A duty of a refused group carries the group's refusal; any other is judged
     again as the planner judges a duty row, so it carries the engine's own
-    message for its values.
+    message for its values. Near the calendar's edge that is the planner's
+    whole judgement: a lead reaching past the calendar is refused first.
     """
     if room <= 0:
         return []
+    rules, edge = judged
     groups = [group for group, _ in refused_groups.values()]
     faults = []
     for row in store.fault_members(conn, scope, groups, rules, room):
         refusal = refused_groups.get((row["frequency"], row["timezone"]), (None, None))[1]
+        if refusal is None and edge is not None:
+            refusal = edge.refusal(row)
         if refusal is None:
             try:
                 check_due_rule(Cadence.of(row))

@@ -68,6 +68,13 @@ _CASES = {
         (datetime(9999, 12, 8, 1, tzinfo=UTC), None),
         {"weekly-30"},
     ),
+    "a lead past the last week of 9999, with a grace out of range": (
+        # Refused twice over: the planner names the lead first, as the report must.
+        [duty("weekly-0", frequency="weekly", lead_days=0),
+         duty("weekly-30-graced", frequency="weekly", lead_days=30, grace_days=400)],
+        (datetime(9999, 12, 8, 1, tzinfo=UTC), None),
+        {"weekly-30-graced"},
+    ),
 }  # fmt: skip
 
 
