@@ -7,9 +7,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
+
+if TYPE_CHECKING:  # the pure layers import this module without the run loop
+    from dispatch_fn.dispatch import RunReport
+    from dispatch_fn.plan import Plan
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 
@@ -144,3 +148,22 @@ def load_event(name: str) -> dict[str, Any]:
 
 def day(text: str) -> date:
     return date.fromisoformat(text)
+
+
+def assert_run_is_the_plan(conn: psycopg.Connection[Any], report: RunReport, plan: Plan) -> None:
+    """The database path wrote and reported exactly what the pure planner planned.
+
+    ``plan`` is the planner's answer for every stored duty, at the run's clock and window.
+    """
+    summary = report.as_json()
+    assert multiset(task_rows(conn)) == multiset(plan.drafts)
+    assert summary["tasks_created"] == len(plan.drafts)
+    assert {k: v for k, v in summary["skipped"].items() if v} == plan.skip_counts()
+    assert sorted((f["duty_id"], f["reason"], f["detail"]) for f in summary["faults"]) == sorted(
+        (f.duty_id, f.reason, f.detail) for f in plan.faults
+    )
+    assert summary["duties_read"] == len(plan.skipped) + len(
+        {draft["duty_id"] for draft in plan.drafts}
+    )
+    stored = last_dispatched(conn)
+    assert stored == latest_keys(stored, plan.drafts)

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from dispatch_fn import store
+from dispatch_fn._edge import Edge
 from dispatch_fn.store import Connection, PageResult, PageStatement, Scope
 
 # Two runs that touch the same duties can still meet in a deadlock (the
@@ -102,6 +103,8 @@ class Walk:
     scope: Scope
     size: int
     extras: tuple[PageStatement, ...] = ()
+    # Groups near the calendar's edge: the planner judges their duties first.
+    edge: Edge | None = None
 
 
 @dataclass(slots=True)
@@ -136,7 +139,17 @@ def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
     step = _Step()
     try:
         try:
-            result = _page(conn, walk, job.after, job.upto, step)
+            if walk.edge is None:
+                result = _page(conn, walk, job.after, job.upto, step)
+                reached, rows = result.upto, result.rows
+            else:
+                ids = _judge_edge(conn, walk, walk.edge, job, step)
+                if not ids:
+                    return step.outcome(job, reached=job.after)
+                # Bounded by the judged ids, so the duties set aside do not
+                # pull unjudged ones into the page.
+                _page(conn, walk, job.after, ids[-1], step)
+                reached, rows = ids[-1], len(ids)
         except pg_errors.LockNotAvailable as exc:
             if job.deferred == 0:
                 return step.outcome(job, failure=Failure.LOCKED, error=exc)
@@ -144,9 +157,7 @@ def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
             if not _row_caused(exc):
                 raise
         else:
-            return step.outcome(
-                job, reached=result.upto, more=_more(walk, job, result.rows, result.upto)
-            )
+            return step.outcome(job, reached=reached, more=_more(walk, job, rows, reached))
         # The page failed on content or, once more, on a lock: find the duties.
         ids = store.page_ids(conn, walk.scope, job.after, job.upto, size=walk.size)
         if not ids:
@@ -163,6 +174,16 @@ def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
 
 
 _LOCKED_DETAIL: Final = "its row was locked by another transaction; the next run dispatches it"
+
+
+def _judge_edge(conn: Connection, walk: Walk, edge: Edge, job: Job, step: _Step) -> list[str]:
+    """The page's ids; those the planner refuses at the calendar's edge are set aside."""
+    duties = store.page_duties(conn, walk.scope, job.after, job.upto, size=walk.size)
+    step.set_aside.extend(
+        SetAside(duty_id, SetAsideReason.REFUSED, detail)
+        for duty_id, detail in edge.refused(duties)
+    )
+    return [str(duty["id"]) for duty in duties]
 
 
 def _more(walk: Walk, job: Job, rows: int, reached: str | None) -> bool:

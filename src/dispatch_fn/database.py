@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
-from dispatch_fn.store import Connection
+from dispatch_fn.store import Connection, statement_text
 
 APPLICATION_NAME = "duly-dispatcher"
 _SECRET_FIELDS = ("username", "password", "host", "port", "dbname")
@@ -273,7 +273,7 @@ def _alive(conn: Connection) -> bool:
     if conn.closed or conn.broken:
         return False
     try:
-        conn.execute("SELECT 1")
+        conn.execute(statement_text("session_ping"))
     except psycopg.OperationalError:
         return False
     return True

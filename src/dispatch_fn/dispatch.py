@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import psycopg
 
-from dispatch_fn import _pages, catch_up, settings, store
+from dispatch_fn import _edge, _pages, catch_up, settings, store
 from dispatch_fn._bounded import fault_listing, scope_echo
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
@@ -36,7 +36,6 @@ from dispatch_fn.plan import (
     Window,
     check_due_rule,
     classify,
-    schedule_for,
     unknown_form_detail,
 )
 from dispatch_fn.progress import Progress, ProgressMeter
@@ -183,7 +182,9 @@ def run(
         empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))
         raise _failed(empty, f"{type(exc).__name__}: {exc}") from exc
     ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
-    walk = _pages.Walk(statement, request.scope, chunk_size, tuple(extras))
+    walk = _pages.Walk(
+        statement, request.scope, chunk_size, tuple(extras), _edge_of(request, ready)
+    )
     meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
     walked = _walk(conns, walk, ranges, should_stop, reconnect, meter=meter)
     report = _fold(request, preamble, ranges, walked, clocks)
@@ -429,7 +430,13 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
     fault_counts.update(rule_faults)
     if sum(fault_counts.values()) > fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
-            _fault_list(conn, request.scope, refused_groups, rules, FAULT_LIST_LIMIT - len(faults))
+            _fault_list(
+                conn,
+                request.scope,
+                refused_groups,
+                (rules, _edge_of(request, ready)),
+                FAULT_LIST_LIMIT - len(faults),
+            )
         )
     return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
 
@@ -442,24 +449,33 @@ class _Planned:
     rules: store.Rules
 
 
+def _edge_of(
+    request: RunRequest, ready: Sequence[tuple[store.Group, Schedule]]
+) -> _edge.Edge | None:
+    """The groups whose duties the planner judges page by page (``_edge``), if any."""
+    groups = frozenset(
+        (group.frequency, group.timezone) for group, schedule in ready if _edge.near_edge(schedule)
+    )
+    return _edge.Edge(request.now, request.window, groups) if groups else None
+
+
 def _plan_groups(
     conn: Connection, request: RunRequest
 ) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
-    """Every group of dispatchable duties with its schedule, or the engine's refusal."""
-    planned: list[tuple[store.Group, Schedule | CadenceRefused]] = []
-    for group in store.dispatchable_groups(conn, request.scope):
-        try:
-            outcome: Schedule | CadenceRefused = schedule_for(
-                group.frequency,
-                group.timezone,
-                request.now,
-                request.window,
-                lead_horizon=group.max_lead,
-            )
-        except CadenceRefused as refused:
-            outcome = refused
-        planned.append((group, outcome))
-    return planned
+    """Every group of dispatchable duties with its schedule, or the engine's refusal.
+
+    Planned for the group's largest lead, or, near the calendar's end, for the
+    largest the calendar allows (``_edge.schedule_within_calendar``).
+    """
+    return [
+        (
+            group,
+            _edge.schedule_within_calendar(
+                group.frequency, group.timezone, request.now, request.window, group.max_lead
+            ),
+        )
+        for group in store.dispatchable_groups(conn, request.scope)
+    ]
 
 
 def _judge_rules(found: Sequence[store.DueRule]) -> tuple[store.Rules, Counter[str]]:
@@ -495,21 +511,25 @@ def _fault_list(
     conn: Connection,
     scope: Scope,
     refused_groups: Mapping[tuple[str | None, str], tuple[store.Group, CadenceRefused]],
-    rules: store.Rules,
+    judged: tuple[store.Rules, _edge.Edge | None],
     room: int,
 ) -> list[dict[str, str]]:
     """Up to ``room`` of the duties counted as faults before the pages, each with its reason.
 
     A duty of a refused group carries the group's refusal; any other is judged
     again as the planner judges a duty row, so it carries the engine's own
-    message for its values.
+    message for its values. Near the calendar's edge that is the planner's
+    whole judgement: a lead reaching past the calendar is refused first.
     """
     if room <= 0:
         return []
+    rules, edge = judged
     groups = [group for group, _ in refused_groups.values()]
     faults = []
     for row in store.fault_members(conn, scope, groups, rules, room):
         refusal = refused_groups.get((row["frequency"], row["timezone"]), (None, None))[1]
+        if refusal is None and edge is not None:
+            refusal = edge.refusal(row)
         if refusal is None:
             try:
                 check_due_rule(Cadence.of(row))

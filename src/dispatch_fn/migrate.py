@@ -24,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from dispatch_fn.errors import MigrationChecksumError, MigrationError
+from dispatch_fn.store import statement_text
 
 LEDGER: Final = "duly_schema_migration"
 NO_TRANSACTION: Final = "-- duly:no-transaction"
@@ -72,7 +73,7 @@ def pending_migrations(
     conn: psycopg.Connection[object], migrations: list[Migration] | None = None
 ) -> list[str]:
     """Versions ``apply_migrations`` would apply now (checksums are not checked)."""
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (LEDGER,)).fetchone()
+    exists = conn.execute(_statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
     done = _ledger(conn) if exists and exists[0] else {}  # type: ignore[index]
     return [each.version for each in migrations or bundled_migrations() if each.version not in done]
 
@@ -99,7 +100,7 @@ def apply_migrations(
         try:
             return _apply(conn, chosen, until)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(_statement("migration_unlock"), {"lock": _MIGRATION_LOCK})
     finally:
         conn.autocommit = was_autocommit
 
@@ -110,7 +111,7 @@ def _lock(conn: psycopg.Connection[object]) -> None:
     # session holding the lock waits for every snapshot to end; a deadlock.
     waited = 0.0
     while True:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_MIGRATION_LOCK,)).fetchone()
+        row = conn.execute(_statement("migration_lock"), {"lock": _MIGRATION_LOCK}).fetchone()
         if row is not None and row[0]:  # type: ignore[index]
             return
         if waited >= _LOCK_WAIT_S:
@@ -126,17 +127,7 @@ def _lock(conn: psycopg.Connection[object]) -> None:
 def _apply(
     conn: psycopg.Connection[object], migrations: list[Migration], until: str | None
 ) -> list[str]:
-    ledger = sql.Identifier(LEDGER)
-    conn.execute(
-        sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} ("
-            " version text PRIMARY KEY,"
-            " applied_at timestamptz NOT NULL DEFAULT now(),"
-            " checksum text)"
-        ).format(ledger)
-    )
-    # Ledgers written before checksums were recorded gain the column.
-    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS checksum text").format(ledger))
+    conn.execute(_ledger_statement("migration_ledger"))
     done = _ledger(conn)
     for each in migrations:
         recorded = done.get(each.version, "")
@@ -150,8 +141,8 @@ def _apply(
         if each.version in done and not done[each.version]:
             # Applied before checksums existed: the file as it is now becomes the record.
             conn.execute(
-                sql.SQL("UPDATE {} SET checksum = %s WHERE version = %s").format(ledger),
-                (each.checksum, each.version),
+                _ledger_statement("migration_ledger_adopt"),
+                {"checksum": each.checksum, "version": each.version},
             )
     applied: list[str] = []
     for each in migrations:
@@ -165,26 +156,32 @@ def _apply(
 
 
 def _run(conn: psycopg.Connection[object], migration: Migration) -> None:
-    record = sql.SQL("INSERT INTO {} (version, checksum) VALUES (%s, %s)").format(
-        sql.Identifier(LEDGER)
-    )
+    record = _ledger_statement("migration_record")
+    applied = {"version": migration.version, "checksum": migration.checksum}
     try:
         if migration.transactional:
             with conn.transaction():
                 conn.execute(sql.SQL(migration.script))
-                conn.execute(record, (migration.version, migration.checksum))
+                conn.execute(record, applied)
         else:
             for statement in split_statements(migration.script):
                 conn.execute(sql.SQL(statement))
-            conn.execute(record, (migration.version, migration.checksum))
+            conn.execute(record, applied)
     except psycopg.Error as failed:
         raise MigrationError(f"migration {migration.version!r} failed: {failed}") from failed
 
 
+def _statement(name: str) -> sql.SQL:
+    # The ledger's own statements are files in statements/ (migration_*.sql).
+    return sql.SQL(statement_text(name))
+
+
+def _ledger_statement(name: str) -> sql.Composed:
+    return _statement(name).format(ledger=sql.Identifier(LEDGER))
+
+
 def _ledger(conn: psycopg.Connection[object]) -> dict[str, str]:
-    rows = conn.execute(
-        sql.SQL("SELECT version, coalesce(checksum, '') FROM {}").format(sql.Identifier(LEDGER))
-    ).fetchall()
+    rows = conn.execute(_ledger_statement("migration_ledger_read")).fetchall()
     return {str(row[0]): str(row[1]) for row in rows}  # type: ignore[index]
 
 

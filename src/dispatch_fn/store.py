@@ -320,7 +320,9 @@ def _roll_arrays(
             continue
         reach = last
         if rule.due_anchor == "after_period_end":
-            reach = min(last + _AFTER_PERIOD_REACH, _calendar.LAST_DAY)
+            # In ordinals: within the reach of 9999-12-31 the sum is no date.
+            ordinal = last.toordinal() + _AFTER_PERIOD_REACH.days
+            reach = date.fromordinal(min(ordinal, _calendar.LAST_DAY.toordinal()))
         low, high = spans.get(rule.holiday_calendar, (first, reach))
         spans[rule.holiday_calendar] = (low, max(high, reach))
     arrays: dict[str, list[Any]] = {
@@ -361,6 +363,22 @@ def page_ids(
     excluded: Sequence[str] = (),
 ) -> list[str]:
     """The ids ``dispatch_page`` would take for these arguments, in page order."""
+    return [
+        str(duty["id"])
+        for duty in page_duties(conn, scope, after, upto, size=size, excluded=excluded)
+    ]
+
+
+def page_duties(
+    conn: Connection,
+    scope: Scope,
+    after: str | None,
+    upto: str | None,
+    *,
+    size: int,
+    excluded: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The ``duly_duty`` rows ``dispatch_page`` would take for these arguments, in page order."""
     query = _statement("page_ids").format(scope=scope.condition())
     params = {
         **scope.params(),
@@ -369,7 +387,8 @@ def page_ids(
         "size": size,
         "excluded": list(excluded),
     }
-    return [str(row[0]) for row in conn.execute(query, params).fetchall()]
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+        return list(cursor.execute(query, params).fetchall())
 
 
 def any_dispatchable(conn: Connection, scope: Scope, after: str | None, upto: str | None) -> bool:

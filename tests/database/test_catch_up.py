@@ -6,6 +6,7 @@ union of ``plan_dispatch`` at the earlier clock, each missed clock and the run's
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from dispatch_fn import catch_up, dispatch, ledger, recorded
 from dispatch_fn.plan import plan_dispatch
 from support import (
+    CLOCK,
     TASK_COLUMNS,
     Conn,
     Invoke,
@@ -140,7 +142,7 @@ def test_the_catch_up_report_counts_the_clocks_and_the_tasks_created_for_them(
 ) -> None:
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-18T01:00:00Z"})
-    report = invoke({"now": "2026-08-21T01:00:00Z"})
+    report = invoke({"now": CLOCK})
     assert report["catch_up"] == {
         "from": "2026-08-19T01:00:00+00:00",
         "to": "2026-08-20T01:00:00+00:00",
@@ -150,7 +152,7 @@ def test_the_catch_up_report_counts_the_clocks_and_the_tasks_created_for_them(
     assert report["tasks_created"] == 3
     assert task_keys(conn) == _daily("2026-08-18", "2026-08-21")
     # Its re-run finds that clock completed: nothing is missing since.
-    again = invoke({"now": "2026-08-21T01:00:00Z"})
+    again = invoke({"now": CLOCK})
     assert again["catch_up"] is None
     assert again["tasks_created"] == 0
 
@@ -158,13 +160,13 @@ def test_the_catch_up_report_counts_the_clocks_and_the_tasks_created_for_them(
 def test_a_run_a_day_after_the_last_owes_no_catch_up(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-20T01:00:00Z"})
-    assert invoke({"now": "2026-08-21T01:00:00Z"})["catch_up"] is None
+    assert invoke({"now": CLOCK})["catch_up"] is None
     assert task_keys(conn) == ["2026-08-20", "2026-08-21"]
 
 
 def test_the_first_run_ever_owes_no_catch_up(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
-    assert invoke({"now": "2026-08-21T01:00:00Z"})["catch_up"] is None
+    assert invoke({"now": CLOCK})["catch_up"] is None
     assert task_keys(conn) == ["2026-08-21"]
 
 
@@ -174,7 +176,7 @@ def test_a_missed_week_beyond_the_bound_is_caught_up_only_for_the_bound(
     invoke = partial(invoke, catch_up_days=3)
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-01T01:00:00Z"})
-    report = invoke({"now": "2026-08-21T01:00:00Z"})
+    report = invoke({"now": CLOCK})
     assert report["catch_up"] == {
         "from": "2026-08-18T01:00:00+00:00",
         "to": "2026-08-20T01:00:00+00:00",
@@ -187,7 +189,7 @@ def test_a_missed_week_beyond_the_bound_is_caught_up_only_for_the_bound(
 def test_the_default_bound_is_seven_days(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-01T01:00:00Z"})
-    report = invoke({"now": "2026-08-21T01:00:00Z"})
+    report = invoke({"now": CLOCK})
     assert report["catch_up"]["clocks"] == 7
     assert task_keys(conn) == ["2026-08-01", *_daily("2026-08-14", "2026-08-21")]
 
@@ -198,13 +200,13 @@ def test_catch_up_days_zero_turns_it_off(
     invoke = partial(invoke, catch_up_days=0)
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-18T01:00:00Z"})
-    assert invoke({"now": "2026-08-21T01:00:00Z"})["catch_up"] is None
+    assert invoke({"now": CLOCK})["catch_up"] is None
     assert task_keys(conn) == ["2026-08-18", "2026-08-21"]
 
 
 def test_a_replayed_older_clock_catches_nothing_up(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
-    invoke({"now": "2026-08-21T01:00:00Z"})
+    invoke({"now": CLOCK})
     replay = invoke({"now": "2026-08-10T01:00:00Z"})
     assert replay["catch_up"] is None
     assert task_keys(conn) == ["2026-08-10", "2026-08-21"]
@@ -217,7 +219,7 @@ def test_an_incomplete_run_is_not_a_completed_clock(conn: Conn, invoke: Invoke) 
     invoke({"now": "2026-08-18T01:00:00Z"})
     stopped = invoke({"now": "2026-08-20T01:00:00Z"}, _NoTimeLeft())
     assert stopped["complete"] is False
-    report = invoke({"now": "2026-08-21T01:00:00Z"})
+    report = invoke({"now": CLOCK})
     assert report["catch_up"]["from"] == "2026-08-19T01:00:00+00:00"
     assert task_keys(conn) == _daily("2026-08-18", "2026-08-21")
 
@@ -232,7 +234,7 @@ def test_a_failed_run_is_not_a_completed_clock(conn: Conn, invoke: Invoke) -> No
         continues_run=None,
     )
     ledger.finish(conn, failed, "failed", None, "the database went away")
-    report = invoke({"now": "2026-08-21T01:00:00Z"})
+    report = invoke({"now": CLOCK})
     assert report["catch_up"]["clocks"] == 2
     assert task_keys(conn) == _daily("2026-08-18", "2026-08-21")
 
@@ -246,7 +248,7 @@ def test_scoped_and_dry_runs_neither_catch_up_nor_count_as_completed_clocks(
     dry = invoke({"now": "2026-08-20T01:00:00Z", "dry_run": True})
     assert scoped["catch_up"] is None
     assert dry["catch_up"] is None
-    report = invoke({"now": "2026-08-21T01:00:00Z"})
+    report = invoke({"now": CLOCK})
     assert report["catch_up"]["from"] == "2026-08-16T01:00:00+00:00"
     assert task_keys(conn) == _daily("2026-08-15", "2026-08-21")
 
@@ -257,7 +259,7 @@ def test_a_duty_unpaused_during_an_outage_receives_the_missed_days_periods(
     insert_duties(conn, [duty("d1", frequency="daily", status="paused", lead_days=0)])
     invoke({"now": "2026-08-18T01:00:00Z"})
     conn.execute("UPDATE duly_duty SET status = 'active'")
-    invoke({"now": "2026-08-21T01:00:00Z"})
+    invoke({"now": CLOCK})
     # The runs of the 19th and 20th would have found it active: their periods are owed.
     assert task_keys(conn) == _daily("2026-08-19", "2026-08-21")
 
@@ -319,7 +321,7 @@ def test_a_catching_up_run_killed_mid_run_and_rerun_leaves_exactly_the_expected_
         "CREATE TRIGGER slow BEFORE INSERT ON duly_task FOR EACH ROW EXECUTE FUNCTION slow()"
     )
     event = tmp_path / "scheduled.json"
-    event.write_text('{"now": "2026-08-21T01:00:00Z"}')
+    event.write_text(json.dumps({"now": CLOCK}))
     child = subprocess.Popen(
         [sys.executable, "-m", "dispatch_fn", "invoke", str(event)],
         env={**os.environ, "DATABASE_URL": db_url, "DISPATCH_CHUNK_SIZE": "10"},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -13,18 +12,13 @@ from psycopg import sql
 from dispatch_fn import dispatch
 from dispatch_fn.migrate import apply_migrations
 from dispatch_fn.plan import Window, plan_dispatch
-from support import TASK_COLUMNS, Invoke, duty, insert_duties, task_keys, task_rows
+from support import CLOCK, NOW, Invoke, duty, insert_duties, multiset, task_keys, task_rows
 
-NOW = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 BACKFILL = Window(date(2026, 1, 1), date(2026, 12, 31))
 
 
 def _run(conn: psycopg.Connection[Any], now: datetime = NOW, window: Window | None = None) -> Any:
     return dispatch.run([conn], dispatch.RunRequest(now=now, window=window)).as_json()
-
-
-def _rows(rows: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in rows)
 
 
 # --- the review gate ---
@@ -107,7 +101,7 @@ def test_rolled_and_after_period_due_dates_match_the_planner(
     insert_duties(conn, COMPLIANCE_DUTIES)
     plan = plan_dispatch(COMPLIANCE_DUTIES, NOW, window)
     report = _run(conn, window=window)
-    assert _rows(task_rows(conn)) == _rows(plan.drafts)
+    assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert report["tasks_created"] == len(plan.drafts) > len(COMPLIANCE_DUTIES)
 
 
@@ -166,7 +160,7 @@ def test_the_handler_reports_the_gate_and_stamps_grace(
     conn: psycopg.Connection[Any], invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty("gated", review_status="to_review"), duty("graced", grace_days=5)])
-    report = invoke({"now": "2026-08-21T01:00:00Z"})
+    report = invoke({"now": CLOCK})
     assert report["skipped"]["not_approved"] == 1
     assert report["tasks_created"] == 1
     (row,) = task_rows(conn)

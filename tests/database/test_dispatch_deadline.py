@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 import pytest
 
 from dispatch_fn import dispatch
-from support import duty, insert_duties, task_count
-
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
+from support import NOW, duty, insert_duties, task_count
 
 type Conn = psycopg.Connection[Any]
 
@@ -35,7 +32,7 @@ def test_a_deadline_after_a_last_page_exactly_full_still_reports_the_run_complet
     insert_duties(conn, [duty(f"d{n:02}") for n in range(14)])
     report = dispatch.run(
         [conn, *helpers][:connections],
-        dispatch.RunRequest(now=CLOCK),
+        dispatch.RunRequest(now=NOW),
         chunk_size=7,
         should_stop=_stop_after(2),
     )
@@ -51,7 +48,7 @@ def test_a_deadline_before_the_last_duties_reports_the_run_incomplete(
     insert_duties(conn, [duty(f"d{n:02}") for n in range(15)])
     report = dispatch.run(
         [conn, *helpers][:connections],
-        dispatch.RunRequest(now=CLOCK),
+        dispatch.RunRequest(now=NOW),
         chunk_size=7,
         should_stop=_stop_after(2),
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -12,9 +11,8 @@ import pytest
 from dispatch_fn import database, dispatch
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
-from support import duty, insert_duties, task_count
+from support import NOW, duty, insert_duties, task_count
 
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 LOCKED = ("d03", "d11", "d12")
 
 type Conn = psycopg.Connection[Any]
@@ -55,7 +53,7 @@ def test_duties_locked_by_another_session_are_set_aside_and_the_rest_is_dispatch
     holder.execute(HOLDS[hold], (list(LOCKED),))
 
     conns = dispatcher[:connections]
-    report = dispatch.run(conns, dispatch.RunRequest(now=CLOCK), chunk_size=8)
+    report = dispatch.run(conns, dispatch.RunRequest(now=NOW), chunk_size=8)
 
     assert task_count(conn) == 17
     assert (report.locked, report.locked_count) == (LOCKED, 3)
@@ -63,7 +61,7 @@ def test_duties_locked_by_another_session_are_set_aside_and_the_rest_is_dispatch
     assert report.as_json()["locked"] == list(LOCKED)
 
     holder.rollback()
-    rest = dispatch.run(conns, dispatch.RunRequest(now=CLOCK), chunk_size=8)
+    rest = dispatch.run(conns, dispatch.RunRequest(now=NOW), chunk_size=8)
     assert (rest.tasks_created, rest.tasks_existing, rest.locked_count) == (3, 17, 0)
 
 
@@ -104,7 +102,7 @@ def test_a_page_whose_lock_is_released_meanwhile_is_dispatched_when_tried_again(
         return False
 
     report = dispatch.run(
-        dispatcher[:1], dispatch.RunRequest(now=CLOCK), chunk_size=8, should_stop=should_stop
+        dispatcher[:1], dispatch.RunRequest(now=NOW), chunk_size=8, should_stop=should_stop
     )
 
     assert asked == 4

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -13,9 +12,8 @@ import pytest
 from dispatch_fn import dispatch
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import plan_dispatch
-from support import TASK_COLUMNS, duty, insert_duties, task_count, task_rows
+from support import NOW, duty, insert_duties, multiset, task_count, task_rows
 
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 FREQUENCIES = ("daily", "weekly", "monthly", "quarterly")
 
 type Conn = psycopg.Connection[Any]
@@ -52,12 +50,8 @@ def _terminate_inserting_backends(conn: Conn, *, statements: tuple[int, ...]) ->
     )
 
 
-def _rows(conn: Conn) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in task_rows(conn))
-
-
 def _planned(duties: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK).drafts)
+    return multiset(plan_dispatch(duties, NOW).drafts)
 
 
 @pytest.fixture
@@ -76,11 +70,11 @@ def test_a_run_that_loses_a_helper_goes_on_with_the_others_and_writes_every_row(
     insert_duties(conn, duties)
     _terminate_inserting_backends(conn, statements=(3,))
 
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
 
     assert sum(each.broken for each in (conn, *helpers)) == 1
     with psycopg.connect(db_url) as reader:
-        assert _rows(reader) == _planned(duties)
+        assert multiset(task_rows(reader)) == _planned(duties)
         assert (report.tasks_created, report.complete, report.last_duty_id) == (
             task_count(reader),
             True,
@@ -102,10 +96,10 @@ def test_a_page_whose_only_connection_dies_is_done_again_on_a_fresh_one(
         opened.append(fresh)
         return fresh
 
-    report = dispatch.run([only], dispatch.RunRequest(now=CLOCK), chunk_size=7, reconnect=reconnect)
+    report = dispatch.run([only], dispatch.RunRequest(now=NOW), chunk_size=7, reconnect=reconnect)
 
     assert len(opened) == 3  # the first connection and one fresh one per death
-    assert _rows(conn) == _planned(duties)
+    assert multiset(task_rows(conn)) == _planned(duties)
     assert (report.tasks_created, report.tasks_existing, report.complete) == (
         task_count(conn),
         0,
@@ -128,19 +122,19 @@ def test_a_run_whose_every_connection_dies_fails_and_keeps_its_committed_pages(
         return fresh
 
     with pytest.raises(RunFailedError, match="terminating connection") as failed:
-        dispatch.run([only], dispatch.RunRequest(now=CLOCK), chunk_size=7, reconnect=reconnect)
+        dispatch.run([only], dispatch.RunRequest(now=NOW), chunk_size=7, reconnect=reconnect)
 
     written = task_count(conn)
     assert failed.value.report["tasks_created"] == written > 0
     assert failed.value.report["complete"] is False
     assert len(opened) <= 1 + dispatch.CONNECTION_ATTEMPTS  # bounded, not a reconnect storm
     # Only whole pages: every duty has all of its rows or none of them.
-    wanted = Counter(draft["duty_id"] for draft in plan_dispatch(duties, CLOCK).drafts)
+    wanted = Counter(draft["duty_id"] for draft in plan_dispatch(duties, NOW).drafts)
     per_duty = conn.execute("SELECT duty_id, count(*) FROM duly_task GROUP BY duty_id").fetchall()
     assert all(count == wanted[duty_id] for duty_id, count in per_duty)
     conn.execute("DROP TRIGGER terminate_some_inserts ON duly_task")  # the server is back
-    rerun = dispatch.run([conn], dispatch.RunRequest(now=CLOCK), chunk_size=7)
-    assert rerun.tasks_created == len(plan_dispatch(duties, CLOCK).drafts) - written
+    rerun = dispatch.run([conn], dispatch.RunRequest(now=NOW), chunk_size=7)
+    assert rerun.tasks_created == len(plan_dispatch(duties, NOW).drafts) - written
 
 
 def test_a_run_that_cannot_reconnect_goes_on_with_the_connections_it_has(
@@ -157,10 +151,10 @@ def test_a_run_that_cannot_reconnect_goes_on_with_the_connections_it_has(
         raise psycopg.OperationalError("connection refused: the server is at max_connections")
 
     report = dispatch.run(
-        [conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7, reconnect=reconnect
+        [conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7, reconnect=reconnect
     )
 
     assert tried == 1
     with psycopg.connect(db_url) as reader:
-        assert _rows(reader) == _planned(duties)
+        assert multiset(task_rows(reader)) == _planned(duties)
     assert report.complete

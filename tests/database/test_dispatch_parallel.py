@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from typing import Any, overload
 
 import psycopg
@@ -13,9 +11,17 @@ import pytest
 
 from dispatch_fn import dispatch
 from dispatch_fn.plan import plan_dispatch
-from support import TASK_COLUMNS, duty, insert_duties, last_dispatched, task_count, task_rows
+from support import (
+    NOW,
+    duty,
+    insert_duties,
+    last_dispatched,
+    latest_keys,
+    multiset,
+    task_count,
+    task_rows,
+)
 
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 ZONES = ("UTC", "Asia/Shanghai", "America/Los_Angeles", "Pacific/Kiritimati")
 FREQUENCIES = ("daily", "weekly", "fortnightly", "monthly", "quarterly")
 
@@ -33,10 +39,6 @@ def _duties(count: int) -> list[dict[str, Any]]:
         )
         for n in range(count)
     ]
-
-
-def _rows(conn: Conn) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(row[c] for c in TASK_COLUMNS) for row in task_rows(conn))
 
 
 class _PagesSeen(Sequence[tuple[int, int]]):
@@ -103,20 +105,20 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
-    plan = plan_dispatch(duties, CLOCK)
-    assert _rows(conn) == Counter(tuple(d[c] for c in TASK_COLUMNS) for d in plan.drafts)
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
+    plan = plan_dispatch(duties, NOW)
+    assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert (report.tasks_created, report.tasks_existing) == (len(plan.drafts), 0)
     assert report.duties_read == len(duties)
     assert report.pages == 9  # ceil(60 / 7): every page once, none empty
     assert (report.complete, report.last_duty_id) == (True, "d059")
     assert {pid for pid, _ in pages_seen} == {c.info.backend_pid for c in (conn, *helpers)}
     assert max(depth for _, depth in pages_seen) > 1  # pages really ran at the same time
-    latest = {d["id"]: max(r["period_key"] for r in plan.drafts if r["duty_id"] == d["id"])
-              for d in duties}  # fmt: skip
+    latest = latest_keys((d["id"] for d in duties), plan.drafts)
+    assert None not in latest.values()  # every duty was owed a task
     assert last_dispatched(conn) == latest
 
-    again = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
+    again = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
     assert (again.tasks_created, again.tasks_existing) == (0, len(plan.drafts))
 
 
@@ -136,7 +138,7 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
             return asked > pages_allowed
 
     report = dispatch.run(
-        [conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7, should_stop=should_stop
+        [conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7, should_stop=should_stop
     )
     assert len(pages_seen) == min(pages_allowed, 9)
     dispatched = {row[0] for row in conn.execute("SELECT DISTINCT duty_id FROM duly_task")}
@@ -145,17 +147,15 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
     assert behind <= dispatched
     assert report.complete is (pages_allowed >= 9)
 
-    rest = dispatch.run([conn, *helpers], dispatch.RunRequest(now=CLOCK), chunk_size=7)
+    rest = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
     assert rest.complete
     assert rest.tasks_created + report.tasks_created == task_count(conn)
     assert rest.tasks_existing == report.tasks_created
-    assert _rows(conn) == Counter(
-        tuple(d[c] for c in TASK_COLUMNS) for d in plan_dispatch(duties, CLOCK).drafts
-    )
+    assert multiset(task_rows(conn)) == multiset(plan_dispatch(duties, NOW).drafts)
 
 
 def test_a_run_refuses_a_helper_that_would_make_it_one_long_transaction(
     conn: Conn, db_url: str
 ) -> None:
     with psycopg.connect(db_url) as manual, pytest.raises(ValueError, match="autocommit"):
-        dispatch.run([conn, manual], dispatch.RunRequest(now=CLOCK))
+        dispatch.run([conn, manual], dispatch.RunRequest(now=NOW))

@@ -13,9 +13,7 @@ from dispatch_fn import dispatch
 from dispatch_fn.__main__ import main
 from dispatch_fn.explain import explain
 from dispatch_fn.plan import Window
-from support import Invoke, duty, insert_duties
-
-NOW = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
+from support import NOW, Invoke, duty, insert_duties
 
 DUTIES = [
     duty("monthly", lead_days=14),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 import psycopg
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dispatch_fn import dispatch
 from dispatch_fn.periods import FREQUENCIES
 from dispatch_fn.plan import Window, plan_dispatch
-from support import duty, insert_duties, last_dispatched, latest_keys, multiset, task_rows
+from support import assert_run_is_the_plan, duty, insert_duties, multiset, task_rows
 
 ZONES = (
     "UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "America/Santiago",
@@ -20,6 +20,14 @@ ZONES = (
     "Pacific/Kiritimati", "Pacific/Pago_Pago", "Mars/Olympus",
 )  # fmt: skip
 DAYS = st.dates(date(2010, 1, 1), date(2035, 12, 31))
+# The calendar's first and last years (SPEC §2: 1583-9999), where a lead, an
+# offset, a roll or a grace can carry a date out of the calendar.
+FIRST_YEARS = (date(1583, 1, 1), date(1584, 12, 31))
+LAST_YEARS = (date(9998, 1, 1), date(9999, 12, 31))
+EDGE_DAYS = st.dates(*FIRST_YEARS) | st.dates(*LAST_YEARS)
+# A lead as most duties have one, or one reaching far past a period (the
+# schema allows -3660 to 3660).
+LEADS = st.integers(-3, 45) | st.integers(-400, 400)
 CALENDARS = (None, None, "US", "US-CA", "DE-BY", "GB-SCT", "CN", "SA", "Atlantis")
 REVIEWS = ("approved",) * 6 + ("to_review", "to_confirm", "returned", None)
 
@@ -53,8 +61,8 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
     count = draw(st.integers(1, 12))
     rows = []
     for n in range(count):
-        start = draw(st.none() | DAYS)
-        end = draw(st.none() | DAYS)
+        start = draw(st.none() | DAYS | EDGE_DAYS)
+        end = draw(st.none() | DAYS | EDGE_DAYS)
         rows.append(
             duty(
                 f"d{n:02}",
@@ -65,7 +73,7 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
                 status=draw(st.sampled_from(["active"] * 6 + ["paused", "retired"])),
                 frequency=draw(st.sampled_from([*FREQUENCIES, None, "hourly"])),
                 timezone=draw(st.sampled_from(ZONES)),
-                lead_days=draw(st.integers(-3, 45)),
+                lead_days=draw(LEADS),
                 **draw(due_rules()),
                 effective_from=start,
                 effective_to=end,
@@ -76,11 +84,21 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 @st.composite
 def runs(draw: st.DrawFn) -> tuple[datetime, Window | None]:
-    now = draw(st.datetimes(datetime(2011, 1, 1), datetime(2034, 12, 31), timezones=st.just(UTC)))
+    """A clock and a window, mostly in this century, sometimes at either end of the calendar."""
+    edge = draw(st.sampled_from([None, None, FIRST_YEARS, LAST_YEARS]))
+    low, high = (date(2011, 1, 1), date(2034, 12, 31)) if edge is None else edge
+    now = draw(
+        st.datetimes(
+            datetime.combine(low, time()), datetime.combine(high, time.max), timezones=st.just(UTC)
+        )
+    )
     if draw(st.booleans()):
         return now, None
-    first = draw(DAYS)
-    last = draw(st.none() | st.dates(first, first + timedelta(days=400)))
+    first = draw(DAYS if edge is None else st.dates(*edge))
+    last = draw(
+        st.none()
+        | st.dates(first, date.fromordinal(min(first.toordinal() + 400, date.max.toordinal())))
+    )
     return now, Window(first, last)
 
 
@@ -109,15 +127,8 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
         chunk_size=chunk,
     )
 
-    assert multiset(task_rows(conn)) == multiset(plan.drafts)
-    summary = report.as_json()
-    assert summary["tasks_created"] == len(plan.drafts)
-    assert {k: v for k, v in summary["skipped"].items() if v} == plan.skip_counts()
-    assert sorted((f["duty_id"], f["reason"], f["detail"]) for f in summary["faults"]) == sorted(
-        (f.duty_id, f.reason, f.detail) for f in plan.faults
-    )
-    assert summary["duties_read"] == len(duties)
-    assert last_dispatched(conn) == latest_keys((d["id"] for d in duties), plan.drafts)
+    assert_run_is_the_plan(conn, report, plan)
+    assert report.duties_read == len(duties)
 
 
 def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(

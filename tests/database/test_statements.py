@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import inspect
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
-from dispatch_fn import dispatch, store
-from support import duty, insert_duties
+from dispatch_fn import database, dispatch, migrate, store
+from support import NOW, duty, insert_duties
 
 _NAMED = re.compile(r"%\(\w+\)[sb]")
 _NUMBERED = re.compile(r"\$\d+")
@@ -33,7 +32,7 @@ def _received(conn: psycopg.Connection[Any]) -> str:
         " EXECUTE FUNCTION remember()"
     )
     insert_duties(conn, [duty("d1")])
-    dispatch.run([conn], dispatch.RunRequest(now=datetime(2026, 8, 21, 1, tzinfo=UTC)))
+    dispatch.run([conn], dispatch.RunRequest(now=NOW))
     row = conn.execute("SELECT query FROM seen").fetchone()
     assert row is not None
     return str(row[0])
@@ -56,17 +55,95 @@ def test_the_page_statement_is_the_files_text_with_its_slots_filled(
 
 
 def test_every_slot_a_statement_file_declares_is_one_the_data_layer_fills() -> None:
-    declared = {"bounds", "scope", "new_rows", "advanced_rows"}
+    declared = {"bounds", "scope", "new_rows", "advanced_rows", "ledger"}
     for name in (
         "page_owed", "page_write", "page_dry_run", "page_summary", "undispatchable_counts",
         "unknown_form_ids", "dispatchable_groups", "due_rules", "fault_members", "page_bounds",
-        "page_ids", "any_dispatchable", "unlocked_ids",
+        "page_ids", "any_dispatchable", "unlocked_ids", "session_ping", "migration_ledger",
+        "migration_ledger_exists", "migration_ledger_read", "migration_ledger_adopt",
+        "migration_record", "migration_lock", "migration_unlock",
     ):  # fmt: skip
         slots = set(re.findall(r"(?<!%\()\{(\w+)\}", store.statement_text(name)))
         assert slots <= declared, (name, slots - declared)
 
 
 def test_the_data_layer_holds_no_sql_text_of_its_own() -> None:
-    source = inspect.getsource(store)
-    for keyword in ("SELECT ", "INSERT ", "UPDATE ", " FROM duly_", "WITH "):
-        assert keyword not in source, keyword
+    for module in (store, migrate, database):
+        source = inspect.getsource(module)
+        for keyword in ("SELECT ", "INSERT ", "UPDATE ", " FROM duly_", "WITH ", "CREATE TABLE"):
+            assert keyword not in source, (module.__name__, keyword)
+
+
+def _last_statement(observer: psycopg.Connection[Any], session: psycopg.Connection[Any]) -> str:
+    # An idle backend's pg_stat_activity.query is the last statement it received.
+    row = observer.execute(
+        "SELECT query FROM pg_stat_activity WHERE pid = %s", (session.info.backend_pid,)
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _ledger_text(name: str) -> str:
+    return store.statement_text(name).replace("{ledger}", f'"{migrate.LEDGER}"')
+
+
+def test_the_session_ping_and_the_migration_lock_are_the_files_text(
+    conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    with psycopg.connect(db_url, autocommit=True) as session:
+        assert database._alive(session)
+        assert _last_statement(conn, session) == store.statement_text("session_ping")
+        migrate.apply_migrations(session)  # nothing pending: lock, ledger, unlock
+        assert _placeholders_blank(_last_statement(conn, session)) == _placeholders_blank(
+            store.statement_text("migration_unlock")
+        )
+        assert migrate.pending_migrations(session) == []
+        assert _last_statement(conn, session) == _ledger_text("migration_ledger_read")
+
+
+def test_the_migration_ledgers_statements_are_the_files_text(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # A database never migrated; an event trigger sees the ledger's DDL, then a
+    # statement trigger on the ledger sees its rows being written.
+    conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    conn.execute("CREATE TABLE seen (query text)")
+    conn.execute(
+        "CREATE FUNCTION remember() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO seen VALUES (current_query()); RETURN NULL; END $$"
+    )
+    conn.execute(
+        "CREATE FUNCTION remember_ddl() RETURNS event_trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO seen VALUES (current_query()); END $$"
+    )
+    conn.execute(
+        "CREATE EVENT TRIGGER remember_ddl ON ddl_command_end"
+        " WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE') EXECUTE FUNCTION remember_ddl()"
+    )
+    probe = migrate.Migration("0000_probe", "SELECT 1")
+    try:
+        with psycopg.connect(db_url, autocommit=True) as session:
+            assert migrate.pending_migrations(session, [probe]) == ["0000_probe"]
+            assert _placeholders_blank(_last_statement(conn, session)) == _placeholders_blank(
+                store.statement_text("migration_ledger_exists")
+            )
+            migrate.apply_migrations(session, [probe])
+            conn.execute("DROP EVENT TRIGGER remember_ddl")
+            ddl = {str(row[0]) for row in conn.execute("SELECT query FROM seen")}
+            assert ddl == {_ledger_text("migration_ledger")}
+            conn.execute("TRUNCATE seen")
+            conn.execute(
+                f"CREATE TRIGGER remember AFTER INSERT OR UPDATE ON {migrate.LEDGER}"
+                " FOR EACH STATEMENT EXECUTE FUNCTION remember()"
+            )
+            # Recorded before checksums existed: the run adopts the file's checksum.
+            conn.execute(f"UPDATE {migrate.LEDGER} SET checksum = NULL")
+            conn.execute("TRUNCATE seen")
+            migrate.apply_migrations(session, [probe, migrate.Migration("0001_probe", "SELECT 2")])
+    finally:
+        conn.execute("DROP EVENT TRIGGER IF EXISTS remember_ddl")
+    seen = [_placeholders_blank(str(row[0])) for row in conn.execute("SELECT query FROM seen")]
+    assert seen == [
+        _placeholders_blank(_ledger_text(name))
+        for name in ("migration_ledger_adopt", "migration_record")
+    ]

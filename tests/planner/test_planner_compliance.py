@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 import pytest
 
 from dispatch_fn.plan import Plan, Window, plan_dispatch
-from support import duty
+from support import NOW, duty
 
-NOW = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 BACKFILL = Window(date(2026, 1, 1), date(2026, 3, 31))
 
 

@@ -5,8 +5,8 @@
 -- (%(g_frequency)s, %(g_timezone)s), else its due rule was (%(r_anchor)s,
 -- %(r_roll)s, %(r_calendar)s; '' for no calendar), else its offsets or grace
 -- lie out of range: due_rules.sql's test.
-SELECT d.id, d.frequency, d.timezone, d.due_anchor, d.due_offset_days, d.due_offset_months,
-       d.due_roll, d.holiday_calendar, d.grace_days
+-- Every column: near the calendar's edge plan.judge_duty judges the whole row.
+SELECT d.*
 FROM duly_duty d
 WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
   AND {scope}

@@ -1,0 +1,2 @@
+-- Releases the migration lock taken by migration_lock.sql.
+SELECT pg_advisory_unlock(%(lock)s)
