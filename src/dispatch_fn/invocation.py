@@ -25,6 +25,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from dispatch_fn import continuation, dispatch, recorded
 from dispatch_fn._bounded import clip
+from dispatch_fn._pages import Deadline
 from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
@@ -118,9 +119,14 @@ def handle(
         result = recorded.execute(
             conns,
             request,
-            options=recorded.Options(settings.chunk_size, settings.catch_up_days),
+            options=recorded.Options(
+                chunk_size=settings.chunk_size,
+                page_rows=settings.page_rows,
+                catch_up_days=settings.catch_up_days,
+            ),
             request_id=_request_id(context),
-            should_stop=_deadline(context, settings.reserve_ms),
+            should_stop=_should_stop(context, settings.reserve_ms),
+            deadline=_deadline(context, settings),
             hand_off=_hand_off(context),
             reconnect=lambda: connect(settings),
             on_progress=_both(_log_progress(), on_progress),
@@ -222,11 +228,20 @@ def _request_id(context: Any) -> str | None:
     return None if request_id is None else clip(str(request_id), 200)
 
 
-def _deadline(context: Any, reserve_ms: int) -> Callable[[], bool]:
+def _should_stop(context: Any, reserve_ms: int) -> Callable[[], bool]:
     remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
     if remaining is None:
         return lambda: False
     return lambda: remaining() < reserve_ms
+
+
+def _deadline(context: Any, settings: Settings) -> Deadline | None:
+    # The same end as _should_stop, for a page already running: the server
+    # cancels it with reserve_ms left for the report and the hand-off.
+    remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    return Deadline(lambda: remaining() - settings.reserve_ms, settings.statement_timeout_ms)
 
 
 def _hand_off(context: Any) -> recorded.HandOff | None:

@@ -23,7 +23,7 @@ def _candidates(conn: Conn, request: dispatch.RunRequest) -> int:
     # group's schedule holds.
     return sum(
         group.duties * len(outcome.periods)
-        for group, outcome in dispatch._plan_groups(conn, request)  # noqa: SLF001 - the figure
+        for group, outcome in dispatch._plan_groups(conn, request)
         if isinstance(outcome, Schedule)
     )
 
