@@ -75,8 +75,8 @@ class Deadline:
 
     def limit_ms(self) -> int | None:
         """What the next statement may take, when the deadline comes before the timeout."""
-        left = int(self.time_left_ms())
-        return left if left < self.statement_timeout_ms else None
+        left = self.time_left_ms()
+        return int(left) if left < self.statement_timeout_ms else None
 
 
 class _DeadlineReachedError(Exception):

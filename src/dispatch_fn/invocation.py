@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -115,6 +116,7 @@ def handle(
             "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
             extra={"connections": len(conns), "workers": settings.workers},
         )
+    remaining = _Remaining(context, settings.reserve_ms)
     try:
         result = recorded.execute(
             conns,
@@ -125,8 +127,8 @@ def handle(
                 catch_up_days=settings.catch_up_days,
             ),
             request_id=_request_id(context),
-            should_stop=_should_stop(context, settings.reserve_ms),
-            deadline=_deadline(context, settings),
+            should_stop=remaining.should_stop,
+            deadline=remaining.deadline(settings.statement_timeout_ms),
             hand_off=_hand_off(context),
             reconnect=lambda: connect(settings),
             on_progress=_both(_log_progress(), on_progress),
@@ -228,20 +230,39 @@ def _request_id(context: Any) -> str | None:
     return None if request_id is None else clip(str(request_id), 200)
 
 
-def _should_stop(context: Any, reserve_ms: int) -> Callable[[], bool]:
-    remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
-    if remaining is None:
-        return lambda: False
-    return lambda: remaining() < reserve_ms
+class _Remaining:
+    """The invocation's time left, read from the Lambda context when ``should_stop`` asks.
 
+    The run asks before each page; a page already running is bounded by the
+    last reading, less the time since (``deadline``), so the context is read
+    exactly as often as before and the two never disagree.
+    """
 
-def _deadline(context: Any, settings: Settings) -> Deadline | None:
-    # The same end as _should_stop, for a page already running: the server
-    # cancels it with reserve_ms left for the report and the hand-off.
-    remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
-    if remaining is None:
-        return None
-    return Deadline(lambda: remaining() - settings.reserve_ms, settings.statement_timeout_ms)
+    def __init__(self, context: Any, reserve_ms: int) -> None:
+        self._remaining: Callable[[], int] | None = getattr(
+            context, "get_remaining_time_in_millis", None
+        )
+        self._reserve_ms = reserve_ms
+        self._read: tuple[int, float] | None = None  # (remaining ms, monotonic seconds)
+
+    def should_stop(self) -> bool:
+        if self._remaining is None:
+            return False
+        remaining = self._remaining()
+        self._read = (remaining, time.monotonic())
+        return remaining < self._reserve_ms
+
+    def time_left_ms(self) -> float:
+        """What is left before the run must stop: the reserve kept for the report and hand-off."""
+        if self._read is None:
+            return math.inf
+        remaining, at = self._read
+        return remaining - self._reserve_ms - (time.monotonic() - at) * 1000
+
+    def deadline(self, statement_timeout_ms: int) -> Deadline | None:
+        if self._remaining is None:
+            return None
+        return Deadline(self.time_left_ms, statement_timeout_ms)
 
 
 def _hand_off(context: Any) -> recorded.HandOff | None:
