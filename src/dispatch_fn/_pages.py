@@ -4,12 +4,16 @@ A worker thread calls ``execute`` and hands its ``Outcome`` back; nothing here
 knows about other connections, the deadline or the report. When the server
 refuses a page for one row's content, or a duty's row is locked elsewhere, the
 page is split until the duties to blame are found alone; they are set aside and
-the rest of the page is dispatched (docs/adr/0003-failing-pages.md).
+the rest of the page is dispatched (docs/adr/0003-failing-pages.md). A page is
+bounded in rows by ``Walk.rows``; one that still runs past statement_timeout is
+split the same way, and one the run's deadline cancels ends the step
+(docs/adr/0009-bounded-pages.md).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -35,6 +39,10 @@ _ROW_CAUSED_CLASSES: Final = ("22", "23", "54")
 # Past this many duties set aside in one page the error is not one row's: the
 # page fails instead of being taken apart one statement per duty.
 MAX_SET_ASIDE_PER_PAGE: Final = 32
+# A statement the server cancelled (57014) under the session's own
+# statement_timeout ran too long for its rows: split like a row-caused error.
+# Under a timeout lowered to the run's deadline, the run has run out of time.
+_TIMED_OUT: Final = pg_errors.QueryCanceled
 
 
 class Failure(StrEnum):
@@ -42,6 +50,7 @@ class Failure(StrEnum):
 
     LOCKED = "locked"  # lock_timeout on its first try: the run tries it again later
     LOST = "lost"  # the connection died: the page is done again on another one
+    DEADLINE = "deadline"  # the run's deadline cancelled it: the run stops, incomplete
     ERROR = "error"  # anything else: the run fails
 
 
@@ -50,6 +59,32 @@ class SetAsideReason(StrEnum):
 
     LOCKED = "locked"  # another transaction held its row past lock_timeout
     REFUSED = "refused"  # the statement fails on this duty alone
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """When a run must end, as its page statements see it.
+
+    ``time_left_ms`` is what remains before the run must stop (its reserve for
+    the report already taken off); ``statement_timeout_ms`` is the sessions'
+    own statement_timeout. A statement starts with the smaller of the two.
+    """
+
+    time_left_ms: Callable[[], float]
+    statement_timeout_ms: int
+
+    def limit_ms(self) -> int | None:
+        """What the next statement may take, when the deadline comes before the timeout."""
+        left = self.time_left_ms()
+        return int(left) if left < self.statement_timeout_ms else None
+
+
+class _DeadlineReachedError(Exception):
+    """A statement of the step was cancelled by the run's deadline, or would start past it."""
+
+    def __init__(self, error: psycopg.Error | None) -> None:
+        super().__init__("the run's deadline came before the page's statement ended")
+        self.error = error
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +129,12 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Walk:
-    """What every step of one run shares: the statements, their scope and the page size.
+    """What every step of one run shares: the statements, their scope and the page bounds.
 
-    ``extras`` (catch-up) run after ``statement`` on exactly the duties it covered.
+    ``extras`` (catch-up) run after ``statement`` on exactly the duties it
+    covered. A page holds at most ``size`` duties and, past its first duty,
+    at most ``rows`` candidate rows (None: no bound); ``deadline`` (None: none)
+    cancels a statement that would run past the run's end.
     """
 
     statement: PageStatement
@@ -105,6 +143,8 @@ class Walk:
     extras: tuple[PageStatement, ...] = ()
     # Groups near the calendar's edge: the planner judges their duties first.
     edge: Edge | None = None
+    rows: int | None = None
+    deadline: Deadline | None = None
 
 
 @dataclass(slots=True)
@@ -139,38 +179,51 @@ def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
     step = _Step()
     try:
         try:
-            if walk.edge is None:
-                result = _page(conn, walk, job.after, job.upto, step)
-                reached, rows = result.upto, result.rows
-            else:
-                ids = _judge_edge(conn, walk, walk.edge, job, step)
-                if not ids:
-                    return step.outcome(job, reached=job.after)
-                # Bounded by the judged ids, so the duties set aside do not
-                # pull unjudged ones into the page.
-                _page(conn, walk, job.after, ids[-1], step)
-                reached, rows = ids[-1], len(ids)
+            reached, more = _take(conn, walk, job, step)
         except pg_errors.LockNotAvailable as exc:
             if job.deferred == 0:
                 return step.outcome(job, failure=Failure.LOCKED, error=exc)
         except psycopg.Error as exc:
-            if not _row_caused(exc):
+            if not _splittable(exc):
                 raise
         else:
-            return step.outcome(job, reached=reached, more=_more(walk, job, rows, reached))
-        # The page failed on content or, once more, on a lock: find the duties.
-        ids = store.page_ids(conn, walk.scope, job.after, job.upto, size=walk.size)
-        if not ids:
-            return step.outcome(job, reached=job.after)
-        if job.deferred:
-            for duty_id in store.locked_ids(conn, ids):
-                step.set_aside.append(SetAside(duty_id, SetAsideReason.LOCKED, _LOCKED_DETAIL))
-        aside = set(step.excluded())
-        _settle(conn, walk, job.after, [i for i in ids if i not in aside], step)
-        return step.outcome(job, reached=ids[-1], more=_more(walk, job, len(ids), ids[-1]))
+            return step.outcome(job, reached=reached, more=more)
+        return _taken_apart(conn, walk, job, step)
+    except _DeadlineReachedError as stopped:
+        return step.outcome(job, failure=Failure.DEADLINE, error=stopped.error)
     except psycopg.Error as exc:
         failure = Failure.LOST if conn.broken or conn.closed else Failure.ERROR
         return step.outcome(job, failure=failure, error=exc)
+
+
+def _take(conn: Connection, walk: Walk, job: Job, step: _Step) -> tuple[str | None, bool]:
+    """The page as first tried: how far it reached, and whether its range goes on."""
+    if walk.edge is None:
+        result = _page(conn, walk, job.after, job.upto, step)
+        return result.upto, _more(walk, job, result)
+    ids = _judge_edge(conn, walk, walk.edge, job, step)
+    if not ids:
+        return job.after, False
+    # Bounded by the judged ids, so the duties set aside do not pull unjudged
+    # ones into the page.
+    _through(conn, walk, job.after, ids[-1], step)
+    return ids[-1], len(ids) >= walk.size and not _ends_range(job, ids[-1])
+
+
+def _taken_apart(conn: Connection, walk: Walk, job: Job, step: _Step) -> Outcome:
+    """The page failed on content, ran out of time or, once more, met a lock: find the duties."""
+    # The very duties the page took, cut by the same row budget.
+    ids = store.page_ids(conn, walk.statement, job.after, job.upto, walk.size, page_rows=walk.rows)
+    if not ids:
+        return step.outcome(job, reached=job.after)
+    if job.deferred:
+        for duty_id in store.locked_ids(conn, ids):
+            step.set_aside.append(SetAside(duty_id, SetAsideReason.LOCKED, _LOCKED_DETAIL))
+    aside = set(step.excluded())
+    _settle(conn, walk, job.after, [i for i in ids if i not in aside], step)
+    # The row budget may have cut the page short of its size: the range goes
+    # on unless it ended here (an empty page after it says so).
+    return step.outcome(job, reached=ids[-1], more=not _ends_range(job, ids[-1]))
 
 
 _LOCKED_DETAIL: Final = "its row was locked by another transaction; the next run dispatches it"
@@ -186,9 +239,23 @@ def _judge_edge(conn: Connection, walk: Walk, edge: Edge, job: Job, step: _Step)
     return [str(duty["id"]) for duty in duties]
 
 
-def _more(walk: Walk, job: Job, rows: int, reached: str | None) -> bool:
-    # A short page, or one that reached its range's bound, ends the range.
-    return rows >= walk.size and not (job.upto is not None and reached == job.upto)
+def _more(walk: Walk, job: Job, result: PageResult) -> bool:
+    # A page short of its size (not for its row budget), or one that reached
+    # its range's bound, ends the range.
+    return (result.rows >= walk.size or result.cut) and not _ends_range(job, result.upto)
+
+
+def _ends_range(job: Job, reached: str | None) -> bool:
+    return job.upto is not None and reached == job.upto
+
+
+def _through(conn: Connection, walk: Walk, after: str | None, last: str, step: _Step) -> None:
+    """Dispatch the range's duties after ``after`` up to ``last``, in as many pages as needed."""
+    while True:
+        result = _page(conn, walk, after, last, step)
+        if result.upto is None or result.upto == last:
+            return
+        after = result.upto
 
 
 def _settle(conn: Connection, walk: Walk, after: str | None, ids: list[str], step: _Step) -> None:
@@ -197,38 +264,44 @@ def _settle(conn: Connection, walk: Walk, after: str | None, ids: list[str], ste
     Halving keeps the cost of one bad duty in a page of n at about 2 log2(n)
     statements, every good half committed as it goes.
     """
-    if not ids:
-        return
-    try:
-        _page(conn, walk, after, ids[-1], step)
-    except psycopg.Error as exc:
-        locked = isinstance(exc, pg_errors.LockNotAvailable)
-        if not (locked or _row_caused(exc)):
-            raise
-        if len(ids) > 1:
-            half = len(ids) // 2
-            _settle(conn, walk, after, ids[:half], step)
-            _settle(conn, walk, ids[half - 1], ids[half:], step)
+    while ids:
+        try:
+            result = _page(conn, walk, after, ids[-1], step)
+        except psycopg.Error as exc:
+            locked = isinstance(exc, pg_errors.LockNotAvailable)
+            if not (locked or _splittable(exc)):
+                raise
+            if len(ids) > 1:
+                half = len(ids) // 2
+                _settle(conn, walk, after, ids[:half], step)
+                _settle(conn, walk, ids[half - 1], ids[half:], step)
+                return
+            if step.isolated >= MAX_SET_ASIDE_PER_PAGE:
+                raise
+            step.isolated += 1
+            if locked:
+                step.set_aside.append(SetAside(ids[0], SetAsideReason.LOCKED, _LOCKED_DETAIL))
+            else:
+                step.set_aside.append(SetAside(ids[0], SetAsideReason.REFUSED, _describe(exc)))
             return
-        if step.isolated >= MAX_SET_ASIDE_PER_PAGE:
-            raise
-        step.isolated += 1
-        if locked:
-            step.set_aside.append(SetAside(ids[0], SetAsideReason.LOCKED, _LOCKED_DETAIL))
-        else:
-            step.set_aside.append(SetAside(ids[0], SetAsideReason.REFUSED, _describe(exc)))
+        if result.upto is None or result.upto == ids[-1]:
+            return
+        # The row budget ended the statement before ids[-1]: the rest follows.
+        rest = ids.index(result.upto) + 1
+        after, ids = result.upto, ids[rest:]
 
 
 def _page(
     conn: Connection, walk: Walk, after: str | None, upto: str | None, step: _Step
 ) -> PageResult:
-    result = _statement(conn, walk.statement, walk, (after, upto), step)
+    result = _statement(conn, walk.statement, walk, (after, upto), step, rows=walk.rows)
     step.pages.append(result)
     if result.upto is not None:
         # The same duties again, at each missed clock: bounded by the page's
-        # last id, so exactly the duties the page covered.
+        # last id (and by nothing else), so exactly the duties the page covered.
         step.caught.extend(
-            _statement(conn, extra, walk, (after, result.upto), step) for extra in walk.extras
+            _statement(conn, extra, walk, (after, result.upto), step, rows=None)
+            for extra in walk.extras
         )
     return result
 
@@ -239,21 +312,52 @@ def _statement(
     walk: Walk,
     bounds: tuple[str | None, str | None],
     step: _Step,
+    *,
+    rows: int | None,
 ) -> PageResult:
     after, upto = bounds
     for attempt in range(1, _ATTEMPTS + 1):
         try:
-            # One statement in autocommit is one transaction: the page's inserts
-            # and its advances commit together, with no BEGIN/COMMIT round trips.
-            return store.dispatch_page(
-                conn, statement, after, upto, walk.size, excluded=step.excluded()
-            )
+            return _within_deadline(
+                conn,
+                walk.deadline,
+                lambda: store.dispatch_page(
+                    conn, statement, after, upto, walk.size, page_rows=rows,
+                    excluded=step.excluded(),
+                ),
+            )  # fmt: skip
         except _RETRYABLE:
             if attempt == _ATTEMPTS:
                 raise
             step.retries += 1
             time.sleep(0.05 * attempt)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _within_deadline(
+    conn: Connection, deadline: Deadline | None, page: Callable[[], PageResult]
+) -> PageResult:
+    """Run ``page``, cancelled by the server if it would outlast the run's deadline."""
+    limit = None if deadline is None else deadline.limit_ms()
+    if limit is None:
+        # One statement in autocommit is one transaction: the page's inserts
+        # and its advances commit together, with no BEGIN/COMMIT round trips.
+        return page()
+    if limit <= 0:
+        raise _DeadlineReachedError(None)
+    try:
+        # Only near the deadline: a transaction of its own, so that the
+        # lowered timeout is the page's alone (SET LOCAL) and ends with it.
+        with conn.transaction():
+            store.limit_statement_time(conn, limit)
+            return page()
+    except _TIMED_OUT as exc:
+        raise _DeadlineReachedError(exc) from exc
+
+
+def _splittable(exc: psycopg.Error) -> bool:
+    # One row's content, or a page too long for statement_timeout: halving finds out.
+    return _row_caused(exc) or isinstance(exc, _TIMED_OUT)
 
 
 def _row_caused(exc: psycopg.Error) -> bool:
@@ -264,7 +368,8 @@ def _describe(exc: psycopg.Error) -> str:
     # The server's first line names the problem (e.g. the index and the row
     # size); the detail that follows quotes values, which stay out of reports.
     first_line = str(exc).splitlines()[0] if str(exc) else ""
+    failing = "runs past statement_timeout" if isinstance(exc, _TIMED_OUT) else "fails"
     return (
-        f"the dispatch statement fails on this duty alone: {type(exc).__name__} "
+        f"the dispatch statement {failing} on this duty alone: {type(exc).__name__} "
         f"(SQLSTATE {exc.sqlstate}): {first_line[:200]}"
     )

@@ -77,6 +77,10 @@ def missed_clocks(latest: datetime | None, now: datetime, days: int) -> tuple[da
     return tuple(clocks)
 
 
+# One schedule per frequency, zone and lead bucket, as the run plans them (dispatch._plan_groups).
+type _Key = tuple[str | None, str, int]
+
+
 def page_statements(
     conn: Connection,
     scope: Scope,
@@ -89,15 +93,15 @@ def page_statements(
     """The extra page statements that catch ``clocks`` up (none if nothing can be owed)."""
     if not clocks or not ready:
         return []
-    lead: dict[tuple[str | None, str], int] = {}
-    current: dict[tuple[str | None, str], str] = {}
+    lead: dict[_Key, int] = {}
+    current: dict[_Key, str] = {}
     for group, schedule in ready:
-        memo = (group.frequency, group.timezone)
+        memo = (group.frequency, group.timezone, group.lead_bucket)
         lead[memo] = max(lead.get(memo, group.max_lead), group.max_lead)
         current[memo] = next(period.key for period in schedule.periods if period.current)
-    full: dict[tuple[str | None, str], list[Schedule]] = {}
+    full: dict[_Key, list[Schedule]] = {}
     for memo, horizon in lead.items():
-        frequency, zone = memo
+        frequency, zone, _ = memo
         for clock in clocks:
             try:
                 full.setdefault(memo, []).append(
@@ -107,7 +111,7 @@ def page_statements(
                 # Only at a calendar's edge, where the run's own clock already
                 # planned this group; a missed clock there owes nothing.
                 continue
-    earlier: dict[tuple[str | None, str], list[Schedule]] = {
+    earlier: dict[_Key, list[Schedule]] = {
         memo: [
             Schedule(s.today, kept)
             for s in schedules
@@ -132,12 +136,12 @@ def page_statements(
 
 def _pairs(
     ready: Sequence[tuple[Group, Schedule]],
-    schedules: dict[tuple[str | None, str], list[Schedule]],
+    schedules: dict[_Key, list[Schedule]],
 ) -> list[tuple[Group, Schedule]]:
     return [
         (group, schedule)
         for group, _ in ready
-        for schedule in schedules.get((group.frequency, group.timezone), [])
+        for schedule in schedules.get((group.frequency, group.timezone, group.lead_bucket), [])
     ]
 
 

@@ -36,6 +36,7 @@ from dispatch_fn.plan import (
     Window,
     check_due_rule,
     classify,
+    lead_bucket,
     unknown_form_detail,
 )
 from dispatch_fn.progress import Progress, ProgressMeter
@@ -44,6 +45,7 @@ from dispatch_fn.store import Connection, Scope
 # The defaults are configuration (settings.py says why each is what it is);
 # named here too because callers of the run loop pass them.
 DEFAULT_CHUNK_SIZE: Final = settings.DEFAULT_CHUNK_SIZE
+DEFAULT_PAGE_ROWS: Final = settings.DEFAULT_PAGE_ROWS
 DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
@@ -140,7 +142,9 @@ def run(
     request: RunRequest,
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    page_rows: int | None = DEFAULT_PAGE_ROWS,
     should_stop: Callable[[], bool] = lambda: False,
+    deadline: _pages.Deadline | None = None,
     reconnect: Callable[[], Connection] | None = None,
     catch_up_clocks: Sequence[datetime] = (),
     on_progress: Callable[[Progress], None] | None = None,
@@ -148,9 +152,13 @@ def run(
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
     ``conns`` must be in autocommit mode: each page is one statement, so its
-    own transaction. Pages are shared among them, one thread each.
+    own transaction. Pages are shared among them, one thread each. A page
+    holds at most ``chunk_size`` duties and, past its first, at most
+    ``page_rows`` candidate rows (None: no such bound).
     ``should_stop`` is asked before each page; when it says yes the run ends
     early with ``complete`` False, and the next run picks up the rest.
+    ``deadline`` lets the server cancel a page that would outlast the run:
+    the run then ends the same way, that page not counted.
     ``reconnect`` opens a fresh connection for one that died mid-run (at most
     ``CONNECTION_ATTEMPTS`` per run, closed when the run ends); without it the
     run goes on with the connections it has left. ``catch_up_clocks`` are the
@@ -183,7 +191,13 @@ def run(
         raise _failed(empty, f"{type(exc).__name__}: {exc}") from exc
     ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
     walk = _pages.Walk(
-        statement, request.scope, chunk_size, tuple(extras), _edge_of(request, ready)
+        statement,
+        request.scope,
+        chunk_size,
+        tuple(extras),
+        _edge_of(request, ready),
+        rows=page_rows,
+        deadline=deadline,
     )
     meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
     walked = _walk(conns, walk, ranges, should_stop, reconnect, meter=meter)
@@ -266,6 +280,7 @@ def _walk(
                     meter.page(sum(p.duties for p in outcome.pages), created, existing)
                     decided = _decide(outcome)
                     agenda.add(decided)
+                    stopped = stopped or decided.stop
                     if decided.fatal:
                         fatal.append(outcome)
                     if outcome.failure is not _pages.Failure.LOST:
@@ -315,6 +330,7 @@ class _Decision:
     follow_up: _pages.Job | None = None
     later: bool = False
     fatal: bool = False
+    stop: bool = False  # take no more pages: the run's deadline came
 
 
 def _decide(outcome: _pages.Outcome) -> _Decision:
@@ -325,6 +341,9 @@ def _decide(outcome: _pages.Outcome) -> _Decision:
             return _Decision(_pages.Job(job.range_no, outcome.reached, job.upto))
         case None:
             return _Decision()
+        case _pages.Failure.DEADLINE:
+            # Put back as it was: the mark stays before it, the next run takes it.
+            return _Decision(job, stop=True)
         case _pages.Failure.LOCKED:
             return _Decision(replace(job, deferred=job.deferred + 1), later=True)
         case _pages.Failure.LOST if job.lost + 1 < CONNECTION_ATTEMPTS:
@@ -414,12 +433,12 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
             for duty_id, form in store.ids_with_form(conn, request.scope, FORMS, FAULT_LIST_LIMIT)
         )
     ready: list[tuple[store.Group, Schedule]] = []
-    refused_groups: dict[tuple[str | None, str], tuple[store.Group, CadenceRefused]] = {}
+    refused_groups: dict[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]] = {}
     for group, outcome in _plan_groups(conn, request):
         if isinstance(outcome, Schedule):
             ready.append((group, outcome))
         else:
-            refused_groups[group.frequency, group.timezone] = (group, outcome)
+            refused_groups[group.frequency, group.timezone, group.lead_bucket] = (group, outcome)
             duties_read += group.duties
             fault_counts[outcome.reason] += group.duties
     refused_keys = [group for group, _ in refused_groups.values()]
@@ -464,8 +483,11 @@ def _plan_groups(
 ) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
     """Every group of dispatchable duties with its schedule, or the engine's refusal.
 
-    Planned for the group's largest lead, or, near the calendar's end, for the
-    largest the calendar allows (``_edge.schedule_within_calendar``).
+    A group is a frequency, zone and lead bucket, so its schedule is planned
+    for the largest lead of its bucket (one duty with a lead of years widens
+    its own bucket's schedule, not everyone's: docs/adr/0009), or, near the
+    calendar's end, for the largest the calendar allows
+    (``_edge.schedule_within_calendar``).
     """
     return [
         (
@@ -510,7 +532,7 @@ def _judge_rules(found: Sequence[store.DueRule]) -> tuple[store.Rules, Counter[s
 def _fault_list(
     conn: Connection,
     scope: Scope,
-    refused_groups: Mapping[tuple[str | None, str], tuple[store.Group, CadenceRefused]],
+    refused_groups: Mapping[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]],
     judged: tuple[store.Rules, _edge.Edge | None],
     room: int,
 ) -> list[dict[str, str]]:
@@ -527,7 +549,8 @@ def _fault_list(
     groups = [group for group, _ in refused_groups.values()]
     faults = []
     for row in store.fault_members(conn, scope, groups, rules, room):
-        refusal = refused_groups.get((row["frequency"], row["timezone"]), (None, None))[1]
+        key = (row["frequency"], row["timezone"], lead_bucket(row["lead_days"]))
+        refusal = refused_groups.get(key, (None, None))[1]
         if refusal is None and edge is not None:
             refusal = edge.refusal(row)
         if refusal is None:

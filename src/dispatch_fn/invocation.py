@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -25,6 +26,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from dispatch_fn import continuation, dispatch, recorded
 from dispatch_fn._bounded import clip
+from dispatch_fn._pages import Deadline
 from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
@@ -114,13 +116,19 @@ def handle(
             "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
             extra={"connections": len(conns), "workers": settings.workers},
         )
+    remaining = _Remaining(context, settings.reserve_ms)
     try:
         result = recorded.execute(
             conns,
             request,
-            options=recorded.Options(settings.chunk_size, settings.catch_up_days),
+            options=recorded.Options(
+                chunk_size=settings.chunk_size,
+                page_rows=settings.page_rows,
+                catch_up_days=settings.catch_up_days,
+            ),
             request_id=_request_id(context),
-            should_stop=_deadline(context, settings.reserve_ms),
+            should_stop=remaining.should_stop,
+            deadline=remaining.deadline(settings.statement_timeout_ms),
             hand_off=_hand_off(context),
             reconnect=lambda: connect(settings),
             on_progress=_both(_log_progress(), on_progress),
@@ -222,11 +230,39 @@ def _request_id(context: Any) -> str | None:
     return None if request_id is None else clip(str(request_id), 200)
 
 
-def _deadline(context: Any, reserve_ms: int) -> Callable[[], bool]:
-    remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
-    if remaining is None:
-        return lambda: False
-    return lambda: remaining() < reserve_ms
+class _Remaining:
+    """The invocation's time left, read from the Lambda context when ``should_stop`` asks.
+
+    The run asks before each page; a page already running is bounded by the
+    last reading, less the time since (``deadline``), so the context is read
+    exactly as often as before and the two never disagree.
+    """
+
+    def __init__(self, context: Any, reserve_ms: int) -> None:
+        self._remaining: Callable[[], int] | None = getattr(
+            context, "get_remaining_time_in_millis", None
+        )
+        self._reserve_ms = reserve_ms
+        self._read: tuple[int, float] | None = None  # (remaining ms, monotonic seconds)
+
+    def should_stop(self) -> bool:
+        if self._remaining is None:
+            return False
+        remaining = self._remaining()
+        self._read = (remaining, time.monotonic())
+        return remaining < self._reserve_ms
+
+    def time_left_ms(self) -> float:
+        """What is left before the run must stop: the reserve kept for the report and hand-off."""
+        if self._read is None:
+            return math.inf
+        remaining, at = self._read
+        return remaining - self._reserve_ms - (time.monotonic() - at) * 1000
+
+    def deadline(self, statement_timeout_ms: int) -> Deadline | None:
+        if self._remaining is None:
+            return None
+        return Deadline(self.time_left_ms, statement_timeout_ms)
 
 
 def _hand_off(context: Any) -> recorded.HandOff | None:

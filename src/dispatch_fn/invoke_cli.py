@@ -58,6 +58,7 @@ environment:
   DB_STATEMENT_TIMEOUT_MS   per-statement timeout (default 300000)
   DB_LOCK_TIMEOUT_MS        how long a page waits for another run's row locks (default 5000)
   DISPATCH_CHUNK_SIZE       duties per page (default 10000)
+  DISPATCH_PAGE_ROWS        candidate rows a page stops at, past its first duty (default 250000)
   DISPATCH_WORKERS          connections the pages are shared among (default 2, at most 16)
   DISPATCH_MAX_WINDOW_DAYS  longest backfill window (default 1827)
   DISPATCH_MAX_DUTY_IDS     most duty ids one event may name

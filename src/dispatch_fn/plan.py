@@ -9,6 +9,7 @@ whole page at once; the equivalence tests hold the two to the same answers.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -243,6 +244,20 @@ def schedule_for(
         return _schedule_for(frequency, timezone, now, window, lead_horizon)
     except PeriodError as exc:
         raise _refusal(exc) from exc
+
+
+# The lower bounds of the lead buckets: 1, 2, 4, ... 2**30 days (a lead of 0
+# or less is bucket 0). The database path plans one schedule per frequency,
+# zone and bucket, so a duty's group is planned for at most twice its own lead
+# (ADR 0009). The SQL spelling of the same rule is
+# ``width_bucket(lead_days, %(lead_thresholds)s::int[])`` with these bounds, in
+# statements/dispatchable_groups.sql, group_ids.sql and page_owed.sql.
+LEAD_THRESHOLDS: Final = tuple(2**n for n in range(31))
+
+
+def lead_bucket(lead_days: int) -> int:
+    """The bucket of ``lead_days``: how many of ``LEAD_THRESHOLDS`` it reaches (width_bucket)."""
+    return bisect.bisect_right(LEAD_THRESHOLDS, lead_days)
 
 
 def check_due_rule(cadence: Cadence) -> None:

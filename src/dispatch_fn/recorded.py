@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from dispatch_fn import catch_up, continuation, dispatch, ledger, settings
+from dispatch_fn._pages import Deadline
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.progress import Progress
 from dispatch_fn.store import Connection
@@ -27,6 +28,7 @@ class Options:
     """How the function is configured to run (from ``Settings``)."""
 
     chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
+    page_rows: int | None = dispatch.DEFAULT_PAGE_ROWS
     catch_up_days: int = settings.DEFAULT_CATCH_UP_DAYS
 
 
@@ -37,6 +39,7 @@ def execute(
     options: Options,
     request_id: str | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    deadline: Deadline | None = None,
     hand_off: HandOff | None = None,
     reconnect: Callable[[], Connection] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
@@ -72,7 +75,9 @@ def execute(
             conns,
             request,
             chunk_size=options.chunk_size,
+            page_rows=options.page_rows,
             should_stop=should_stop,
+            deadline=deadline,
             reconnect=reconnect,
             catch_up_clocks=clocks,
             on_progress=on_progress,

@@ -19,6 +19,11 @@ _SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "veri
 # many owed rows while the page's insert sort still fits the default work_mem.
 # `make bench` measures the trade (docs/performance.md, ADR 0002).
 DEFAULT_CHUNK_SIZE: Final = 10_000
+# Candidate rows per page (duties times the candidate periods each can owe): a
+# page stops short of DEFAULT_CHUNK_SIZE duties once its duties could owe this
+# many rows, so a backfill of years stays a few seconds per page instead of
+# one statement past statement_timeout (docs/adr/0009-bounded-pages.md).
+DEFAULT_PAGE_ROWS: Final = 250_000
 # Connections a run dispatches pages on. A page keeps one server backend busy
 # while the client waits, so one connection leaves every other core of the
 # database idle; two use a second core of the server (`make bench --workers`
@@ -62,6 +67,7 @@ class Settings:
     # later in the run, then its locked duties are set aside (ADR 0003).
     lock_timeout_ms: int = 5_000
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    page_rows: int = DEFAULT_PAGE_ROWS
     workers: int = DEFAULT_WORKERS
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
     max_duty_ids: int = DEFAULT_MAX_DUTY_IDS
@@ -82,6 +88,7 @@ class Settings:
             statement_timeout_ms=_positive(environ, "DB_STATEMENT_TIMEOUT_MS", 300_000),
             lock_timeout_ms=_positive(environ, "DB_LOCK_TIMEOUT_MS", 5_000),
             chunk_size=_positive(environ, "DISPATCH_CHUNK_SIZE", DEFAULT_CHUNK_SIZE),
+            page_rows=_positive(environ, "DISPATCH_PAGE_ROWS", DEFAULT_PAGE_ROWS),
             workers=_positive(environ, "DISPATCH_WORKERS", DEFAULT_WORKERS, most=MAX_WORKERS),
             max_window_days=_positive(environ, "DISPATCH_MAX_WINDOW_DAYS", DEFAULT_MAX_WINDOW_DAYS),
             max_duty_ids=_positive(environ, "DISPATCH_MAX_DUTY_IDS", DEFAULT_MAX_DUTY_IDS),

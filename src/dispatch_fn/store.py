@@ -22,7 +22,7 @@ import psycopg.rows
 from psycopg import sql
 
 from dispatch_fn import _business_days, _calendar
-from dispatch_fn.plan import Schedule
+from dispatch_fn.plan import LEAD_THRESHOLDS, Schedule
 
 type Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -73,15 +73,18 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Dispatchable duties of one frequency and zone: how many, and their largest lead.
+    """Dispatchable duties of one frequency, zone and lead bucket: how many, their largest lead.
 
     The run plans one schedule per group. Anchors, rolls and calendars do not
     change a schedule, so they are not part of the key: the number of groups
-    stays bounded by the frequencies and zones in use (docs/adr/0002).
+    stays bounded by the frequencies and zones in use (docs/adr/0002). Leads
+    do, so each group is planned for the leads it has: ``lead_bucket`` is
+    ``plan.lead_bucket`` of each member's lead (docs/adr/0009).
     """
 
     frequency: str | None
     timezone: str
+    lead_bucket: int
     duties: int
     max_lead: int
 
@@ -121,6 +124,7 @@ class PageResult:
     owed: int
     created: int
     advanced: int
+    cut: bool = False  # the page's row budget ended it before its size did
 
 
 def count_undispatchable(conn: Connection, scope: Scope) -> list[tuple[Any, Any, Any, int]]:
@@ -142,8 +146,16 @@ def ids_with_form(
 def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
     """Every group of dispatchable duties in scope (one aggregate per run)."""
     query = _statement("dispatchable_groups").format(scope=scope.condition())
-    rows = conn.execute(query, scope.params()).fetchall()
-    return [Group(frequency, zone, int(count), int(lead)) for frequency, zone, count, lead in rows]
+    rows = conn.execute(query, {**scope.params(), **_lead_thresholds()}).fetchall()
+    return [
+        Group(frequency, zone, int(bucket), int(count), int(lead))
+        for frequency, zone, bucket, count, lead in rows
+    ]
+
+
+def _lead_thresholds() -> dict[str, list[int]]:
+    # plan.lead_bucket's rule, for the statements' width_bucket.
+    return {"lead_thresholds": list(LEAD_THRESHOLDS)}
 
 
 def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[DueRule]:
@@ -182,6 +194,8 @@ def _group_arrays(groups: Sequence[Group]) -> dict[str, list[Any]]:
     return {
         "g_frequency": [group.frequency for group in groups],
         "g_timezone": [group.timezone for group in groups],
+        "g_lead_bucket": [group.lead_bucket for group in groups],
+        **_lead_thresholds(),
     }
 
 
@@ -200,11 +214,12 @@ class PageStatement:
 
     Only the page's bounds and size change from page to page, so the text (one
     variant per kind of bounds) and the arrays are built once per run rather
-    than once per page.
+    than once per page. ``ids`` are the same page's ids alone (``page_ids``).
     """
 
     variants: dict[tuple[bool, bool], sql.Composed]
     params: dict[str, Any]
+    ids: dict[tuple[bool, bool], sql.Composed]
 
 
 def page_statement(
@@ -213,19 +228,19 @@ def page_statement(
     """The statement that inserts (or, dry, counts) the owed tasks of one page.
 
     ``page_owed.sql``, then ``page_write.sql`` or ``page_dry_run.sql``, then
-    ``page_summary.sql``: the files' text with their slots filled.
+    ``page_summary.sql``: the files' text with their slots filled; and
+    ``page_owed.sql`` then ``page_taken.sql`` for the page's ids.
     """
     new_rows, advanced_rows = ("missing", "advancing") if dry_run else ("inserted", "advanced")
     tail = "page_dry_run" if dry_run else "page_write"
-    # The files are fixed text shipped in the package, never input.
-    template = sql.SQL(
-        "\n".join(statement_text(name) for name in ("page_owed", tail, "page_summary"))
-    )
     condition = scope.condition()
     lower = {False: sql.SQL("true"), True: sql.SQL("d.id > %(after)s")}
     upper = {False: sql.SQL("true"), True: sql.SQL("d.id <= %(upto)s")}
-    return PageStatement(
-        variants={
+
+    def variants(*names: str) -> dict[tuple[bool, bool], sql.Composed]:
+        # The files are fixed text shipped in the package, never input.
+        template = sql.SQL("\n".join(statement_text(name) for name in names))
+        return {
             (has_after, has_upto): template.format(
                 bounds=sql.SQL(" AND ").join([lower[has_after], upper[has_upto]]),
                 scope=condition,
@@ -234,8 +249,12 @@ def page_statement(
             )
             for has_after in (False, True)
             for has_upto in (False, True)
-        },
-        params={**scope.params(), **_arrays(ready, rules)},
+        }
+
+    return PageStatement(
+        variants=variants("page_owed", tail, "page_summary"),
+        params={**scope.params(), **_lead_thresholds(), **_arrays(ready, rules)},
+        ids=variants("page_owed", "page_taken"),
     )
 
 
@@ -246,21 +265,17 @@ def dispatch_page(
     upto: str | None,
     size: int,
     *,
+    page_rows: int | None = None,
     excluded: Sequence[str] = (),
 ) -> PageResult:
     """Run ``statement`` on the first ``size`` duties in ``(after, upto]``: one transaction.
 
-    A None bound is open. Duties in ``excluded`` (set aside by the run) are not
-    part of the page.
+    A None bound is open. The page ends early, after its first duty, where the
+    rows its duties can owe would pass ``page_rows`` (None: no such bound).
+    Duties in ``excluded`` (set aside by the run) are not part of the page.
     """
     query = statement.variants[after is not None, upto is not None]
-    params = {
-        **statement.params,
-        "after": after,
-        "upto": upto,
-        "size": size,
-        "excluded": list(excluded),
-    }
+    params = _page_params(statement, after, upto, size, page_rows, excluded)
     # Never prepared: a prepared statement would switch to a generic plan after
     # five pages, and that plan, guessing at the cursor and the page size,
     # measured slower than planning each page afresh (ADR 0002 has the
@@ -268,8 +283,30 @@ def dispatch_page(
     # RDS Proxy and direct connections running the very same plan.
     row = conn.execute(query, params, prepare=False).fetchone()
     assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
-    upto_seen, *counts = row
-    return PageResult(None if upto_seen is None else str(upto_seen), *(int(n) for n in counts))
+    upto_seen, *counts, cut = row
+    rows, duties, outside, nothing_due, owed, created, advanced = (int(n) for n in counts)
+    return PageResult(
+        None if upto_seen is None else str(upto_seen),
+        rows, duties, outside, nothing_due, owed, created, advanced, cut=bool(cut),
+    )  # fmt: skip
+
+
+def _page_params(  # noqa: PLR0917 - the page's arguments, passed on as they came
+    statement: PageStatement,
+    after: str | None,
+    upto: str | None,
+    size: int,
+    page_rows: int | None,
+    excluded: Sequence[str],
+) -> dict[str, Any]:
+    return {
+        **statement.params,
+        "after": after,
+        "upto": upto,
+        "size": size,
+        "page_rows": page_rows,
+        "excluded": list(excluded),
+    }
 
 
 def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, list[Any]]:
@@ -278,7 +315,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
     arrays: dict[str, list[Any]] = {
         name: []
         for name in (
-            "c_schedule", "c_frequency", "c_timezone", "c_today",
+            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_weight",
             "p_schedule", "p_key", "p_first", "p_last", "p_current",
         )
     }  # fmt: skip
@@ -295,7 +332,10 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_schedule"].append(number)
         arrays["c_frequency"].append(group.frequency)
         arrays["c_timezone"].append(group.timezone)
+        arrays["c_lead_bucket"].append(group.lead_bucket)
         arrays["c_today"].append(schedule.today)
+        # The rows a duty of this group can owe: one per candidate period.
+        arrays["c_weight"].append(len(schedule.periods))
     return {**arrays, **_rule_arrays(rules.refused, "x"), **_roll_arrays(ready, rules.accepted)}
 
 
@@ -355,18 +395,23 @@ def _nearest(business: _business_days.BusinessCalendar, day: date, step: int) ->
 
 def page_ids(
     conn: Connection,
-    scope: Scope,
+    statement: PageStatement,
     after: str | None,
     upto: str | None,
-    *,
     size: int,
+    *,
+    page_rows: int | None = None,
     excluded: Sequence[str] = (),
 ) -> list[str]:
     """The ids ``dispatch_page`` would take for these arguments, in page order."""
-    return [
-        str(duty["id"])
-        for duty in page_duties(conn, scope, after, upto, size=size, excluded=excluded)
-    ]
+    query = statement.ids[after is not None, upto is not None]
+    params = _page_params(statement, after, upto, size, page_rows, excluded)
+    return [str(row[0]) for row in conn.execute(query, params, prepare=False).fetchall()]
+
+
+def limit_statement_time(conn: Connection, ms: int) -> None:
+    """Let the statements of ``conn``'s open transaction run at most ``ms`` milliseconds."""
+    conn.execute(_statement("statement_time_limit"), {"ms": max(ms, 1)})
 
 
 def page_duties(
@@ -378,7 +423,10 @@ def page_duties(
     size: int,
     excluded: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """The ``duly_duty`` rows ``dispatch_page`` would take for these arguments, in page order."""
+    """The ``duly_duty`` rows of the first ``size`` duties in ``(after, upto]``, in page order.
+
+    Those ``dispatch_page`` takes before its row budget cuts the page.
+    """
     query = _statement("page_ids").format(scope=scope.condition())
     params = {
         **scope.params(),

@@ -30,6 +30,8 @@ EDGE_DAYS = st.dates(*FIRST_YEARS) | st.dates(*LAST_YEARS)
 LEADS = st.integers(-3, 45) | st.integers(-400, 400)
 CALENDARS = (None, None, "US", "US-CA", "DE-BY", "GB-SCT", "CN", "SA", "Atlantis")
 REVIEWS = ("approved",) * 6 + ("to_review", "to_confirm", "returned", None)
+# Bucket edges (plan.LEAD_THRESHOLDS) and leads of years, either sign.
+WILD_LEADS = (-3_660, -400, 63, 64, 65, 400, 1_000, 3_660)
 
 
 @st.composite
@@ -73,7 +75,8 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
                 status=draw(st.sampled_from(["active"] * 6 + ["paused", "retired"])),
                 frequency=draw(st.sampled_from([*FREQUENCIES, None, "hourly"])),
                 timezone=draw(st.sampled_from(ZONES)),
-                lead_days=draw(LEADS),
+                # Now and then a wild lead, which gets a lead bucket of its own.
+                lead_days=draw(LEADS | st.sampled_from(WILD_LEADS)),
                 **draw(due_rules()),
                 effective_from=start,
                 effective_to=end,
@@ -107,7 +110,13 @@ def runs(draw: st.DrawFn) -> tuple[datetime, Window | None]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(duties=duties(), run=runs(), chunk=st.integers(1, 5), workers=st.integers(1, 3))
+@given(
+    duties=duties(),
+    run=runs(),
+    chunk=st.integers(1, 5),
+    workers=st.integers(1, 3),
+    page_rows=st.none() | st.integers(1, 400),
+)
 def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypothesis draws
     conn: psycopg.Connection[Any],
     helpers: list[psycopg.Connection[Any]],
@@ -115,6 +124,7 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
     run: tuple[datetime, Window | None],
     chunk: int,
     workers: int,
+    page_rows: int | None,
 ) -> None:
     conn.execute("TRUNCATE duly_task, duly_duty")
     insert_duties(conn, duties)
@@ -125,6 +135,7 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
         [conn, *helpers[: workers - 1]],
         dispatch.RunRequest(now=now, window=window),
         chunk_size=chunk,
+        page_rows=page_rows,
     )
 
     assert_run_is_the_plan(conn, report, plan)

@@ -59,9 +59,10 @@ def test_every_slot_a_statement_file_declares_is_one_the_data_layer_fills() -> N
     for name in (
         "page_owed", "page_write", "page_dry_run", "page_summary", "undispatchable_counts",
         "unknown_form_ids", "dispatchable_groups", "due_rules", "fault_members", "page_bounds",
-        "page_ids", "any_dispatchable", "unlocked_ids", "session_ping", "migration_ledger",
-        "migration_ledger_exists", "migration_ledger_read", "migration_ledger_adopt",
-        "migration_record", "migration_lock", "migration_unlock",
+        "page_ids", "page_taken", "any_dispatchable", "unlocked_ids", "session_ping",
+        "statement_time_limit", "migration_ledger", "migration_ledger_exists",
+        "migration_ledger_read", "migration_ledger_adopt", "migration_record", "migration_lock",
+        "migration_unlock",
     ):  # fmt: skip
         slots = set(re.findall(r"(?<!%\()\{(\w+)\}", store.statement_text(name)))
         assert slots <= declared, (name, slots - declared)

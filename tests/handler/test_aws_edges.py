@@ -129,6 +129,7 @@ def test_the_secret_becomes_a_tls_conninfo_by_default() -> None:
         ("DB_SSLMODE", "sometimes"),
         ("DISPATCH_CHUNK_SIZE", "0"),
         ("DISPATCH_CHUNK_SIZE", "many"),
+        ("DISPATCH_PAGE_ROWS", "0"),
         ("DISPATCH_MAX_WINDOW_DAYS", "-1"),
         ("DISPATCH_WORKERS", "0"),
         ("DISPATCH_WORKERS", "17"),

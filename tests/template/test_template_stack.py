@@ -27,7 +27,7 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_WORKERS
+from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_ROWS, DEFAULT_WORKERS
 from dispatch_fn.settings import DEFAULT_MAX_WINDOW_DAYS, MAX_WORKERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +58,7 @@ EXPECTED_ENVIRONMENT = {
     "DB_USES_RDS_PROXY": {"Ref": "DatabaseUsesRdsProxy"},
     "DISPATCH_CATCH_UP_DAYS": {"Ref": "DispatchCatchUpDays"},
     "DISPATCH_CHUNK_SIZE": {"Ref": "DispatchChunkSize"},
+    "DISPATCH_PAGE_ROWS": {"Ref": "DispatchPageRows"},
     "DISPATCH_MAX_WINDOW_DAYS": {"Ref": "DispatchMaxWindowDays"},
     "DISPATCH_WORKERS": {"Ref": "DispatchWorkers"},
     "POWERTOOLS_SERVICE_NAME": "duly-dispatcher",
@@ -309,6 +310,7 @@ def test_database_settings_parameters_admit_only_encrypting_ssl_modes_and_boolea
     assert parameters["DatabaseUsesRdsProxy"]["Default"] == "false"
     # The deployed defaults are the code's own, not a second opinion.
     assert parameters["DispatchChunkSize"]["Default"] == DEFAULT_CHUNK_SIZE
+    assert parameters["DispatchPageRows"]["Default"] == DEFAULT_PAGE_ROWS
     assert parameters["DispatchMaxWindowDays"]["Default"] == DEFAULT_MAX_WINDOW_DAYS
     assert parameters["DispatchWorkers"]["Default"] == DEFAULT_WORKERS
     assert parameters["DispatchWorkers"]["MaxValue"] == MAX_WORKERS

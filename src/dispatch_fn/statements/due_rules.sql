@@ -1,8 +1,8 @@
 -- Every due rule (anchor, roll, calendar) among the dispatchable duties in
--- {scope} outside the groups the run refused (%(g_frequency)s, %(g_timezone)s:
--- those duties are the group's faults), with how many duties use it and how
--- many of those have offsets or a grace that periods.check_due_rule refuses:
--- the same test as page_owed.sql's placed. The run judges each rule once
+-- {scope} outside the groups the run refused (%(g_frequency)s, %(g_timezone)s,
+-- %(g_lead_bucket)s: those duties are the group's faults), with how many
+-- duties use it and how many of those have offsets or a grace that
+-- periods.check_due_rule refuses: the same test as page_owed.sql's placed. The run judges each rule once
 -- (plan.check_due_rule); the page statement sets aside the refused ones.
 SELECT d.due_anchor, d.due_roll, d.holiday_calendar, count(*),
        count(*) FILTER (WHERE NOT (
@@ -16,6 +16,9 @@ WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approv
   AND {scope}
   AND NOT EXISTS (
       SELECT 1
-      FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[]) AS g(frequency, timezone)
-      WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone)
+      FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],
+                  %(g_lead_bucket)s::int[]) AS g(frequency, timezone, lead_bucket)
+      WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone
+        -- plan.lead_bucket's rule (dispatchable_groups.sql).
+        AND g.lead_bucket = width_bucket(d.lead_days, %(lead_thresholds)s::int[]))
 GROUP BY 1, 2, 3

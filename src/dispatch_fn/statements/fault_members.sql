@@ -2,9 +2,9 @@
 -- before its pages, in id order, with every field the engine judges, so that
 -- the report lists each with the engine's own message (dispatch._fault_list
 -- judges each again). A duty is one when its group was refused
--- (%(g_frequency)s, %(g_timezone)s), else its due rule was (%(r_anchor)s,
--- %(r_roll)s, %(r_calendar)s; '' for no calendar), else its offsets or grace
--- lie out of range: due_rules.sql's test.
+-- (%(g_frequency)s, %(g_timezone)s, %(g_lead_bucket)s), else its due rule was
+-- (%(r_anchor)s, %(r_roll)s, %(r_calendar)s; '' for no calendar), else its
+-- offsets or grace lie out of range: due_rules.sql's test.
 -- Every column: near the calendar's edge plan.judge_duty judges the whole row.
 SELECT d.*
 FROM duly_duty d
@@ -12,8 +12,11 @@ WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approv
   AND {scope}
   AND (EXISTS (
            SELECT 1
-           FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[]) AS g(frequency, timezone)
-           WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone)
+           FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],
+                       %(g_lead_bucket)s::int[]) AS g(frequency, timezone, lead_bucket)
+           WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone
+             -- plan.lead_bucket's rule (dispatchable_groups.sql).
+             AND g.lead_bucket = width_bucket(d.lead_days, %(lead_thresholds)s::int[]))
        OR (d.due_anchor, d.due_roll, coalesce(d.holiday_calendar, ''))
           IN (SELECT * FROM unnest(%(r_anchor)s::text[], %(r_roll)s::text[], %(r_calendar)s::text[]))
        OR NOT (CASE WHEN d.due_anchor = 'after_period_end'

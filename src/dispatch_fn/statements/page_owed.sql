@@ -11,28 +11,52 @@
 -- No coalesce on the cadence columns: every one but frequency and
 -- holiday_calendar is NOT NULL with its default (migrations 0001, 0003), and
 -- a null frequency or calendar means something.
-WITH page AS (
-    -- plan.classify: only active, recurring, approved duties are dispatched;
-    -- the partial index duly_duty_dispatchable_approved holds exactly them.
-    SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
-           d.effective_from, d.effective_to, d.frequency, d.timezone, d.due_anchor,
-           d.due_offset_days, d.due_offset_months, d.due_roll, d.holiday_calendar,
-           d.lead_days, d.grace_days
-    FROM duly_duty d
-    WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
-      AND {bounds} AND {scope}
-      -- Duties the run set aside while settling a failing page (ADR 0003).
-      AND d.id <> ALL(%(excluded)s::text[])
-    ORDER BY d.id
-    LIMIT %(size)s
-),
-cadence AS (
-    -- One row per group of duties the run planned (store.Group: a frequency
-    -- and zone): its schedule, and today in its zone.
+WITH cadence AS (
+    -- One row per group of duties the run planned (store.Group: a frequency,
+    -- zone and lead bucket): its schedule, today in its zone, and its weight,
+    -- the candidate periods its schedule holds.
     SELECT *
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
-                (SELECT %(c_timezone)b::text[]), (SELECT %(c_today)b::date[]))
-        AS c(schedule_no, frequency, timezone, today)
+                (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
+                (SELECT %(c_today)b::date[]), (SELECT %(c_weight)b::int[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, weight)
+),
+page AS (
+    -- plan.classify: only active, recurring, approved duties are dispatched;
+    -- the partial index duly_duty_dispatchable_approved holds exactly them.
+    -- The next %(size)s of them, cut short before the rows they can owe (each
+    -- duty's candidate periods, its cadences' weight) pass %(page_rows)s: a
+    -- page is bounded in rows whatever the window and the frequency, and
+    -- always holds its first duty (docs/adr/0009). taken: how many there were
+    -- before the cut (page_summary.sql says whether it cut).
+    SELECT *
+    FROM (SELECT head.*,
+                 sum(coalesce(w.weight, 0)) OVER (ORDER BY head.place ROWS UNBOUNDED PRECEDING)
+                     AS reach,
+                 count(*) OVER () AS taken
+          FROM (SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name,
+                       d.source, d.effective_from, d.effective_to, d.frequency, d.timezone,
+                       d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
+                       d.holiday_calendar, d.lead_days, d.grace_days,
+                       -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
+                       width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[]))
+                           AS lead_bucket,
+                       row_number() OVER (ORDER BY d.id) AS place
+                FROM duly_duty d
+                WHERE d.status = 'active' AND d.form = 'recurring'
+                  AND d.review_status = 'approved'
+                  AND {bounds} AND {scope}
+                  -- Duties the run set aside while settling a failing page (ADR 0003).
+                  AND d.id <> ALL(%(excluded)s::text[])
+                ORDER BY d.id
+                LIMIT %(size)s) head
+          -- The same key as placed's join; a catch-up statement has one
+          -- cadence per missed clock, so their weights add up.
+          LEFT JOIN (SELECT frequency, timezone, lead_bucket, sum(weight) AS weight
+                     FROM cadence GROUP BY 1, 2, 3) w
+            ON (w.frequency, w.timezone, w.lead_bucket)
+             = (head.frequency COLLATE "C", head.timezone COLLATE "C", head.lead_bucket)) weighed
+    WHERE %(page_rows)s::bigint IS NULL OR place = 1 OR reach <= %(page_rows)s::bigint
 ),
 refused_rule AS (
     -- The due rules (anchor, roll, calendar; '' for none) the run refused
@@ -70,7 +94,8 @@ placed AS (
                AS in_window
     FROM page
     LEFT JOIN cadence c
-      ON (c.frequency, c.timezone) = (page.frequency COLLATE "C", page.timezone COLLATE "C")
+      ON (c.frequency, c.timezone, c.lead_bucket)
+       = (page.frequency COLLATE "C", page.timezone COLLATE "C", page.lead_bucket)
      AND (page.due_anchor, page.due_roll, coalesce(page.holiday_calendar, ''))
          NOT IN (SELECT * FROM refused_rule)
      -- The ranges periods.check_due_rule and periods.check_grace_days allow
@@ -106,7 +131,8 @@ unrolled AS (
     JOIN period p USING (schedule_no)
     WHERE pl.schedule_no IS NOT NULL AND pl.in_window
       -- The duty's own candidates (SPEC §4): periods that start by today plus
-      -- its lead; the schedule was planned for the largest lead in its group.
+      -- its lead; the schedule was planned for the largest lead in its group,
+      -- whose leads share one bucket (plan.lead_bucket).
       AND (pl.today IS NULL OR p.current OR p.first_day <= pl.today + pl.lead_days)
 ),
 dated AS (

@@ -8,11 +8,15 @@
 -- two CTEs is planned blind, as a nested loop. Its DISTINCT sorts the page's
 -- owed rows; in "C" that is a byte comparison, where a linguistic default
 -- collation (such as en_US.UTF-8) would call strcoll for each, for the same count.
+-- cut: the row budget ended the page before its size did (page_owed.sql's
+-- page), so the range goes on after upto however few duties the page held.
 SELECT d.upto, d.page_rows, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
        (SELECT count(*) FROM {new_rows}),
-       (SELECT count(*) FROM {advanced_rows})
+       (SELECT count(*) FROM {advanced_rows}),
+       coalesce(d.taken > d.page_rows, false)
 FROM (SELECT max(id) AS upto,
              count(*) AS page_rows,
+             max(taken) AS taken,
              count(schedule_no) AS duties,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
