@@ -26,6 +26,7 @@ from dispatch_fn.plan import (
     Cadence,
     CadenceRefused,
     Schedule,
+    ScheduleMemo,
     WindowLike,
     check_due_rule,
     judge_duty,
@@ -96,7 +97,12 @@ def schedule_within_calendar(
 
 
 def group_key(duty: Mapping[str, Any]) -> GroupKey:
-    """The group (``store.Group``: frequency and zone) a ``duly_duty`` row belongs to."""
+    """The frequency and zone of the groups a ``duly_duty`` row belongs to.
+
+    Every lead bucket of them (``store.Group`` also keys by bucket): near the
+    edge a whole frequency and zone is judged, which is never wrong, and a
+    bucket key would only narrow work that happens at the calendar's edge alone.
+    """
     return (duty["frequency"], duty["timezone"])
 
 
@@ -116,7 +122,7 @@ class Edge:
         before its pages (``dispatch._judge_rules``) and the page statement
         sets them aside itself.
         """
-        schedules: _Schedules = {}
+        schedules: ScheduleMemo = {}
         found = []
         for duty in duties:
             if _out_of_range(duty):
@@ -127,7 +133,7 @@ class Edge:
         return found
 
     def refusal(
-        self, duty: Mapping[str, Any], schedules: _Schedules | None = None
+        self, duty: Mapping[str, Any], schedules: ScheduleMemo | None = None
     ) -> CadenceRefused | None:
         """The planner's fault for one duty of an edge group; None if it has none or no edge."""
         if group_key(duty) not in self.groups:
@@ -136,9 +142,6 @@ class Edge:
         if skip is None or skip.reason not in FAULT_REASONS:
             return None
         return CadenceRefused(skip.reason, skip.detail)
-
-
-type _Schedules = dict[Any, Any]
 
 
 def _out_of_range(duty: Mapping[str, Any]) -> bool:

@@ -23,7 +23,8 @@ from psycopg import errors as pg_errors
 
 from dispatch_fn import store
 from dispatch_fn._edge import Edge
-from dispatch_fn.store import Connection, PageResult, PageStatement, Scope
+from dispatch_fn._sql import Connection
+from dispatch_fn.store import PageResult, PageStatement, Scope
 
 # Two runs that touch the same duties can still meet in a deadlock (the
 # UPDATE's row order is the executor's) or, under stricter isolation, a

@@ -31,8 +31,9 @@ from typing import Any, Final
 from psycopg import sql
 
 from dispatch_fn import store
+from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.plan import CadenceRefused, Schedule, schedule_for
-from dispatch_fn.store import Connection, Group, Scope
+from dispatch_fn.store import Group, Scope
 
 _DAY: Final = timedelta(days=1)
 
@@ -148,6 +149,6 @@ def _pairs(
 def _expired_during(
     conn: Connection, scope: Scope, first: datetime, now: datetime
 ) -> tuple[str, ...]:
-    query = sql.SQL(store.statement_text("catch_up_expired_during")).format(scope=scope.condition())
+    query = sql.SQL(statement_text("catch_up_expired_during")).format(scope=scope.condition())
     params = {**scope.params(), "lo": (first - _DAY).date(), "hi": (now + _DAY).date()}
     return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())

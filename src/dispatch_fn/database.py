@@ -17,9 +17,9 @@ from typing import Any, Final
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
-from dispatch_fn.store import Connection, statement_text
 
 APPLICATION_NAME = "duly-dispatcher"
 _SECRET_FIELDS = ("username", "password", "host", "port", "dbname")

@@ -23,6 +23,7 @@ import psycopg
 
 from dispatch_fn import _edge, _pages, catch_up, settings, store
 from dispatch_fn._bounded import fault_listing, scope_echo
+from dispatch_fn._sql import Connection
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
@@ -40,7 +41,7 @@ from dispatch_fn.plan import (
     unknown_form_detail,
 )
 from dispatch_fn.progress import Progress, ProgressMeter
-from dispatch_fn.store import Connection, Scope
+from dispatch_fn.store import Scope
 
 # The defaults are configuration (settings.py says why each is what it is);
 # named here too because callers of the run loop pass them.

@@ -13,10 +13,10 @@ from typing import Any, Final
 
 from psycopg.rows import dict_row
 
-from dispatch_fn import periods, store
+from dispatch_fn import periods
+from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.errors import PeriodError
 from dispatch_fn.plan import FAULT_REASONS, Judgement, WindowLike, judge_duty
-from dispatch_fn.store import Connection
 
 # A dry run explains at most this many duties in its report (SPEC §9).
 MAX_EXPLAINED: Final = 100
@@ -31,7 +31,7 @@ def explain(
     """
     with conn.cursor(row_factory=dict_row) as cursor:
         cursor.execute(
-            store.statement_text("explain_duties"),
+            statement_text("explain_duties"),
             {"duty_ids": list(duty_ids)},
         )
         rows = {str(row["id"]): row for row in cursor.fetchall()}
@@ -65,7 +65,7 @@ def _existing_tasks(
             keys["period_keys"].append(candidate.period.key)
     if not keys["duty_ids"]:
         return {}
-    found = conn.execute(store.statement_text("explain_tasks"), keys).fetchall()
+    found = conn.execute(statement_text("explain_tasks"), keys).fetchall()
     return {(str(d), str(k)): (int(i), created) for d, k, i, created in found}
 
 

@@ -27,6 +27,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from dispatch_fn import continuation, dispatch, recorded
 from dispatch_fn._bounded import clip
 from dispatch_fn._pages import Deadline
+from dispatch_fn._sql import Connection
 from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
@@ -34,7 +35,7 @@ from dispatch_fn.explain import MAX_EXPLAINED, explain
 from dispatch_fn.lambda_context import as_lambda_context
 from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.settings import Settings
-from dispatch_fn.store import Connection, Scope
+from dispatch_fn.store import Scope
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
 # Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the

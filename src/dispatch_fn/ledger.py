@@ -15,9 +15,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from dispatch_fn import store
+from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.dispatch import RunRequest
-from dispatch_fn.store import Connection
 
 # The function's Timeout in template.yaml (a template test holds them equal):
 # a run still 'running' after this long was killed, not slow.
@@ -27,7 +26,7 @@ STATUSES: Final = ("running", "completed", "incomplete", "failed")
 
 def _sql(name: str) -> sql.SQL:
     # Each statement is a file in statements/ (run_*.sql), fixed text.
-    return sql.SQL(store.statement_text(name))
+    return sql.SQL(statement_text(name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,8 +23,8 @@ from typing import Final
 import psycopg
 from psycopg import sql
 
+from dispatch_fn._sql import statement_text
 from dispatch_fn.errors import MigrationChecksumError, MigrationError
-from dispatch_fn.store import statement_text
 
 LEDGER: Final = "duly_schema_migration"
 NO_TRANSACTION: Final = "-- duly:no-transaction"

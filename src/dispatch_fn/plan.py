@@ -1,8 +1,8 @@
 """The pure planner: which tasks a set of duties owes at a clock, and why not.
 
 Decisions only — no database, no clock, no environment. The database path
-asks this module the same questions once per frequency and zone
-(``schedule_for``, ``check_due_anchor``, ``classify``) and lets PostgreSQL
+asks this module the same questions once per frequency, zone and lead
+bucket (``schedule_for``, ``check_due_rule``, ``classify``) and lets PostgreSQL
 apply the per-duty rules (``within``, ``is_owed``, the due-date clamp) to a
 whole page at once; the equivalence tests hold the two to the same answers.
 """
@@ -251,7 +251,8 @@ def schedule_for(
 # zone and bucket, so a duty's group is planned for at most twice its own lead
 # (ADR 0009). The SQL spelling of the same rule is
 # ``width_bucket(lead_days, %(lead_thresholds)s::int[])`` with these bounds, in
-# statements/dispatchable_groups.sql, group_ids.sql and page_owed.sql.
+# statements/dispatchable_groups.sql, due_rules.sql, fault_members.sql and
+# page_owed.sql.
 LEAD_THRESHOLDS: Final = tuple(2**n for n in range(31))
 
 
@@ -341,7 +342,7 @@ def plan_dispatch(
     if now.tzinfo is None or now.utcoffset() is None:
         raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
     plan = Plan()
-    schedules: _Schedules = {}
+    schedules: ScheduleMemo = {}
     for duty in duties:
         judged = judge_duty(duty, now, window, schedules)
         if judged.skip is not None:
@@ -387,14 +388,16 @@ class Judgement:
     skip: Skip | None = None
 
 
-type _Schedules = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
+# The schedules judge_duty has planned, by frequency, zone and lead bucket: a
+# caller judging many duties passes one, so each is planned once.
+type ScheduleMemo = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
 
 
 def judge_duty(
     duty: Mapping[str, Any],
     now: datetime,
     window: WindowLike | None = None,
-    schedules: _Schedules | None = None,
+    schedules: ScheduleMemo | None = None,
 ) -> Judgement:
     """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
 
@@ -452,7 +455,7 @@ def _duty_schedule(
     cadence: Cadence,
     now: datetime,
     window: WindowLike | None,
-    schedules: _Schedules,
+    schedules: ScheduleMemo,
 ) -> Schedule:
     """The duty's schedule, its cadence checked in the order the database path checks it."""
     try:

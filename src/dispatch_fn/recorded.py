@@ -16,9 +16,9 @@ import psycopg
 
 from dispatch_fn import catch_up, continuation, dispatch, ledger, settings
 from dispatch_fn._pages import Deadline
+from dispatch_fn._sql import Connection
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.progress import Progress
-from dispatch_fn.store import Connection
 
 type HandOff = Callable[[dict[str, Any]], None]
 

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 from dispatch_fn import ledger
-from dispatch_fn.store import Connection
+from dispatch_fn._sql import Connection
 
 _COLUMNS: Final = (
     "id", "clock", "mode", "status", "created", "existing", "faults", "duration", "notes",

@@ -21,8 +21,9 @@ _SSL_MODES: Final = ("disable", "allow", "prefer", "require", "verify-ca", "veri
 DEFAULT_CHUNK_SIZE: Final = 10_000
 # Candidate rows per page (duties times the candidate periods each can owe): a
 # page stops short of DEFAULT_CHUNK_SIZE duties once its duties could owe this
-# many rows, so a backfill of years stays a few seconds per page instead of
-# one statement past statement_timeout (docs/adr/0009-bounded-pages.md).
+# many rows, so a backfill of years is many bounded pages instead of one
+# statement past statement_timeout (docs/adr/0009-bounded-pages.md;
+# `python -m bench.large_backfill` measures the pages).
 DEFAULT_PAGE_ROWS: Final = 250_000
 # Connections a run dispatches pages on. A page keeps one server backend busy
 # while the client waits, so one connection leaves every other core of the

@@ -10,11 +10,9 @@ works unchanged through RDS Proxy.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
-from importlib import resources
 from typing import Any, Final
 
 import psycopg
@@ -22,20 +20,12 @@ import psycopg.rows
 from psycopg import sql
 
 from dispatch_fn import _business_days, _calendar
+from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.plan import LEAD_THRESHOLDS, Schedule
-
-type Connection = psycopg.Connection[tuple[Any, ...]]
 
 # The days a due date can land on beyond its period's last day before the
 # roll: after_period_end allows 24 months and 366 days (periods.check_due_rule).
 _AFTER_PERIOD_REACH: Final = timedelta(days=24 * 31 + 366)
-
-
-@functools.cache
-def statement_text(name: str) -> str:
-    """The text of ``statements/<name>.sql``, as shipped in the package."""
-    folder = resources.files("dispatch_fn").joinpath("statements")
-    return folder.joinpath(f"{name}.sql").read_text("utf-8")
 
 
 def _statement(name: str) -> sql.SQL:

@@ -17,8 +17,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn import app, catch_up, dispatch, ledger, recorded, store
+from dispatch_fn import app, catch_up, dispatch, ledger, recorded
 from dispatch_fn.__main__ import main
+from dispatch_fn._sql import statement_text
 from dispatch_fn.errors import EventError, RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
@@ -216,7 +217,7 @@ def test_the_ledger_and_catch_up_statements_are_files_a_dba_can_read() -> None:
             assert keyword not in source, (module.__name__, keyword)
     for name in ("run_start", "run_finish", "run_latest_completed_clock", "run_continued",
                  "run_recent", "catch_up_expired_during"):  # fmt: skip
-        text = store.statement_text(name)
+        text = statement_text(name)
         assert text.startswith("-- "), name
         assert set(re.findall(r"(?<!%\()\{(\w+)\}", text)) <= {"scope"}, name
 

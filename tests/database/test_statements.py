@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 
 from dispatch_fn import database, dispatch, migrate, store
+from dispatch_fn._sql import statement_text
 from support import NOW, duty, insert_duties
 
 _NAMED = re.compile(r"%\(\w+\)[sb]")
@@ -42,9 +43,7 @@ def test_the_page_statement_is_the_files_text_with_its_slots_filled(
     conn: psycopg.Connection[Any],
 ) -> None:
     received = _received(conn)
-    files = "\n".join(
-        store.statement_text(name) for name in ("page_owed", "page_write", "page_summary")
-    )
+    files = "\n".join(statement_text(name) for name in ("page_owed", "page_write", "page_summary"))
     expected = (
         files.replace("{bounds}", "true AND true")
         .replace("{scope}", "true")
@@ -64,7 +63,7 @@ def test_every_slot_a_statement_file_declares_is_one_the_data_layer_fills() -> N
         "migration_ledger_read", "migration_ledger_adopt", "migration_record", "migration_lock",
         "migration_unlock",
     ):  # fmt: skip
-        slots = set(re.findall(r"(?<!%\()\{(\w+)\}", store.statement_text(name)))
+        slots = set(re.findall(r"(?<!%\()\{(\w+)\}", statement_text(name)))
         assert slots <= declared, (name, slots - declared)
 
 
@@ -85,7 +84,7 @@ def _last_statement(observer: psycopg.Connection[Any], session: psycopg.Connecti
 
 
 def _ledger_text(name: str) -> str:
-    return store.statement_text(name).replace("{ledger}", f'"{migrate.LEDGER}"')
+    return statement_text(name).replace("{ledger}", f'"{migrate.LEDGER}"')
 
 
 def test_the_session_ping_and_the_migration_lock_are_the_files_text(
@@ -93,10 +92,10 @@ def test_the_session_ping_and_the_migration_lock_are_the_files_text(
 ) -> None:
     with psycopg.connect(db_url, autocommit=True) as session:
         assert database._alive(session)
-        assert _last_statement(conn, session) == store.statement_text("session_ping")
+        assert _last_statement(conn, session) == statement_text("session_ping")
         migrate.apply_migrations(session)  # nothing pending: lock, ledger, unlock
         assert _placeholders_blank(_last_statement(conn, session)) == _placeholders_blank(
-            store.statement_text("migration_unlock")
+            statement_text("migration_unlock")
         )
         assert migrate.pending_migrations(session) == []
         assert _last_statement(conn, session) == _ledger_text("migration_ledger_read")
@@ -126,7 +125,7 @@ def test_the_migration_ledgers_statements_are_the_files_text(
         with psycopg.connect(db_url, autocommit=True) as session:
             assert migrate.pending_migrations(session, [probe]) == ["0000_probe"]
             assert _placeholders_blank(_last_statement(conn, session)) == _placeholders_blank(
-                store.statement_text("migration_ledger_exists")
+                statement_text("migration_ledger_exists")
             )
             migrate.apply_migrations(session, [probe])
             conn.execute("DROP EVENT TRIGGER remember_ddl")

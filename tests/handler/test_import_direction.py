@@ -34,3 +34,11 @@ def test_the_run_loop_loads_no_event_parser_and_no_holiday_tables() -> None:
     assert "pydantic" not in loaded
     assert "dispatch_fn.events" not in loaded
     assert "holidays" not in loaded
+
+
+@pytest.mark.parametrize("module", ["dispatch_fn.database", "dispatch_fn.migrate"])
+def test_connections_and_migrations_load_neither_the_data_layer_nor_the_planner(
+    module: str,
+) -> None:
+    loaded = _modules_after_importing(module)
+    assert {"dispatch_fn.store", "dispatch_fn.plan", "dispatch_fn.dispatch"}.isdisjoint(loaded)
