@@ -12,7 +12,16 @@ import pytest
 from dispatch_fn import dispatch
 from dispatch_fn._pages import Deadline
 from dispatch_fn.plan import Window, plan_dispatch
-from support import NOW, duty, insert_duties, multiset, record_statement_rows, task_count, task_rows
+from support import (
+    NOW,
+    duty,
+    insert_duties,
+    multiset,
+    record_statement_rows,
+    refuse_tasks,
+    task_count,
+    task_rows,
+)
 
 FIFTY_DAYS = Window(date(2026, 6, 1), date(2026, 7, 20))
 
@@ -55,7 +64,7 @@ def test_a_backfill_over_the_row_budget_is_split_into_pages_within_it(
     assert report.last_duty_id == "d11"
 
 
-def test_a_page_past_statement_timeout_is_split_and_a_duty_that_alone_times_out_is_set_aside(
+def test_a_page_past_statement_timeout_is_split_and_a_duty_that_alone_times_out_waits(
     conn: Conn, invoke: Any
 ) -> None:
     insert_duties(conn, [duty(f"d{n}") for n in range(6)] + [duty("slow")])
@@ -66,12 +75,65 @@ def test_a_page_past_statement_timeout_is_split_and_a_duty_that_alone_times_out_
     report = invoke({"now": NOW.isoformat()}, statement_timeout_ms=400)
 
     assert task_count(conn) == 6
-    assert (report["tasks_created"], report["complete"], report["degraded"]) == (6, True, True)
-    assert [(f["duty_id"], f["reason"]) for f in report["faults"]] == [("slow", "invalid_cadence")]
-    assert report["faults"][0]["detail"].startswith(
-        "the dispatch statement runs past statement_timeout on this duty alone: QueryCanceled"
+    assert (report["tasks_created"], report["complete"], report["degraded"]) == (6, True, False)
+    # Slow is not a fault (its values are fine): set aside, as a locked duty is.
+    assert (report["faults"], report["locked"], report["locked_count"]) == ([], ["slow"], 1)
+    assert (report["duties_read"], report["last_duty_id"]) == (7, "slow")
+    # The next run tries it again, and once it is fast enough, dispatches it.
+    conn.execute("DROP TRIGGER slow_insert ON duly_task")
+    again = invoke({"now": NOW.isoformat()}, statement_timeout_ms=400)
+    assert (again["tasks_created"], again["locked"], task_count(conn)) == (1, [], 7)
+
+
+def test_past_the_timeouts_a_run_may_spend_it_stops_splitting_and_ends_incomplete(
+    conn: Conn,
+) -> None:
+    insert_duties(conn, [duty(f"d{n}") for n in range(6)] + [duty("slow")])
+    _slow_inserts(conn, "CASE WHEN NEW.duty_id = 'slow' THEN 2 ELSE 0.1 END")
+    conn.execute("SET statement_timeout = 400")
+
+    # The page of 7 times out; its first half (d0-d2) is stored; the second
+    # (d3-slow) would be the run's second timeout.
+    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), max_timeouts=1)
+
+    assert (report.complete, report.last_duty_id, report.degraded) == (False, None, False)
+    assert (report.tasks_created, task_count(conn)) == (3, 3)
+    conn.execute("RESET statement_timeout")
+    rest = dispatch.run([conn], dispatch.RunRequest(now=NOW), max_timeouts=1)
+    assert (rest.complete, rest.locked, task_count(conn)) == (True, ("slow",), 6)
+
+
+def test_a_duty_made_dispatchable_inside_a_settled_page_that_the_budget_ends_on_is_no_error(
+    conn: Conn, helpers: list[Conn]
+) -> None:
+    # Monthly duties over three months: three rows each, two duties a page.
+    window = Window(date(2026, 6, 1), date(2026, 8, 31))
+    insert_duties(conn, [duty("a1"), duty("a3")])
+    conn.execute("CREATE TABLE refusing ()")
+    conn.execute("INSERT INTO refusing DEFAULT VALUES")
+    refuse_tasks(conn, "EXISTS (SELECT FROM refusing)")
+    asked = 0
+
+    def time_left_ms() -> float:
+        # Asked before each statement: after the first page failed and its ids
+        # (a1, a3) were read, a2 arrives between them and the refusal ends.
+        nonlocal asked
+        asked += 1
+        if asked == 2:
+            helpers[0].execute("DELETE FROM refusing")
+            insert_duties(helpers[0], [duty("a2")])
+        return 60_000
+
+    report = dispatch.run(
+        [conn],
+        dispatch.RunRequest(now=NOW, window=window),
+        page_rows=6,
+        deadline=Deadline(time_left_ms, statement_timeout_ms=300_000),
     )
-    assert report["last_duty_id"] == "slow"
+
+    assert (report.tasks_created, report.faults, report.complete) == (9, (), True)
+    assert report.last_duty_id == "a3"
+    assert task_count(conn) == 9
 
 
 def test_the_deadline_cancels_a_long_page_and_the_run_ends_incomplete_at_an_exact_mark(
