@@ -116,7 +116,10 @@ def test_explain_gives_the_fault_the_run_reports_at_the_calendar_edge(
 
 @pytest.mark.parametrize(
     ("now", "window"),
-    [_LAST_QUARTER_9999, (datetime(2026, 12, 1, tzinfo=UTC), Window(date(2026, 10, 1), date(2026, 12, 31)))],
+    [
+        _LAST_QUARTER_9999,
+        (datetime(2026, 12, 1, tzinfo=UTC), Window(date(2026, 10, 1), date(2026, 12, 31))),
+    ],
     ids=["at-the-edge", "off-the-edge"],
 )
 def test_a_duty_refused_behind_pages_the_row_budget_cut_is_set_aside_once_and_nothing_is_redone(

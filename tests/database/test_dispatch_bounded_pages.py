@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 import psycopg
@@ -85,22 +84,30 @@ def test_a_page_past_statement_timeout_is_split_and_a_duty_that_alone_times_out_
     assert (again["tasks_created"], again["locked"], task_count(conn)) == (1, [], 7)
 
 
-def test_past_the_timeouts_a_run_may_spend_it_stops_splitting_and_ends_incomplete(
+def test_past_the_timeouts_a_run_may_spend_it_stops_where_it_settled_and_the_next_goes_on(
     conn: Conn,
 ) -> None:
     insert_duties(conn, [duty(f"d{n}") for n in range(6)] + [duty("slow")])
     _slow_inserts(conn, "CASE WHEN NEW.duty_id = 'slow' THEN 2 ELSE 0.1 END")
     conn.execute("SET statement_timeout = 400")
 
-    # The page of 7 times out; its first half (d0-d2) is stored; the second
-    # (d3-slow) would be the run's second timeout.
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), max_timeouts=1)
+    # One timeout a run: the page that times out is halved once, its first
+    # half stored, and the second half's timeout ends the run there; each
+    # continuation resumes from the run's mark.
+    marks: list[str | None] = []
+    reports: list[dispatch.RunReport] = []
+    resume = None
+    while (not reports or not reports[-1].complete) and len(reports) < 8:
+        request = dispatch.RunRequest(now=NOW, resume_after=resume)
+        reports.append(dispatch.run([conn], request, max_timeouts=1))
+        resume = reports[-1].last_duty_id
+        marks.append(resume)
 
-    assert (report.complete, report.last_duty_id, report.degraded) == (False, None, False)
-    assert (report.tasks_created, task_count(conn)) == (3, 3)
-    conn.execute("RESET statement_timeout")
-    rest = dispatch.run([conn], dispatch.RunRequest(now=NOW), max_timeouts=1)
-    assert (rest.complete, rest.locked, task_count(conn)) == (True, ("slow",), 6)
+    assert marks == ["d2", "d4", "d5", "slow"]
+    assert [r.tasks_created for r in reports] == [3, 2, 1, 0]
+    assert [r.complete for r in reports] == [False, False, False, True]
+    assert not any(r.degraded for r in reports)
+    assert (reports[-1].locked, task_count(conn)) == (("slow",), 6)
 
 
 def test_a_duty_made_dispatchable_inside_a_settled_page_that_the_budget_ends_on_is_no_error(
