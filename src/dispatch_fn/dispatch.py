@@ -581,7 +581,8 @@ def _fold(
 
     Every statement that committed counts, even in a step that failed later
     (its rows were written); duties set aside count only from steps that
-    finished, since a step done again finds them again.
+    finished or settled up to their stop (``_SETTLED``), since a step done
+    again finds them again.
     """
     pages = [page for outcome in walked.outcomes for page in outcome.pages]
     # In range order, so that the lists read in id order however the steps interleaved.
