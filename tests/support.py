@@ -167,3 +167,34 @@ def assert_run_is_the_plan(conn: psycopg.Connection[Any], report: RunReport, pla
     )
     stored = last_dispatched(conn)
     assert stored == latest_keys(stored, plan.drafts)
+
+
+def refuse_tasks(conn: psycopg.Connection[Any], condition: str) -> None:
+    """Make the server refuse (SQLSTATE 22023) every task row for which ``condition`` holds.
+
+    ``condition`` is a SQL expression of the row (``NEW``), e.g. ``NEW.duty_id = 'd2'``:
+    a value the server judges out of range, as one row's content would be.
+    """
+    conn.execute(
+        "CREATE FUNCTION refuse_task() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        f" IF {condition} THEN RAISE EXCEPTION 'refused: %', NEW.duty_id"
+        " USING ERRCODE = '22023'; END IF; RETURN NEW; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_task BEFORE INSERT ON duly_task"
+        " FOR EACH ROW EXECUTE FUNCTION refuse_task()"
+    )
+
+
+def record_statement_rows(conn: psycopg.Connection[Any]) -> Callable[[], list[int]]:
+    """The rows each statement inserts into duly_task, as the server counts them: one per page."""
+    conn.execute("CREATE TABLE page_rows (n bigint, at serial)")
+    conn.execute(
+        "CREATE FUNCTION count_page_rows() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO page_rows (n) SELECT count(*) FROM new_rows; RETURN NULL; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER count_page_rows AFTER INSERT ON duly_task REFERENCING NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION count_page_rows()"
+    )
+    return lambda: [int(row[0]) for row in conn.execute("SELECT n FROM page_rows ORDER BY at")]

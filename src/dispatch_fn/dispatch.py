@@ -149,6 +149,7 @@ def run(
     reconnect: Callable[[], Connection] | None = None,
     catch_up_clocks: Sequence[datetime] = (),
     on_progress: Callable[[Progress], None] | None = None,
+    max_timeouts: int = _pages.MAX_TIMEOUTS_PER_RUN,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -165,7 +166,9 @@ def run(
     run goes on with the connections it has left. ``catch_up_clocks`` are the
     missed daily clocks whose owed tasks each page also dispatches (SPEC §9).
     ``on_progress`` is told how far the run has got after each step that
-    dispatched duties, on the calling thread.
+    dispatched duties, on the calling thread. A page past statement_timeout
+    is split, at most ``max_timeouts`` timeouts per run; one more ends the
+    run as the deadline does.
     """
     if not conns:
         raise ValueError("dispatch.run needs at least one connection; got none")
@@ -199,6 +202,7 @@ def run(
         _edge_of(request, ready),
         rows=page_rows,
         deadline=deadline,
+        timeouts=_pages.TimeoutAllowance(max_timeouts),
     )
     meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
     walked = _walk(conns, walk, ranges, should_stop, reconnect, meter=meter)
@@ -342,9 +346,10 @@ def _decide(outcome: _pages.Outcome) -> _Decision:
             return _Decision(_pages.Job(job.range_no, outcome.reached, job.upto))
         case None:
             return _Decision()
-        case _pages.Failure.DEADLINE:
-            # Put back as it was: the mark stays before it, the next run takes it.
-            return _Decision(job, stop=True)
+        case _pages.Failure.DEADLINE | _pages.Failure.TIMEOUTS:
+            # Put back from as far as it settled (a cancelled page: where it
+            # began): the mark stays there, the next run takes the rest.
+            return _Decision(replace(job, after=outcome.reached), stop=True)
         case _pages.Failure.LOCKED:
             return _Decision(replace(job, deferred=job.deferred + 1), later=True)
         case _pages.Failure.LOST if job.lost + 1 < CONNECTION_ATTEMPTS:
@@ -388,7 +393,7 @@ def gapless_mark(
     reached: dict[int, str | None] = {}
     finished: set[int] = set()
     for outcome in outcomes:
-        if outcome.failure is None:
+        if outcome.failure in _SETTLED:
             if outcome.reached is not None:
                 reached[outcome.job.range_no] = outcome.reached
             if not outcome.more:
@@ -577,17 +582,20 @@ def _fold(
 
     Every statement that committed counts, even in a step that failed later
     (its rows were written); duties set aside count only from steps that
-    finished, since a step done again finds them again.
+    finished or settled up to their stop (``_SETTLED``), since a step done
+    again finds them again.
     """
     pages = [page for outcome in walked.outcomes for page in outcome.pages]
     # In range order, so that the lists read in id order however the steps interleaved.
     finished = sorted(
-        (outcome for outcome in walked.outcomes if outcome.failure is None),
+        (outcome for outcome in walked.outcomes if outcome.failure in _SETTLED),
         key=lambda outcome: outcome.job.range_no,
     )
     set_aside = [each for outcome in finished for each in outcome.set_aside]
     refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
-    locked = [each.duty_id for each in set_aside if each.reason is _pages.SetAsideReason.LOCKED]
+    # A duty whose statement timed out alone waits for the next run as a locked
+    # one does: its values are fine, not a fault (docs/adr/0009).
+    locked = [each.duty_id for each in set_aside if each.reason in _WAITING]
     # A duty whose task the server refuses to store is reported as a cadence
     # fault: SPEC §4 fixes the fault reasons, and the detail names the problem.
     faults = [
@@ -607,7 +615,9 @@ def _fold(
     caught_created = sum(page.created for page in caught)
     return RunReport(
         request,
-        duties_read=preamble.duties_read + sum(page.duties for page in pages) + len(set_aside),
+        duties_read=preamble.duties_read
+        + sum(page.duties for page in pages)
+        + sum(1 for each in set_aside if not each.counted),
         tasks_created=created + caught_created,
         tasks_existing=sum(page.owed for page in pages) - created,
         duties_advanced=sum(page.advanced for page in pages) + sum(p.advanced for p in caught),
@@ -622,6 +632,12 @@ def _fold(
         last_duty_id=gapless_mark(ranges, walked.outcomes),
         catch_up=catch_up.CatchUpReport(clocks, caught_created) if clocks else None,
     )
+
+
+# Outcomes whose duties up to ``reached`` are dispatched or set aside: a step
+# that finished, or one stopped by a timeout past the run's allowance.
+_SETTLED: Final = (None, _pages.Failure.TIMEOUTS)
+_WAITING: Final = (_pages.SetAsideReason.LOCKED, _pages.SetAsideReason.TIMED_OUT)
 
 
 def _iso(day: date | None) -> str | None:

@@ -16,7 +16,7 @@ import pytest
 from dispatch_fn import dispatch
 from dispatch_fn.explain import explain
 from dispatch_fn.plan import FaultReason, Window, plan_dispatch
-from support import assert_run_is_the_plan, duty, insert_duties, task_rows
+from support import assert_run_is_the_plan, duty, insert_duties, refuse_tasks, task_rows
 
 _FIRST_QUARTER_1583 = (
     datetime(1583, 3, 15, tzinfo=UTC),
@@ -112,3 +112,50 @@ def test_explain_gives_the_fault_the_run_reports_at_the_calendar_edge(
         skip = explained[duty_id]["skip"]
         assert skip["fault"]
         assert (skip["reason"], skip["detail"]) == (fault["reason"], fault["detail"])
+
+
+@pytest.mark.parametrize(
+    ("now", "window"),
+    [
+        _LAST_QUARTER_9999,
+        (datetime(2026, 12, 1, tzinfo=UTC), Window(date(2026, 10, 1), date(2026, 12, 31))),
+    ],
+    ids=["at-the-edge", "off-the-edge"],
+)
+def test_a_duty_refused_behind_pages_the_row_budget_cut_is_set_aside_once_and_nothing_is_redone(
+    conn: psycopg.Connection[Any], now: datetime, window: Window
+) -> None:
+    # Three months each, a budget of three rows: one duty a page; d2's rows are refused.
+    duties = [duty(f"d{n}", due_anchor="period_end") for n in range(1, 5)]
+    insert_duties(conn, duties)
+    refuse_tasks(conn, "NEW.duty_id = 'd2'")
+
+    report = dispatch.run(
+        [conn], dispatch.RunRequest(now=now, window=window), chunk_size=10, page_rows=3
+    )
+
+    assert [f["duty_id"] for f in report.faults] == ["d2"]
+    assert (report.duties_read, report.tasks_created, report.tasks_existing) == (4, 9, 0)
+    assert (report.pages, report.complete, report.last_duty_id) == (3, True, "d4")
+    assert len(task_rows(conn)) == 9
+
+
+def test_a_duty_the_edge_refuses_past_a_failing_page_is_counted_once(
+    conn: psycopg.Connection[Any],
+) -> None:
+    now, window = _LAST_QUARTER_9999
+    # "graced" (its grace reaches into year 10000) is refused by the planner's
+    # judgement of the page, past the duty whose rows the server refuses.
+    duties = [duty(f"d{n}", due_anchor="period_end") for n in range(1, 4)]
+    duties.append(duty("graced", due_anchor="period_end", grace_days=1))
+    insert_duties(conn, duties)
+    refuse_tasks(conn, "NEW.duty_id = 'd1'")
+
+    report = dispatch.run(
+        [conn], dispatch.RunRequest(now=now, window=window), chunk_size=10, page_rows=3
+    )
+
+    assert sorted(f["duty_id"] for f in report.faults) == ["d1", "graced"]
+    assert report.fault_counts["invalid_cadence"] == 2
+    assert (report.duties_read, report.tasks_created, report.tasks_existing) == (4, 6, 0)
+    assert (report.complete, report.last_duty_id) == (True, "graced")

@@ -31,6 +31,7 @@ from support import (
     duty,
     insert_duties,
     last_dispatched,
+    refuse_tasks,
     task_keys,
     task_rows,
 )
@@ -368,3 +369,21 @@ class _NoTimeLeft:
 
     def get_remaining_time_in_millis(self) -> int:
         return 0
+
+
+def test_a_missed_clock_refused_for_one_duty_redoes_nothing_and_reports_that_duty_once(
+    conn: Conn,
+) -> None:
+    insert_duties(conn, [duty(f"d{n}", frequency="daily", lead_days=0) for n in range(1, 4)])
+    # The page at the run's own clock is stored; d1's task of the missed day is refused.
+    refuse_tasks(conn, "NEW.duty_id = 'd1' AND NEW.period_key = '2026-08-20'")
+    now = _at(CLOCK)
+
+    report = dispatch.run(
+        [conn], dispatch.RunRequest(now=now), catch_up_clocks=[now - timedelta(days=1)]
+    )
+
+    assert [f["duty_id"] for f in report.faults] == ["d1"]
+    assert (report.duties_read, report.tasks_created, report.tasks_existing) == (3, 5, 0)
+    assert (report.pages, report.complete, report.last_duty_id) == (1, True, "d3")
+    assert task_keys(conn) == ["2026-08-21", "2026-08-20", "2026-08-21", "2026-08-20", "2026-08-21"]

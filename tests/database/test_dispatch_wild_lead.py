@@ -2,46 +2,34 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
 from dispatch_fn import dispatch, plan
-from dispatch_fn.plan import Schedule, plan_dispatch
-from support import duty, insert_duties, multiset, task_rows
+from dispatch_fn.plan import plan_dispatch
+from support import NOW, duty, insert_duties, multiset, record_statement_rows, task_rows
 
-CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
 WILD_LEAD = 3_660
 
 type Conn = psycopg.Connection[Any]
 
 
-def _candidates(conn: Conn, request: dispatch.RunRequest) -> int:
-    # The (duty, candidate period) pairs the page statement joins before each
-    # duty's own lead cuts them: every duty of a group meets every period its
-    # group's schedule holds.
-    return sum(
-        group.duties * len(outcome.periods)
-        for group, outcome in dispatch._plan_groups(conn, request)
-        if isinstance(outcome, Schedule)
-    )
-
-
 def test_one_wild_lead_does_not_widen_the_schedule_of_the_other_duties(conn: Conn) -> None:
     tame = [duty(f"d{n:03}", frequency="daily") for n in range(100)]
-    request = dispatch.RunRequest(now=CLOCK)
-    insert_duties(conn, tame)
-    alone = _candidates(conn, request)
     wild = duty("wild", frequency="daily", lead_days=WILD_LEAD)
-    insert_duties(conn, [wild])
+    insert_duties(conn, [*tame, wild])
+    statement_rows = record_statement_rows(conn)
 
-    together = _candidates(conn, request)
-    report = dispatch.run([conn], request)
+    # A page weighs each duty by the candidate periods its group's schedule
+    # holds, as the server received them: within a budget of 800 rows the 100
+    # tame duties (8 days each, as without the wild one) make one page and
+    # the wild duty (its own 3,661 days) the next. Planned for the wild lead,
+    # each tame duty would weigh 3,661 and fill a page alone: 101 pages.
+    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), page_rows=100 * 8)
 
-    # The wild duty's own 3,661 days, and the others' 8 days each, as without it.
-    assert (alone, together) == (100 * 8, 100 * 8 + WILD_LEAD + 1)
-    planned = plan_dispatch([*tame, wild], CLOCK)
+    assert statement_rows() == [100 * 8, WILD_LEAD + 1]
+    planned = plan_dispatch([*tame, wild], NOW)
     assert multiset(task_rows(conn)) == multiset(planned.drafts)
     assert report.tasks_created == 100 * 8 + WILD_LEAD + 1
 
