@@ -548,3 +548,25 @@ def test_sigkill_loop_each_kill_leaves_whole_pages_and_an_unfinished_ledger_row(
     }
     record_property("sigkill_loop", summary)
     print("sigkill loop:", json.dumps(summary))  # noqa: T201 - the loop's figures
+
+
+def test_the_soak_runner_keeps_slow_statements_plans_and_explains_a_cancelled_one(
+    conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    """The soak's eyes: were they blind, a slow page would pass unseen."""
+    insert_duties(conn, _duties(300))
+    spec = replace(_base(db_url, 100), recorded=False, dry_run=True, slow_ms=0)
+    seen = child.run(spec, timeout=60)["slow"]
+    pages = [each for each in seen if "keyset page" in each["statement"]]
+    assert len(pages) == 4  # three full pages and the empty one that ends the run
+    assert all("duly_task" in each["plan"] and each["cancelled"] is None for each in pages)
+    # A page the server cancels is never logged by auto_explain: it is planned again.
+    # One page of all 300 duties takes some 50 ms; the run's other statements, one or two.
+    process = child.spawn(replace(spec, chunk_size=300, statement_timeout_ms=20))
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 1
+    failed = json.loads(out.splitlines()[-1])
+    cancelled = [each for each in failed["slow"] if each["cancelled"]]
+    assert "statement timeout" in failed["error"]
+    assert cancelled
+    assert all(each["plan"] and "explain_seconds" in each for each in cancelled)
