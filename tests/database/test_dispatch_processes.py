@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
@@ -198,7 +199,7 @@ class _Size:
 
 
 SIZE = (
-    _Size(50_000, 8, 480.0, 7, 10_000, 30, 4_000, 200, 5_000)
+    _Size(50_000, 8, 420.0, 7, 10_000, 30, 4_000, 200, 5_000)
     if SOAK
     else _Size(600, 4, 0.0, 2, 50, 3, 400, 10, 5_000)
 )
@@ -341,13 +342,19 @@ class _Watch:
             for p, s, t, e, q in rows
         )
 
-    def until_done(self, children: list[subprocess.Popen[str]], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while any(each.poll() is None for each in children):
-            assert time.monotonic() < deadline, "the runs did not end in time"
+    def until_done(self, children: list[subprocess.Popen[str]], timeout: float) -> list[Any]:
+        """Sample until every child has ended; their figures, in order.
+
+        Each child's output is read as it runs (``collect`` in a thread): a
+        child whose figures outgrow the pipe would otherwise never exit.
+        """
+        with ThreadPoolExecutor(len(children)) as pool:
+            ending = [pool.submit(child.collect, each, timeout) for each in children]
+            while not all(each.done() for each in ending):
+                self.sample()
+                time.sleep(0.5)
             self.sample()
-            time.sleep(0.5)
-        self.sample()
+            return [each.result() for each in ending]
 
 
 def test_soak_concurrent_mixed_runs_leave_every_owed_task_exactly_once(
@@ -378,8 +385,7 @@ def test_soak_concurrent_mixed_runs_leave_every_owed_task_exactly_once(
             child.spawn(replace(spec, start_at=start_at, request_id=f"soak-{rounds}-{n}"))
             for n, spec in enumerate(chosen)
         ]
-        watch.until_done(children, timeout=3 * STATEMENT_TIMEOUT_MS / 1000)
-        figures = [child.collect(each, timeout=10) for each in children]
+        figures = watch.until_done(children, timeout=3 * STATEMENT_TIMEOUT_MS / 1000)
         runs += len(children)
         for spec in chosen:
             _owe(conn, _owes(spec, duties), "soak_owed")
@@ -391,6 +397,10 @@ def test_soak_concurrent_mixed_runs_leave_every_owed_task_exactly_once(
             ("missing", "unexpected", "twice", "wrong_latest"), 0
         ), f"round {rounds}"
         rounds += 1
+        longest = max((each["seconds"] for each in slow), default=0.0)
+        elapsed = time.monotonic() - started
+        progress = f"soak round {rounds}: {elapsed:.0f} s, {len(slow)} slow, longest {longest} s"
+        print(progress)  # noqa: T201 - the soak's progress
     statuses = conn.execute(
         "SELECT status, count(*) FROM duly_dispatch_run GROUP BY status"
     ).fetchall()
