@@ -609,3 +609,62 @@ def test_the_soak_runner_keeps_slow_statements_plans_and_explains_a_cancelled_on
     assert "statement timeout" in failed["error"]
     assert cancelled
     assert all(each["plan"] and "explain_seconds" in each for each in cancelled)
+
+
+def _dry_page_running(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND state = 'active' AND pid <> pg_backend_pid() AND query LIKE %s",
+        ("%one keyset page%",),
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
+def test_a_dry_run_page_planned_on_an_empty_task_table_stays_fast_while_it_fills(
+    conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    """Defect 9: a dry-run page planned while duly_task is empty, then filled by other runs.
+
+    Once duly_task has been vacuumed empty (autovacuum does so after a backfill
+    that timed out and rolled back), the planner prices a scan of it at zero
+    and, with the page's owed rows underestimated some 10,000 times, rescans
+    the whole table once per owed row: as other runs fill it, the page grows
+    towards the statement timeout. Before the fix (PostgreSQL 15): this page
+    of 276,600 owed rows takes 0.73 s alone and was cancelled at the test's
+    60 s statement timeout once 30,000 rows landed under it; after: 1.4-1.8 s.
+    """
+    duties = _duties(3_000)
+    _copy_duties(conn, duties)
+    conn.execute("ANALYZE duly_duty")
+    conn.execute("VACUUM duly_task")  # empty, and known to be: reltuples 0, not -1
+    dry = replace(
+        _base(db_url, 3_000),
+        recorded=False,
+        dry_run=True,
+        window=("2025-07-01", "2026-06-30"),
+        statement_timeout_ms=60_000,
+    )
+    process = child.spawn(dry)
+    deadline = time.monotonic() + 30
+    while not _dry_page_running(conn):
+        assert process.poll() is None, "the dry run ended before its page could be watched"
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    # Another run's rows land while the page runs: periods the dry run never asks about.
+    with (
+        conn.cursor() as cursor,
+        cursor.copy(
+            "COPY duly_task (organization_id, duty_id, owner_id, subject, source, period_key,"
+            " due_date, visible_from, late_after) FROM STDIN"
+        ) as copy,
+    ):
+        for n in range(30_000):
+            each = duties[n % len(duties)]
+            key = f"X{n // len(duties):04}"
+            copy.write_row(
+                [each["organization_id"], each["id"], each["owner_id"], "s", "catalog", key,
+                 date(2026, 1, 1), date(2026, 1, 1), date(2026, 1, 1)]
+            )  # fmt: skip
+    figures = child.collect(process, timeout=120)
+    assert figures["report"]["tasks_created"] > 100_000  # the page is a big one
+    assert figures["seconds"] < 20, figures["seconds"]
