@@ -632,8 +632,10 @@ def test_the_soak_runner_keeps_slow_statements_plans_and_explains_a_cancelled_on
     assert len(pages) == 4  # three full pages and the empty one that ends the run
     assert all("duly_task" in each["plan"] and each["cancelled"] is None for each in pages)
     # A page the server cancels is never logged by auto_explain: it is planned again.
-    # One page of all 300 duties takes some 50 ms; the run's other statements, one or two.
-    process = child.spawn(replace(spec, chunk_size=300, statement_timeout_ms=20))
+    # One page of all 300 duties over a year takes some 100 ms; the run's other
+    # statements, a few.
+    year = ("2025-07-01", "2026-06-30")
+    process = child.spawn(replace(spec, chunk_size=300, window=year, statement_timeout_ms=20))
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 1
     failed = json.loads(out.splitlines()[-1])
