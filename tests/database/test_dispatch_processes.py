@@ -27,7 +27,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from bench.dispatch import child
-from dispatch_fn import store
+from dispatch_fn._sql import statement_text
 from dispatch_fn.plan import Window, plan_dispatch
 from support import (
     NOW,
@@ -599,7 +599,7 @@ def test_sigkill_loop_each_kill_leaves_whole_pages_and_an_unfinished_ledger_row(
     # As `python -m dispatch_fn runs` shows them once the function's timeout has passed.
     with conn.cursor(row_factory=dict_row) as cursor:
         shown = cursor.execute(
-            store.statement_text("run_recent"), {"limit": 10 * attempt, "timeout": timedelta(0)}
+            statement_text("run_recent"), {"limit": 10 * attempt, "timeout": timedelta(0)}
         ).fetchall()
     statuses = Counter(
         (row["request_id"].split("-")[0], row["status"], row["abandoned"]) for row in shown
@@ -637,11 +637,14 @@ def test_the_soak_runner_keeps_slow_statements_plans_and_explains_a_cancelled_on
     year = ("2025-07-01", "2026-06-30")
     process = child.spawn(replace(spec, chunk_size=300, window=year, statement_timeout_ms=20))
     out, _ = process.communicate(timeout=60)
-    assert process.returncode == 1
-    failed = json.loads(out.splitlines()[-1])
-    cancelled = [each for each in failed["slow"] if each["cancelled"]]
-    assert "statement timeout" in failed["error"]
+    # The run splits a page that times out (ADR 0009) and may still finish, or
+    # fail on a statement too short to split: either way its figures say what
+    # was cancelled.
+    assert process.returncode in {0, 1}
+    seen_then = json.loads(out.splitlines()[-1])["slow"]
+    cancelled = [each for each in seen_then if each["cancelled"]]
     assert cancelled
+    assert all("statement timeout" in each["cancelled"] for each in cancelled)
     assert all(each["plan"] and "explain_seconds" in each for each in cancelled)
 
 
@@ -654,18 +657,24 @@ def _dry_page_running(conn: psycopg.Connection[Any]) -> bool:
     return row is not None and row[0] > 0
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect 9, not fixed yet: a dry page planned on a vacuumed-empty duly_task rescans"
+    " it once per owed row (ADR 0003); strict, so a fix shows as XPASS and drops this mark",
+)
 def test_a_dry_run_page_planned_on_an_empty_task_table_stays_fast_while_it_fills(
     conn: psycopg.Connection[Any], db_url: str
 ) -> None:
     """Defect 9: a dry-run page planned while duly_task is empty, then filled by other runs.
 
     Once duly_task has been vacuumed empty (autovacuum does so after a backfill
-    that timed out and rolled back), the planner prices a scan of it at zero
-    and, with the page's owed rows underestimated some 10,000 times, rescans
-    the whole table once per owed row: as other runs fill it, the page grows
-    towards the statement timeout. Before the fix (PostgreSQL 15): this page
-    of 276,600 owed rows takes 0.73 s alone and was cancelled at the test's
-    60 s statement timeout once 30,000 rows landed under it; after: 1.4-1.8 s.
+    that timed out and rolled back), the planner prices reading it at nothing
+    and, with the page's owed rows underestimated (1-6 for 276,600), picks a
+    nested loop that reads the whole table again for every owed row: as other
+    runs fill it, the page grows towards the statement timeout. Measured
+    (PostgreSQL 15): this page of 276,600 owed rows takes 0.73 s alone; with
+    30,000 rows copied in under it, it ran into the test's 60 s timeout and
+    the run finished only because the timed-out page is split and planned again.
     """
     duties = _duties(3_000)
     _copy_duties(conn, duties)
@@ -676,7 +685,7 @@ def test_a_dry_run_page_planned_on_an_empty_task_table_stays_fast_while_it_fills
         recorded=False,
         dry_run=True,
         window=("2025-07-01", "2026-06-30"),
-        statement_timeout_ms=60_000,
+        statement_timeout_ms=20_000,
     )
     process = child.spawn(dry)
     deadline = time.monotonic() + 30
@@ -701,4 +710,4 @@ def test_a_dry_run_page_planned_on_an_empty_task_table_stays_fast_while_it_fills
             )  # fmt: skip
     figures = child.collect(process, timeout=120)
     assert figures["report"]["tasks_created"] > 100_000  # the page is a big one
-    assert figures["seconds"] < 20, figures["seconds"]
+    assert figures["seconds"] < 10, figures["seconds"]
