@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: demo stop-db test test-fast lint typecheck template bench lock fuzz build-DispatchFunction build-MigrationFunction
+.PHONY: demo stop-db test test-fast lint typecheck template bench lock fuzz soak build-DispatchFunction build-MigrationFunction
 
 demo:       ## set up on first use, then run the dispatcher end to end on an embedded PostgreSQL
 	./scripts/demo.sh
@@ -31,6 +31,9 @@ lock:       ## re-resolve the hashed dependency pins after editing pyproject.tom
 
 fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real PostgreSQL
 	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/handler/test_handler_fuzz.py -q -p no:logging --hypothesis-show-statistics'
+
+soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept) and 30 SIGKILLs
+	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/database/test_dispatch_processes.py -k "soak or sigkill" -q -s -p no:cacheprovider'
 
 # `sam build` (template.yaml, BuildMethod makefile) runs this in a copy of src/.
 _here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))

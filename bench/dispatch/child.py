@@ -3,9 +3,11 @@
 The parent ``spawn``s ``python -m bench.dispatch.child SPEC_JSON``; the child
 makes the connections the spec asks for, optionally waits for a wall-clock
 instant (so two children are released together) and pauses before each page
-(so a test can kill it between pages), runs one dispatch, and prints one JSON
-line: the run's report and what the child measured of it (wall time, its own
-peak RSS, round trips, the server CPU of its backends). ``collect`` reads it.
+(so a test can kill it between pages), runs one dispatch (recorded in the run
+ledger, as the handler records it, if asked), and prints one JSON line: the
+run's report and what the child measured of it (wall time, its own peak RSS,
+round trips, the server CPU of its backends, any statement slower than
+``slow_ms`` with its plan). ``collect`` reads it.
 
 A process of its own gives the run its own peak RSS, and lets a test kill it.
 """
@@ -20,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
@@ -28,14 +30,15 @@ from pathlib import Path
 from typing import Any, override
 
 import psycopg
-from psycopg import pq
+from psycopg import pq, sql
 from psycopg.abc import Params, Query
 from psycopg.rows import TupleRow
 from psycopg.transaction import Transaction
 
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
-from dispatch_fn import dispatch
+from dispatch_fn import dispatch, recorded
+from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import Window
 from dispatch_fn.store import Scope
 
@@ -58,6 +61,15 @@ class ChildSpec:
     trace: bool = False
     start_at: float | None = None  # a time.time() to wait for once connected
     pause_s: float = 0.0  # sleep before each page
+    dry_run: bool = False
+    duty_ids: tuple[str, ...] | None = None
+    # Through recorded.execute: a ledger row before the first page and after the last.
+    recorded: bool = False
+    request_id: str | None = None  # the ledger row's, so a test can find the run
+    statement_timeout_ms: int = 300_000
+    # Report every statement slower than this with the plan it ran (auto_explain,
+    # without ANALYZE so timing is not perturbed), and EXPLAIN one the server cancelled.
+    slow_ms: int | None = None
 
 
 class ChildError(RuntimeError):
@@ -82,7 +94,8 @@ def collect(child: subprocess.Popen[str], timeout: float | None = None) -> dict[
     """Wait for the child to end; its figures, the run's report under ``"report"``."""
     out, err = child.communicate(timeout=timeout)
     if child.returncode != 0:
-        raise ChildError(f"dispatcher child exited {child.returncode}, expected 0:\n{err}")
+        # A failed run still prints what it saw (its slow statements' plans).
+        raise ChildError(f"dispatcher child exited {child.returncode}, expected 0:\n{err}\n{out}")
     lines = out.strip().splitlines()
     if not lines:
         raise ChildError(f"dispatcher child printed no figures:\n{err}")
@@ -110,6 +123,9 @@ class CountingConnection(psycopg.Connection[TupleRow]):
 
     statements = 0
     transactions = 0
+    # Set by ``watch_slow``: statements slower than this are kept in ``slow``.
+    slow_ms: float | None = None
+    slow: Sequence[dict[str, Any]] = ()
 
     @override
     def execute(  # one signature covers both of the base class's overloads
@@ -120,10 +136,103 @@ class CountingConnection(psycopg.Connection[TupleRow]):
         prepare: bool | None = None,
         binary: bool = False,
     ) -> psycopg.Cursor[TupleRow]:
-        """Count, then execute as usual."""
+        """Count, then execute as usual (timed, when watching for slow statements)."""
         self.statements += 1
-        # The base's overloads split the query types this one signature joins.
-        return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[arg-type]
+        if self.slow_ms is None:
+            # The base's overloads split the query types this one signature joins.
+            return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[arg-type]
+        started = time.perf_counter()
+        try:
+            cursor = super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[arg-type]
+        except psycopg.errors.QueryCanceled as cancelled:
+            self._slow_statement(query, params, started, cancelled=str(cancelled))
+            raise
+        self._slow_statement(query, params, started, cancelled=None)
+        return cursor
+
+    def watch_slow(self, slow_ms: int) -> None:
+        """Keep every statement slower than ``slow_ms`` with its plan, in ``slow``.
+
+        auto_explain logs the plan of a slow statement as a notice to this
+        client, without ANALYZE: the plan, not per-node timing, is what is
+        wanted, and timing every node would slow the very pages watched.
+        """
+        self._kept: list[dict[str, Any]] = []
+        self.slow = self._kept
+        self._plans: list[str] = []
+        # A slow statement whose plan has not come yet: inside a transaction
+        # block the server ends the portal, and auto_explain logs it, only with
+        # the next command (the COMMIT).
+        self._awaiting: dict[str, Any] | None = None
+        self._unexplained: list[tuple[dict[str, Any], sql.Composed, Params | None]] = []
+        self.add_notice_handler(self._notice)
+        for setting in (
+            "LOAD 'auto_explain'",
+            f"SET auto_explain.log_min_duration = {int(slow_ms)}",
+            "SET auto_explain.log_level = notice",
+            "SET auto_explain.log_analyze = off",
+            "SET auto_explain.log_format = text",
+        ):
+            super().execute(setting)
+        self._plans.clear()
+        self.slow_ms = slow_ms
+
+    def explain_cancelled(self) -> None:
+        """Plan again each statement the server cancelled; call once the run is over.
+
+        The plan is today's: one chosen when the tables were smaller (the cause
+        of defect 9) shows only as the gap to the statement's time.
+        """
+        if self.slow_ms is None:
+            return  # not watching: nothing was kept
+        for kept, again, params in self._unexplained:
+            started = time.perf_counter()
+            try:
+                super().execute("SET statement_timeout = 0")  # its own cancel must not stop it
+                explained = super().execute(again, params, prepare=False)
+                super().execute("RESET statement_timeout")
+            except psycopg.Error as exc:  # e.g. the connection died with the run
+                kept["plan"] = f"not explained: {type(exc).__name__}: {exc}"
+                continue
+            kept["plan"] = "\n".join(str(row[0]) for row in explained.fetchall())
+            kept["explain_seconds"] = round(time.perf_counter() - started, 3)
+        self._unexplained.clear()
+
+    def _notice(self, notice: psycopg.errors.Diagnostic) -> None:
+        plan = notice.message_primary or ""
+        if self._awaiting is not None and plan.startswith("duration:"):
+            self._awaiting["plan"], self._awaiting = plan, None
+        else:
+            self._plans.append(plan)
+
+    def _slow_statement(
+        self, query: Query, params: Params | None, started: float, *, cancelled: str | None
+    ) -> None:
+        seconds = time.perf_counter() - started
+        plans = list(self._plans)
+        self._plans.clear()
+        assert self.slow_ms is not None  # noqa: S101 - only called while watching
+        if seconds * 1000 < self.slow_ms:
+            return
+        text = query.as_string(self) if isinstance(query, sql.Composable) else str(query)
+        kept: dict[str, Any] = {
+            "seconds": round(seconds, 3),
+            "statement": " ".join(text.split())[:120],
+            "cancelled": cancelled,
+            # auto_explain's "duration" is the executor's: the rest was planning.
+            "plan": plans[-1] if plans else None,
+        }
+        if cancelled is not None:
+            # A cancelled statement is never logged by auto_explain: it is
+            # planned again once the run is over (its transaction, if it had
+            # one, is aborted until then).
+            again = sql.SQL("EXPLAIN ") + (
+                query if isinstance(query, sql.Composable) else sql.SQL(text)
+            )
+            self._unexplained.append((kept, again, params))
+        elif kept["plan"] is None:
+            self._awaiting = kept
+        self._kept.append(kept)
 
     @override
     @contextmanager
@@ -181,7 +290,29 @@ def _request(spec: ChildSpec) -> dispatch.RunRequest:
     return dispatch.RunRequest(
         now=datetime.fromisoformat(spec.now),
         window=window,
-        scope=Scope(organization_id=spec.organization_id),
+        dry_run=spec.dry_run,
+        scope=Scope(
+            organization_id=spec.organization_id,
+            duty_ids=None if spec.duty_ids is None else tuple(spec.duty_ids),
+        ),
+    )
+
+
+def _dispatch(
+    spec: ChildSpec, conns: Sequence[CountingConnection], should_stop: Callable[[], bool]
+) -> dict[str, Any]:
+    """The run's report: as ``dispatch.run`` returns it, or as the ledger records it."""
+    request = _request(spec)
+    if not spec.recorded:
+        return dispatch.run(
+            conns, request, chunk_size=spec.chunk_size, should_stop=should_stop
+        ).as_json()
+    return recorded.execute(
+        conns,
+        request,
+        options=recorded.Options(chunk_size=spec.chunk_size),
+        request_id=spec.request_id,
+        should_stop=should_stop,
     )
 
 
@@ -190,7 +321,6 @@ def main(argv: Sequence[str]) -> int:
     if len(argv) != 1:
         raise BenchError(f"usage: python -m bench.dispatch.child SPEC_JSON (got {list(argv)!r})")
     spec = ChildSpec(**json.loads(argv[0]))
-    request = _request(spec)
 
     def pause() -> bool:
         time.sleep(spec.pause_s)
@@ -204,7 +334,7 @@ def main(argv: Sequence[str]) -> int:
                     spec.dsn,
                     autocommit=True,
                     application_name="duly-dispatcher-bench",
-                    options="-c statement_timeout=300000",
+                    options=f"-c statement_timeout={spec.statement_timeout_ms}",
                     # As database.connect: psycopg's default, or never behind RDS Proxy.
                     prepare_threshold=5 if spec.prepare else None,
                 )
@@ -213,6 +343,8 @@ def main(argv: Sequence[str]) -> int:
         ]
         for conn in conns:
             conn.execute("SELECT 1")  # the connections are warm before the clock starts
+            if spec.slow_ms is not None:
+                conn.watch_slow(spec.slow_ms)
             conn.statements = conn.transactions = 0
         if spec.start_at is not None:
             time.sleep(max(0.0, spec.start_at - time.time()))
@@ -223,13 +355,17 @@ def main(argv: Sequence[str]) -> int:
                 tracing.enter_context(_protocol_trace(conn, enabled=spec.trace)) for conn in conns
             ]
             started = time.perf_counter()
-            report = dispatch.run(
-                conns,
-                request,
-                chunk_size=spec.chunk_size,
-                should_stop=pause if spec.pause_s > 0 else lambda: False,
-            )
+            try:
+                report = _dispatch(spec, conns, pause if spec.pause_s > 0 else lambda: False)
+            except RunFailedError as failed:
+                for conn in conns:
+                    conn.explain_cancelled()
+                seen = {"error": str(failed)[:4000], "slow": [s for c in conns for s in c.slow]}
+                sys.stdout.write(json.dumps(seen) + "\n")
+                return 1
             seconds = time.perf_counter() - started
+        for conn in conns:
+            conn.explain_cancelled()
         server_cpu = cpu_spent(cpu_before, backend_cpu_seconds(conns))
         statements = sum(conn.statements for conn in conns)
         transactions = sum(conn.transactions for conn in conns)
@@ -250,7 +386,8 @@ def main(argv: Sequence[str]) -> int:
         "rss_baseline_kib": baseline_kib,
         "rss_peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "code": code_fingerprint(),
-        "report": report.as_json(),
+        "report": report,
+        "slow": [each for conn in conns for each in conn.slow],
     }
     sys.stdout.write(json.dumps(figures) + "\n")
     return 0
