@@ -166,19 +166,29 @@ class CountingConnection(psycopg.Connection[TupleRow]):
         self._awaiting: dict[str, Any] | None = None
         self._unexplained: list[tuple[dict[str, Any], sql.Composed, Params | None]] = []
         self.add_notice_handler(self._notice)
-        for setting in (
-            "LOAD 'auto_explain'",
-            f"SET auto_explain.log_min_duration = {int(slow_ms)}",
-            "SET auto_explain.log_level = notice",
-            "SET auto_explain.log_analyze = off",
-            "SET auto_explain.log_format = text",
-        ):
-            super().execute(setting)
+        try:
+            super().execute("LOAD 'auto_explain'")
+        except psycopg.errors.UndefinedFile:
+            # A server built without the contrib module (pgserver's embedded
+            # PostgreSQL): every slow statement is planned again once the run
+            # is over instead, as a cancelled one always is.
+            self._auto_explain = False
+        else:
+            self._auto_explain = True
+            for setting in (
+                f"SET auto_explain.log_min_duration = {int(slow_ms)}",
+                "SET auto_explain.log_level = notice",
+                "SET auto_explain.log_analyze = off",
+                "SET auto_explain.log_format = text",
+            ):
+                super().execute(setting)
         self._plans.clear()
         self.slow_ms = slow_ms
 
     def explain_cancelled(self) -> None:
-        """Plan again each statement the server cancelled; call once the run is over.
+        """Plan again each statement the server cancelled (or, without auto_explain, each slow one).
+
+        Call once the run is over.
 
         The plan is today's: one chosen when the tables were smaller (the cause
         of defect 9) shows only as the gap to the statement's time.
@@ -222,7 +232,7 @@ class CountingConnection(psycopg.Connection[TupleRow]):
             # auto_explain's "duration" is the executor's: the rest was planning.
             "plan": plans[-1] if plans else None,
         }
-        if cancelled is not None:
+        if cancelled is not None or not self._auto_explain:
             # A cancelled statement is never logged by auto_explain: it is
             # planned again once the run is over (its transaction, if it had
             # one, is aborted until then).
