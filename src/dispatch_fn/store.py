@@ -210,6 +210,8 @@ class PageStatement:
     variants: dict[tuple[bool, bool], sql.Composed]
     params: dict[str, Any]
     ids: dict[tuple[bool, bool], sql.Composed]
+    # A dry page is planned with seq scans off (page_dry_run_plan.sql says why).
+    dry_run: bool = False
 
 
 def page_statement(
@@ -245,6 +247,7 @@ def page_statement(
         variants=variants("page_owed", tail, "page_summary"),
         params={**scope.params(), **_lead_thresholds(), **_arrays(ready, rules)},
         ids=variants("page_owed", "page_taken"),
+        dry_run=dry_run,
     )
 
 
@@ -271,7 +274,14 @@ def dispatch_page(
     # measured slower than planning each page afresh (ADR 0002 has the
     # figures; `make bench` re-measures them). It also leaves
     # RDS Proxy and direct connections running the very same plan.
-    row = conn.execute(query, params, prepare=False).fetchone()
+    if statement.dry_run:
+        # SET LOCAL lasts for this transaction only: the warm connection's next
+        # statement, dry or not, is planned as usual.
+        with conn.transaction():
+            conn.execute(_statement("page_dry_run_plan"))
+            row = conn.execute(query, params, prepare=False).fetchone()
+    else:
+        row = conn.execute(query, params, prepare=False).fetchone()
     assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
     upto_seen, *counts, cut = row
     rows, duties, outside, nothing_due, owed, created, advanced = (int(n) for n in counts)

@@ -657,11 +657,6 @@ def _dry_page_running(conn: psycopg.Connection[Any]) -> bool:
     return row is not None and row[0] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect 9, not fixed yet: a dry page planned on a vacuumed-empty duly_task rescans"
-    " it once per owed row (ADR 0003); strict, so a fix shows as XPASS and drops this mark",
-)
 def test_a_dry_run_page_planned_on_an_empty_task_table_stays_fast_while_it_fills(
     conn: psycopg.Connection[Any], db_url: str
 ) -> None:

@@ -61,7 +61,7 @@ def test_every_slot_a_statement_file_declares_is_one_the_data_layer_fills() -> N
         "page_ids", "page_taken", "any_dispatchable", "unlocked_ids", "session_ping",
         "statement_time_limit", "migration_ledger", "migration_ledger_exists",
         "migration_ledger_read", "migration_ledger_adopt", "migration_record", "migration_lock",
-        "migration_unlock",
+        "migration_unlock", "page_dry_run_plan",
     ):  # fmt: skip
         slots = set(re.findall(r"(?<!%\()\{(\w+)\}", statement_text(name)))
         assert slots <= declared, (name, slots - declared)
@@ -147,3 +147,15 @@ def test_the_migration_ledgers_statements_are_the_files_text(
         _placeholders_blank(_ledger_text(name))
         for name in ("migration_ledger_adopt", "migration_record")
     ]
+
+
+def test_a_dry_page_turns_seq_scans_off_for_its_own_transaction_only(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # page_dry_run_plan.sql is SET LOCAL: the warm connection's next statement
+    # (a real run's page, on the same Lambda container) is planned as usual.
+    insert_duties(conn, [duty("d1")])
+    report = dispatch.run([conn], dispatch.RunRequest(now=NOW, dry_run=True))
+    assert report.tasks_created == 1
+    assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
+    assert statement_text("page_dry_run_plan").strip().endswith("SET LOCAL enable_seqscan = off")
