@@ -513,11 +513,10 @@ def _statement(
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             return _within_deadline(
-                conn,
                 walk.deadline,
-                lambda: store.dispatch_page(
+                lambda limit: store.dispatch_page(
                     conn, statement, after, upto, walk.size, page_rows=rows,
-                    excluded=step.excluded(),
+                    excluded=step.excluded(), time_limit_ms=limit,
                 ),
             )  # fmt: skip
         except _RETRYABLE:
@@ -529,23 +528,23 @@ def _statement(
 
 
 def _within_deadline(
-    conn: Connection, deadline: Deadline | None, page: Callable[[], PageResult]
+    deadline: Deadline | None, page: Callable[[int | None], PageResult]
 ) -> PageResult:
-    """Run ``page``, cancelled by the server if it would outlast the run's deadline."""
+    """Run ``page``, cancelled by the server if it would outlast the run's deadline.
+
+    ``page`` is given the lowered statement timeout, or None far from the
+    deadline (the page then runs as one autocommit statement).
+    """
     limit = None if deadline is None else deadline.limit_ms()
-    if limit is None:
-        # One statement in autocommit is one transaction: the page's inserts
-        # and its advances commit together, with no BEGIN/COMMIT round trips.
-        return page()
-    if limit <= 0:
+    if limit is not None and limit <= 0:
         raise _DeadlineReachedError(None)
     try:
-        # Only near the deadline: a transaction of its own, so that the
-        # lowered timeout is the page's alone (SET LOCAL) and ends with it.
-        with conn.transaction():
-            store.limit_statement_time(conn, limit)
-            return page()
+        return page(limit)
     except _TIMED_OUT as exc:
+        if limit is None:
+            raise
+        # The lowered timeout is below statement_timeout (Deadline.limit_ms):
+        # it was the deadline that cancelled the page.
         raise _DeadlineReachedError(exc) from exc
 
 

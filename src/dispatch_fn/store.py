@@ -260,12 +260,14 @@ def dispatch_page(
     *,
     page_rows: int | None = None,
     excluded: Sequence[str] = (),
+    time_limit_ms: int | None = None,
 ) -> PageResult:
     """Run ``statement`` on the first ``size`` duties in ``(after, upto]``: one transaction.
 
     A None bound is open. The page ends early, after its first duty, where the
     rows its duties can owe would pass ``page_rows`` (None: no such bound).
     Duties in ``excluded`` (set aside by the run) are not part of the page.
+    ``time_limit_ms`` lowers the statement timeout for this page alone.
     """
     query = statement.variants[after is not None, upto is not None]
     params = _page_params(statement, after, upto, size, page_rows, excluded)
@@ -274,14 +276,23 @@ def dispatch_page(
     # measured slower than planning each page afresh (ADR 0002 has the
     # figures; `make bench` re-measures them). It also leaves
     # RDS Proxy and direct connections running the very same plan.
+    settings: list[tuple[str, dict[str, Any]]] = []
     if statement.dry_run:
-        # SET LOCAL lasts for this transaction only: the warm connection's next
-        # statement, dry or not, is planned as usual.
-        with conn.transaction():
-            conn.execute(_statement("page_dry_run_plan"))
-            row = conn.execute(query, params, prepare=False).fetchone()
-    else:
+        settings.append(("page_dry_run_plan", {}))
+    if time_limit_ms is not None:
+        settings.append(("statement_time_limit", {"ms": max(time_limit_ms, 1)}))
+    if not settings:
+        # One statement in autocommit is one transaction: the page's inserts
+        # and its advances commit together, with no BEGIN/COMMIT round trips.
         row = conn.execute(query, params, prepare=False).fetchone()
+    else:
+        # A transaction of the page's own, so that each SET LOCAL is the
+        # page's alone and ends with it: the warm connection's next statement
+        # is planned and timed as usual.
+        with conn.transaction():
+            for name, values in settings:
+                conn.execute(_statement(name), values)
+            row = conn.execute(query, params, prepare=False).fetchone()
     assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
     upto_seen, *counts, cut = row
     rows, duties, outside, nothing_due, owed, created, advanced = (int(n) for n in counts)
@@ -407,11 +418,6 @@ def page_ids(
     query = statement.ids[after is not None, upto is not None]
     params = _page_params(statement, after, upto, size, page_rows, excluded)
     return [str(row[0]) for row in conn.execute(query, params, prepare=False).fetchall()]
-
-
-def limit_statement_time(conn: Connection, ms: int) -> None:
-    """Let the statements of ``conn``'s open transaction run at most ``ms`` milliseconds."""
-    conn.execute(_statement("statement_time_limit"), {"ms": max(ms, 1)})
 
 
 def page_duties(
