@@ -155,8 +155,9 @@ def run(
 
     ``conns`` must be in autocommit mode: each page is one statement, so its
     own transaction. Pages are shared among them, one thread each. A page
-    holds at most ``chunk_size`` duties and, past its first, at most
-    ``page_rows`` candidate rows (None: no such bound).
+    holds at most ``chunk_size`` duties (or somewhat fewer, where that spares
+    weighing them: ``store.PageStatement.page_size``) and, past its first, at
+    most ``page_rows`` candidate rows (None: no such bound).
     ``should_stop`` is asked before each page; when it says yes the run ends
     early with ``complete`` False, and the next run picks up the rest.
     ``deadline`` lets the server cancel a page that would outlast the run:
@@ -186,9 +187,10 @@ def run(
         extras = catch_up.page_statements(
             conns[0], request.scope, ready, rules, clocks=clocks, now=request.now
         )
+        size = statement.page_size(chunk_size, page_rows)
         # The pages' bounds up front, so that connections take pages in turn and
         # a page put back (its locks held elsewhere) does not hold up the next.
-        bounds = store.page_bounds(conns[0], request.scope, chunk_size)
+        bounds = store.page_bounds(conns[0], request.scope, size)
     except (psycopg.Error, OSError) as exc:
         # Nothing was written yet.
         empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))
@@ -197,7 +199,7 @@ def run(
     walk = _pages.Walk(
         statement,
         request.scope,
-        chunk_size,
+        size,
         tuple(extras),
         _edge_of(request, ready),
         rows=page_rows,

@@ -18,6 +18,7 @@ from typing import Any, Final
 import psycopg
 import psycopg.rows
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from dispatch_fn import _business_days, _calendar
 from dispatch_fn._sql import Connection, statement_text
@@ -212,6 +213,33 @@ class PageStatement:
     ids: dict[tuple[bool, bool], sql.Composed]
     # A dry page is planned with seq scans off (page_dry_run_plan.sql says why).
     dry_run: bool = False
+    # The most rows one duty of the run can owe: its group's weight
+    # (page_owed.sql's weights). Not how many such duties there are, which
+    # a duty inserted during the run would make untrue.
+    heaviest: int = 0
+
+    def page_size(self, chunk_size: int, page_rows: int | None) -> int:
+        """The duties a page of this statement takes: ``chunk_size``, or a little less.
+
+        Fewer where, at no less than half the chunk, a page then stays within
+        ``page_rows`` even if every duty in it is the heaviest: such pages go
+        unweighed (``budget``), and weighing every page costs more than the
+        few more pages do (docs/adr/0009).
+        """
+        if page_rows is None or not self.heaviest:
+            return chunk_size
+        fits = page_rows // self.heaviest
+        return fits if max(1, chunk_size // 2) <= fits < chunk_size else chunk_size
+
+    def budget(self, size: int, page_rows: int | None) -> int | None:
+        """The row budget a page of ``size`` duties is held to; None: it cannot be reached.
+
+        Where ``size`` of the run's heaviest duties stay within ``page_rows``
+        the page is never cut, so it goes unweighed (page_owed.sql).
+        """
+        if page_rows is None or size * self.heaviest <= page_rows:
+            return None
+        return page_rows
 
 
 def page_statement(
@@ -243,12 +271,39 @@ def page_statement(
             for has_upto in (False, True)
         }
 
+    weights = _weights(ready)
     return PageStatement(
         variants=variants("page_owed", tail, "page_summary"),
-        params={**scope.params(), **_lead_thresholds(), **_arrays(ready, rules)},
+        params={
+            **scope.params(),
+            **_lead_thresholds(),
+            **_arrays(ready, rules),
+            "weights": Jsonb(weights),
+        },
         ids=variants("page_owed", "page_taken"),
         dry_run=dry_run,
+        heaviest=max(
+            (w for zones in weights.values() for ws in zones.values() for w in ws.values()),
+            default=0,
+        ),
     )
+
+
+def _weights(ready: Sequence[tuple[Group, Schedule]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Frequency, then zone, then lead bucket: the rows a duty of that group can owe.
+
+    One per candidate period of its schedule, summed over a catch-up
+    statement's clocks (one cadence each). A group without a frequency is
+    refused, never planned.
+    """
+    weights: dict[str, dict[str, dict[str, int]]] = {}
+    for group, schedule in ready:
+        if group.frequency is None:
+            continue
+        buckets = weights.setdefault(group.frequency, {}).setdefault(group.timezone, {})
+        bucket = str(group.lead_bucket)
+        buckets[bucket] = buckets.get(bucket, 0) + len(schedule.periods)
+    return weights
 
 
 def dispatch_page(
@@ -315,7 +370,7 @@ def _page_params(  # noqa: PLR0917 - the page's arguments, passed on as they cam
         "after": after,
         "upto": upto,
         "size": size,
-        "page_rows": page_rows,
+        "page_rows": statement.budget(size, page_rows),
         "excluded": list(excluded),
     }
 
@@ -326,7 +381,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
     arrays: dict[str, list[Any]] = {
         name: []
         for name in (
-            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_weight",
+            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today",
             "p_schedule", "p_key", "p_first", "p_last", "p_current",
         )
     }  # fmt: skip
@@ -345,8 +400,6 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_timezone"].append(group.timezone)
         arrays["c_lead_bucket"].append(group.lead_bucket)
         arrays["c_today"].append(schedule.today)
-        # The rows a duty of this group can owe: one per candidate period.
-        arrays["c_weight"].append(len(schedule.periods))
     return {**arrays, **_rule_arrays(rules.refused, "x"), **_roll_arrays(ready, rules.accepted)}
 
 

@@ -7,8 +7,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from dispatch_fn import dispatch
+from dispatch_fn import dispatch, store
 from dispatch_fn._pages import Deadline
 from dispatch_fn.plan import Window, plan_dispatch
 from support import (
@@ -61,6 +63,52 @@ def test_a_backfill_over_the_row_budget_is_split_into_pages_within_it(
     assert multiset(task_rows(conn)) == multiset(plan_dispatch(duties, NOW, FIFTY_DAYS).drafts)
     assert (report.tasks_created, report.pages, report.complete) == (600, len(pages), True)
     assert report.last_duty_id == "d11"
+
+
+@given(
+    heaviest=st.integers(0, 5_000),
+    chunk_size=st.integers(1, 20_000),
+    page_rows=st.none() | st.integers(1, 2_000_000),
+)
+def test_a_page_is_weighed_only_where_its_duties_could_pass_the_budget(
+    heaviest: int, chunk_size: int, page_rows: int | None
+) -> None:
+    statement = store.PageStatement(variants={}, params={}, ids={}, heaviest=heaviest)
+
+    size = statement.page_size(chunk_size, page_rows)
+    budget = statement.budget(size, page_rows)
+
+    assert max(1, chunk_size // 2) <= size <= chunk_size
+    if budget is None:
+        # Unweighed: not even a page of the heaviest duties could pass it.
+        assert page_rows is None or size * heaviest <= page_rows
+    else:
+        # Weighed: a page could pass it, and the page keeps its whole size.
+        assert (budget, size) == (page_rows, chunk_size)
+        assert size * heaviest > budget
+    if size < chunk_size:
+        # Pages are made smaller only so that they need no weighing.
+        assert budget is None
+
+
+def test_pages_a_little_smaller_than_the_chunk_keep_within_the_budget_unweighed(
+    conn: Conn, helpers: list[Conn]
+) -> None:
+    duties = [duty(f"d{n:02}", frequency="daily") for n in range(11)]
+    insert_duties(conn, duties)
+    statement_rows = record_statement_rows(conn)
+
+    # Four duties of 50 rows would pass 160; three never can, so pages take three.
+    report = dispatch.run(
+        [conn, helpers[0]],
+        dispatch.RunRequest(now=NOW, window=FIFTY_DAYS),
+        chunk_size=4,
+        page_rows=160,
+    )
+
+    assert sorted(statement_rows()) == [100, 150, 150, 150]
+    assert multiset(task_rows(conn)) == multiset(plan_dispatch(duties, NOW, FIFTY_DAYS).drafts)
+    assert (report.tasks_created, report.pages, report.complete) == (550, 4, True)
 
 
 def test_a_page_past_statement_timeout_is_split_and_a_duty_that_alone_times_out_waits(

@@ -13,50 +13,67 @@
 -- a null frequency or calendar means something.
 WITH cadence AS (
     -- One row per group of duties the run planned (store.Group: a frequency,
-    -- zone and lead bucket): its schedule, today in its zone, and its weight,
-    -- the candidate periods its schedule holds.
+    -- zone and lead bucket): its schedule and today in its zone. Each group's
+    -- weight, the candidate periods its schedule holds (summed over a catch-up
+    -- statement's clocks, which add one cadence each), travels apart as
+    -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
     SELECT *
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
-                (SELECT %(c_today)b::date[]), (SELECT %(c_weight)b::int[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today, weight)
+                (SELECT %(c_today)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today)
 ),
-page AS (
+head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
     -- the partial index duly_duty_dispatchable_approved holds exactly them.
-    -- The next %(size)s of them, cut short before the rows they can owe (each
-    -- duty's candidate periods, its cadences' weight) pass %(page_rows)s: a
-    -- page is bounded in rows whatever the window and the frequency, and
-    -- always holds its first duty (docs/adr/0009). taken: how many there were
-    -- before the cut (page_summary.sql says whether it cut).
-    SELECT *
+    -- The next %(size)s of them, in id order.
+    SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
+           d.effective_from, d.effective_to, d.frequency, d.timezone,
+           d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
+           d.holiday_calendar, d.lead_days, d.grace_days,
+           -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
+           width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
+    FROM duly_duty d
+    WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
+      AND {bounds} AND {scope}
+      -- Duties the run set aside while settling a failing page (ADR 0003).
+      AND d.id <> ALL(%(excluded)s::text[])
+    ORDER BY d.id
+    LIMIT %(size)s
+),
+page AS (
+    -- The head, cut short before the rows its duties can owe (each duty's
+    -- candidate periods, its group's weight) pass %(page_rows)s: a page is
+    -- bounded in rows whatever the window and the frequency, and always holds
+    -- its first duty (docs/adr/0009). cut_after: the duty after this one was
+    -- cut (page_summary.sql says whether the page was).
+    --
+    -- A null %(page_rows)s takes the head whole: the run sends null wherever a
+    -- page of its heaviest duties could not pass the budget, as on most
+    -- scheduled runs (store.PageStatement.budget, page_size). Only one branch
+    -- then runs, the other's one-time filter being false once the value is
+    -- bound: weighing is a window over the page's wide rows, so it is paid
+    -- only where a page could be cut.
+    SELECT head.*, false AS cut_after
+    FROM head
+    WHERE %(page_rows)s::bigint IS NULL
+    UNION ALL
+    SELECT id, organization_id, owner_id, business_unit_id, name, source, effective_from,
+           effective_to, frequency, timezone, due_anchor, due_offset_days, due_offset_months,
+           due_roll, holiday_calendar, lead_days, grace_days, lead_bucket,
+           coalesce(reach + next_weight > %(page_rows)s::bigint, false)
     FROM (SELECT head.*,
-                 sum(coalesce(w.weight, 0)) OVER (ORDER BY head.place ROWS UNBOUNDED PRECEDING)
-                     AS reach,
-                 count(*) OVER () AS taken
-          FROM (SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name,
-                       d.source, d.effective_from, d.effective_to, d.frequency, d.timezone,
-                       d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
-                       d.holiday_calendar, d.lead_days, d.grace_days,
-                       -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
-                       width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[]))
-                           AS lead_bucket,
-                       row_number() OVER (ORDER BY d.id) AS place
-                FROM duly_duty d
-                WHERE d.status = 'active' AND d.form = 'recurring'
-                  AND d.review_status = 'approved'
-                  AND {bounds} AND {scope}
-                  -- Duties the run set aside while settling a failing page (ADR 0003).
-                  AND d.id <> ALL(%(excluded)s::text[])
-                ORDER BY d.id
-                LIMIT %(size)s) head
-          -- The same key as placed's join; a catch-up statement has one
-          -- cadence per missed clock, so their weights add up.
-          LEFT JOIN (SELECT frequency, timezone, lead_bucket, sum(weight) AS weight
-                     FROM cadence GROUP BY 1, 2, 3) w
-            ON (w.frequency, w.timezone, w.lead_bucket)
-             = (head.frequency COLLATE "C", head.timezone COLLATE "C", head.lead_bucket)) weighed
-    WHERE %(page_rows)s::bigint IS NULL OR place = 1 OR reach <= %(page_rows)s::bigint
+                 -- One window, one pass: head is already in id order.
+                 row_number() OVER running AS place,
+                 sum(w.weight) OVER running AS reach,
+                 lead(w.weight) OVER running AS next_weight
+          FROM head
+          -- The weight is looked up, not joined, so rows keep their order.
+          CROSS JOIN LATERAL (
+              SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
+                               ->> head.lead_bucket::text)::int, 0) AS weight) w
+          WINDOW running AS (ORDER BY head.id ROWS UNBOUNDED PRECEDING)) weighed
+    WHERE %(page_rows)s::bigint IS NOT NULL AND (place = 1 OR reach <= %(page_rows)s::bigint)
 ),
 refused_rule AS (
     -- The due rules (anchor, roll, calendar; '' for none) the run refused

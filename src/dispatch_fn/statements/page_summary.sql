@@ -13,10 +13,10 @@
 SELECT d.upto, d.page_rows, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
        (SELECT count(*) FROM {new_rows}),
        (SELECT count(*) FROM {advanced_rows}),
-       coalesce(d.taken > d.page_rows, false)
+       d.cut
 FROM (SELECT max(id) AS upto,
              count(*) AS page_rows,
-             max(taken) AS taken,
+             coalesce(bool_or(cut_after), false) AS cut,
              count(schedule_no) AS duties,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
