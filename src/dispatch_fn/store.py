@@ -27,6 +27,7 @@ from dispatch_fn.plan import LEAD_THRESHOLDS, Schedule
 # The days a due date can land on beyond its period's last day before the
 # roll: after_period_end allows 24 months and 366 days (periods.check_due_rule).
 _AFTER_PERIOD_REACH: Final = timedelta(days=24 * 31 + 366)
+_NO_WEIGHTS: Final = Jsonb({})
 
 
 def _statement(name: str) -> sql.SQL:
@@ -213,6 +214,9 @@ class PageStatement:
     ids: dict[tuple[bool, bool], sql.Composed]
     # A dry page is planned with seq scans off (page_dry_run_plan.sql says why).
     dry_run: bool = False
+    # Each group's weight (page_owed.sql's weights), bound only where a page
+    # is weighed: scheduled pages need not parse it.
+    weights: Jsonb = _NO_WEIGHTS
     # The most rows one duty of the run can owe: its group's weight
     # (page_owed.sql's weights). Not how many such duties there are, which
     # a duty inserted during the run would make untrue.
@@ -278,8 +282,8 @@ def page_statement(
             **scope.params(),
             **_lead_thresholds(),
             **_arrays(ready, rules),
-            "weights": Jsonb(weights),
         },
+        weights=Jsonb(weights),
         ids=variants("page_owed", "page_taken"),
         dry_run=dry_run,
         heaviest=max(
@@ -365,12 +369,14 @@ def _page_params(  # noqa: PLR0917 - the page's arguments, passed on as they cam
     page_rows: int | None,
     excluded: Sequence[str],
 ) -> dict[str, Any]:
+    budget = statement.budget(size, page_rows)
     return {
         **statement.params,
         "after": after,
         "upto": upto,
         "size": size,
-        "page_rows": statement.budget(size, page_rows),
+        "page_rows": budget,
+        "weights": _NO_WEIGHTS if budget is None else statement.weights,
         "excluded": list(excluded),
     }
 
