@@ -382,8 +382,11 @@ def _page_params(  # noqa: PLR0917 - the page's arguments, passed on as they cam
 
 
 def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, list[Any]]:
-    # Each schedule's periods travel once, however many groups share it.
-    numbers: dict[int, int] = {}
+    # Each schedule's periods travel once, however many groups share it: keyed
+    # by value, as groups of one frequency whose zones share today's date (or,
+    # in a backfill, every zone) plan equal schedules, and sending each copy
+    # made the period arrays grow with the zones and lead buckets in use.
+    numbers: dict[Schedule, int] = {}
     arrays: dict[str, list[Any]] = {
         name: []
         for name in (
@@ -392,9 +395,9 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         )
     }  # fmt: skip
     for group, schedule in ready:
-        number = numbers.get(id(schedule))
+        number = numbers.get(schedule)
         if number is None:
-            number = numbers[id(schedule)] = len(numbers)
+            number = numbers[schedule] = len(numbers)
             for period in schedule.periods:
                 arrays["p_schedule"].append(number)
                 arrays["p_key"].append(period.key)

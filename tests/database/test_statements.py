@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn import database, dispatch, migrate, store
+from dispatch_fn import database, dispatch, migrate, plan, store
 from dispatch_fn._sql import statement_text
 from support import NOW, duty, insert_duties
 
@@ -159,3 +159,21 @@ def test_a_dry_page_turns_seq_scans_off_for_its_own_transaction_only(
     assert report.tasks_created == 1
     assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
     assert statement_text("page_dry_run_plan").strip().endswith("SET LOCAL enable_seqscan = off")
+
+
+def test_groups_with_equal_schedules_send_their_periods_once() -> None:
+    # Two zones on the same local date at the clock, in two lead buckets of
+    # one of them, plan equal monthly schedules; a zone still on the day
+    # before (Los Angeles at 01:00 UTC) does not.
+    zones = ("Europe/Paris", "Europe/Berlin", "America/Los_Angeles")
+    ready = [
+        (store.Group("monthly", zone, bucket, 1, 0), plan.schedule_for("monthly", zone, NOW))
+        for zone, bucket in ((zones[0], 0), (zones[0], 3), (zones[1], 0), (zones[2], 0))
+    ]
+    first = ready[0][1]
+    assert ready[1][1] == ready[2][1] == first != ready[3][1]
+
+    params = store.page_statement(store.Scope(), ready, store.Rules(), dry_run=False).params
+
+    assert params["c_schedule"] == [0, 0, 0, 1]
+    assert len(params["p_key"]) == len(first.periods) + len(ready[3][1].periods)
