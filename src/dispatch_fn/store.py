@@ -278,11 +278,7 @@ def page_statement(
     weights = _weights(ready)
     return PageStatement(
         variants=variants("page_owed", tail, "page_summary"),
-        params={
-            **scope.params(),
-            **_lead_thresholds(),
-            **_arrays(ready, rules),
-        },
+        params={**scope.params(), **_lead_thresholds(), **_arrays(ready, rules)},
         weights=Jsonb(weights),
         ids=variants("page_owed", "page_taken"),
         dry_run=dry_run,

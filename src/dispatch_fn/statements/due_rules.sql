@@ -14,11 +14,13 @@ SELECT d.due_anchor, d.due_roll, d.holiday_calendar, count(*),
 FROM duly_duty d
 WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
   AND {scope}
-  AND NOT EXISTS (
+  -- Usually no group is refused: the test of the array's length is then true
+  -- once the value is bound, and the plan has no anti-join for every duty.
+  AND (cardinality(%(g_frequency)s::text[]) = 0 OR NOT EXISTS (
       SELECT 1
       FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],
                   %(g_lead_bucket)s::int[]) AS g(frequency, timezone, lead_bucket)
       WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone
         -- plan.lead_bucket's rule (dispatchable_groups.sql).
-        AND g.lead_bucket = width_bucket(d.lead_days, %(lead_thresholds)s::int[]))
+        AND g.lead_bucket = width_bucket(d.lead_days, %(lead_thresholds)s::int[])))
 GROUP BY 1, 2, 3
