@@ -405,24 +405,26 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_timezone"].append(group.timezone)
         arrays["c_lead_bucket"].append(group.lead_bucket)
         arrays["c_today"].append(schedule.today)
-    return {**arrays, **_rule_arrays(rules.refused, "x"), **_roll_arrays(ready, rules.accepted)}
+    days = (arrays["p_first"], arrays["p_last"])
+    return {**arrays, **_rule_arrays(rules.refused, "x"), **_roll_arrays(days, rules.accepted)}
 
 
 def _roll_arrays(
-    ready: Sequence[tuple[Group, Schedule]], rules: Sequence[DueRule]
+    days: tuple[Sequence[date], Sequence[date]], rules: Sequence[DueRule]
 ) -> dict[str, list[Any]]:
     """Every non-business day a rolled due date of this run can land on, per calendar.
 
     With the business days either side, so the page statement rolls by a
     lookup: the roll itself is decided here, by the engine's calendar. A rule
     is not tied to a group, so each rolled calendar covers every schedule's
-    periods (a few thousand days at most).
+    periods (a few thousand days at most): ``days`` are their first and last
+    days, as ``_arrays`` sends them.
     """
-    periods = [period for _, schedule in ready for period in schedule.periods]
-    if not periods:
+    first_days, last_days = days
+    if not first_days:
         return {"r_calendar": [], "r_day": [], "r_following": [], "r_preceding": []}
-    first = min(period.first_day for period in periods)
-    last = max(period.last_day for period in periods)
+    first = min(first_days)
+    last = max(last_days)
     spans: dict[str | None, tuple[date, date]] = {}
     for rule in rules:
         if rule.due_roll == "none":

@@ -58,11 +58,8 @@ page AS (
     FROM head
     WHERE %(page_rows)s::bigint IS NULL
     UNION ALL
-    SELECT id, organization_id, owner_id, business_unit_id, name, source, effective_from,
-           effective_to, frequency, timezone, due_anchor, due_offset_days, due_offset_months,
-           due_roll, holiday_calendar, lead_days, grace_days, lead_bucket,
-           coalesce(reach + next_weight > %(page_rows)s::bigint, false)
-    FROM (SELECT head.*,
+    SELECT (duty).*, coalesce(reach + next_weight > %(page_rows)s::bigint, false)
+    FROM (SELECT head AS duty,
                  -- One window, one pass: head is already in id order.
                  row_number() OVER running AS place,
                  sum(w.weight) OVER running AS reach,
