@@ -387,3 +387,25 @@ def test_a_missed_clock_refused_for_one_duty_redoes_nothing_and_reports_that_dut
     assert (report.duties_read, report.tasks_created, report.tasks_existing) == (3, 5, 0)
     assert (report.pages, report.complete, report.last_duty_id) == (1, True, "d3")
     assert task_keys(conn) == ["2026-08-21", "2026-08-20", "2026-08-21", "2026-08-20", "2026-08-21"]
+
+
+def test_a_manual_run_at_a_future_clock_never_switches_catch_up_off(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Real clocks: the ledger compares a run's clock with the wall clock when it started.
+    today = datetime.now(UTC).replace(hour=1, minute=0, second=0, microsecond=0)
+    if today > datetime.now(UTC):
+        today -= timedelta(days=1)
+    before = today - timedelta(days=6)
+    insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
+    invoke({"now": before.isoformat()})
+    ahead = invoke({"now": (today + timedelta(days=40)).isoformat()})
+    # Five missed days, then the real run.
+    report = invoke({"now": today.isoformat()})
+
+    assert ahead["complete"] is True
+    assert report["catch_up"] is not None
+    assert report["catch_up"]["clocks"] == 5
+    # The future run caught up its own week ahead; every day up to today is there too.
+    up_to_today = [key for key in task_keys(conn) if key <= today.date().isoformat()]
+    assert up_to_today == _daily(before.date().isoformat(), today.date().isoformat())

@@ -1,10 +1,13 @@
 -- ledger.latest_completed_clock: what catch-up counts from (SPEC §9). The
 -- latest clock of a completed, scheduled, unscoped, non-dry run; a chain's
 -- linked last link counts (it completed what its predecessors left). Served
--- by the partial index duly_dispatch_run_completed_clock.
+-- by the partial index duly_dispatch_run_completed_clock. A run whose clock
+-- was ahead of the wall clock when it started (a manual run at a future
+-- clock) never counts: it would switch catch-up off until real time passed it.
 SELECT clock FROM duly_dispatch_run
 WHERE status = 'completed' AND mode = 'scheduled' AND NOT dry_run
   AND organization_id IS NULL AND duty_ids IS NULL
   AND (resume_after IS NULL OR continues_run IS NOT NULL)
+  AND clock <= started_at
 ORDER BY clock DESC
 LIMIT 1
