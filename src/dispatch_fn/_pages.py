@@ -158,13 +158,15 @@ class Outcome:
     failure: Failure | None = None
     error: psycopg.Error | None = None
     caught: tuple[PageResult, ...] = ()  # the catch-up statements' results (SPEC §9)
+    repaid: tuple[PageResult, ...] = ()  # those owed again to set-aside duties (SPEC §9)
 
 
 @dataclass(frozen=True, slots=True)
 class Walk:
     """What every step of one run shares: the statements, their scope and the page bounds.
 
-    ``extras`` (catch-up) run after ``statement`` on exactly the duties it
+    ``extras`` (catch-up, and what set-aside duties are owed again: those
+    also in ``repaying``) run after ``statement`` on exactly the duties it
     covered. A page holds at most ``size`` duties and, past its first duty,
     at most ``rows`` candidate rows (None: no bound); ``deadline`` (None: none)
     cancels a statement that would run past the run's end.
@@ -174,6 +176,7 @@ class Walk:
     scope: Scope
     size: int
     extras: tuple[PageStatement, ...] = ()
+    repaying: tuple[PageStatement, ...] = ()
     # Groups near the calendar's edge: the planner judges their duties first.
     edge: Edge | None = None
     rows: int | None = None
@@ -188,6 +191,7 @@ class _Step:
     retries: int = 0
     set_aside: list[SetAside] = field(default_factory=list)
     caught: list[PageResult] = field(default_factory=list)
+    repaid: list[PageResult] = field(default_factory=list)
     isolated: int = 0  # duties set aside because a statement failed on them alone
     # Near the calendar's edge: the ids the planner judged for this step, and
     # the last id a committed page of them reached (the step's own cursor).
@@ -211,8 +215,9 @@ class _Step:
     ) -> Outcome:
         pages, set_aside = tuple(self.pages), tuple(self.set_aside)
         return Outcome(
-            job, pages, self.retries, set_aside, reached, more, failure, error, tuple(self.caught)
-        )
+            job, pages, self.retries, set_aside, reached, more, failure, error,
+            tuple(self.caught), tuple(self.repaid),
+        )  # fmt: skip
 
 
 def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
@@ -496,7 +501,8 @@ def _caught(
     step: _Step,
 ) -> PageResult:
     result = _statement(conn, extra, walk, bounds, step, rows=None)
-    step.caught.append(result)
+    repaying = any(extra is each for each in walk.repaying)
+    (step.repaid if repaying else step.caught).append(result)
     return result
 
 

@@ -152,3 +152,91 @@ def _expired_during(
     query = sql.SQL(statement_text("catch_up_expired_during")).format(scope=scope.condition())
     params = {**scope.params(), "lo": (first - _DAY).date(), "hi": (now + _DAY).date()}
     return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())
+
+
+@dataclass(frozen=True, slots=True)
+class SetAsideAt:
+    """Duties set aside by runs at one clock, not yet repaid: ``(run_id, duty_id)`` each."""
+
+    clock: datetime
+    entries: tuple[tuple[int, str], ...]
+
+    @property
+    def duty_ids(self) -> tuple[str, ...]:
+        """Each duty once, in the order the ledger listed them."""
+        return tuple(dict.fromkeys(duty_id for _, duty_id in self.entries))
+
+
+@dataclass(frozen=True, slots=True)
+class OwedAgain:
+    """What a run owes duties that earlier runs set aside (SPEC §9): the clocks, and whom."""
+
+    set_aside: tuple[SetAsideAt, ...]
+    # Per set-aside clock: that clock and each daily clock since, before the run's own.
+    clocks: tuple[tuple[datetime, ...], ...]
+
+    @classmethod
+    def of(cls, set_aside: Sequence[SetAsideAt], now: datetime, days: int) -> OwedAgain | None:
+        """The clocks owed to ``set_aside`` by a run at ``now``; None if nothing is owed."""
+        kept = tuple(each for each in set_aside if each.clock != now)
+        if not kept:
+            return None
+        return cls(kept, tuple(_owed_clocks(each.clock, now, days) for each in kept))
+
+    def as_json(self, tasks_created: int) -> dict[str, Any]:
+        """The report's ``owed_again`` object."""
+        every = sorted({clock for clocks in self.clocks for clock in clocks})
+        duties = {duty_id for each in self.set_aside for duty_id in each.duty_ids}
+        return {
+            "duties": len(duties),
+            "from": every[0].isoformat() if every else None,
+            "to": every[-1].isoformat() if every else None,
+            "clocks": len(every),
+            "tasks_created": tasks_created,
+        }
+
+
+def _owed_clocks(set_aside_at: datetime, now: datetime, days: int) -> tuple[datetime, ...]:
+    # The set-aside clock itself, then each daily clock it missed since (a
+    # later run set it aside too, or no run came), as catch-up counts them.
+    since = tuple(clock for n in range(1, days + 1) if (clock := set_aside_at + n * _DAY) < now)
+    return (set_aside_at, *since)
+
+
+def repay_statements(
+    scope: Scope,
+    ready: Sequence[tuple[Group, Schedule]],
+    rules: store.Rules,
+    owed: OwedAgain,
+) -> list[store.PageStatement]:
+    """One page statement per set-aside clock: its duties, every candidate of each owed clock.
+
+    Like the duties whose window closed during an outage, a set-aside duty
+    got nothing at those clocks, so every candidate is sent, not only the
+    periods before the current one.
+    """
+    horizons: dict[_Key, int] = {}
+    for group, _ in ready:
+        memo = (group.frequency, group.timezone, group.lead_bucket)
+        horizons[memo] = max(horizons.get(memo, group.max_lead), group.max_lead)
+    statements = []
+    for each, clocks in zip(owed.set_aside, owed.clocks, strict=True):
+        schedules: dict[_Key, list[Schedule]] = {}
+        for memo, horizon in horizons.items():
+            frequency, zone, _ = memo
+            for clock in clocks:
+                try:
+                    schedules.setdefault(memo, []).append(
+                        schedule_for(frequency, zone, clock, lead_horizon=horizon)
+                    )
+                except CadenceRefused:
+                    continue  # only at a calendar's edge: that clock owes this group nothing
+        pairs = _pairs(ready, schedules)
+        if pairs:
+            narrowed = Scope(
+                organization_id=scope.organization_id,
+                duty_ids=each.duty_ids,
+                resume_after=scope.resume_after,
+            )
+            statements.append(store.page_statement(narrowed, pairs, rules, dry_run=False))
+    return statements

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Protocol
 
-from dispatch_fn.dispatch import RunReport, RunRequest
+from dispatch_fn._pages import MAX_TIMEOUTS_PER_RUN
+from dispatch_fn.dispatch import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS, RunReport, RunRequest
 
 MAX_CONTINUATIONS: Final = 20
 
@@ -28,11 +29,38 @@ class LambdaClient(Protocol):
         ...
 
 
+def not_handed_off(request: RunRequest, report: RunReport) -> str | None:
+    """Why the incomplete run ``report`` must end its chain here; None if it may hand off.
+
+    Only a deadline stop that moved the gapless mark hands off (SPEC §9): a
+    run stopped by statement timeouts would meet them again, and one whose
+    mark did not move would hand the same work on, up to twenty times.
+    """
+    if report.stopped_by == STOPPED_BY_TIMEOUTS:
+        return (
+            f"stopped after {MAX_TIMEOUTS_PER_RUN} statements ran past statement_timeout "
+            "(DB_STATEMENT_TIMEOUT_MS), all a run may spend; the next run goes on from its "
+            "gapless mark: raise the timeout, or lower DISPATCH_PAGE_ROWS or "
+            "DISPATCH_CHUNK_SIZE, if runs keep stopping here"
+        )
+    if report.stopped_by != STOPPED_BY_DEADLINE:
+        return f"stopped by {report.stopped_by!r}; only a deadline stop hands off"
+    if report.last_duty_id is None or report.last_duty_id == request.resume_after:
+        return (
+            f"stopped by its deadline before its gapless mark moved past "
+            f"{request.resume_after!r}: a continuation would start where this run did, "
+            "so none is sent"
+        )
+    return None
+
+
 def next_event(request: RunRequest, report: RunReport) -> dict[str, Any]:
     """The event of the run that continues ``request`` from where ``report`` stopped.
 
     Raises ``HandOffError`` when that run would exceed ``MAX_CONTINUATIONS``.
     """
+    if report.last_duty_id is None:
+        raise HandOffError("a run that dispatched nothing has nothing to hand on")
     following = request.continuation + 1
     if following > MAX_CONTINUATIONS:
         raise HandOffError(
@@ -41,12 +69,11 @@ def next_event(request: RunRequest, report: RunReport) -> dict[str, Any]:
         )
     # The clock travels as "now": the continuation replays this run's clock,
     # whatever envelope this run came in.
-    event: dict[str, Any] = {"now": request.now.isoformat(), "continuation": following}
-    # No progress at all (stopped before its first page) resumes where this
-    # run itself resumed.
-    resume_after = report.last_duty_id or request.resume_after
-    if resume_after is not None:
-        event["resume_after"] = resume_after
+    event: dict[str, Any] = {
+        "now": request.now.isoformat(),
+        "continuation": following,
+        "resume_after": report.last_duty_id,
+    }
     if request.window is not None:
         event["from"] = request.window.from_date.isoformat()
         if request.window.to_date is not None:

@@ -22,8 +22,9 @@ from typing import Any, Final
 import psycopg
 
 from dispatch_fn import _edge, _pages, catch_up, settings, store
-from dispatch_fn._bounded import fault_listing, scope_echo
+from dispatch_fn._bounded import clip, fault_listing, scope_echo
 from dispatch_fn._sql import Connection
+from dispatch_fn.catch_up import OwedAgain
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
@@ -50,6 +51,9 @@ DEFAULT_PAGE_ROWS: Final = settings.DEFAULT_PAGE_ROWS
 DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
+# Why an incomplete run stopped (RunReport.stopped_by): only the first may hand off.
+STOPPED_BY_DEADLINE: Final = "deadline"
+STOPPED_BY_TIMEOUTS: Final = "statement_timeouts"
 # Connections a page is tried on when each dies under it, and fresh connections
 # a run opens in all: a server that keeps dropping them fails the run instead
 # of being reconnected to forever.
@@ -93,20 +97,31 @@ class RunReport:
     skipped: Mapping[str, int] = field(default_factory=dict)
     faults: tuple[dict[str, str], ...] = ()
     fault_counts: Mapping[str, int] = field(default_factory=dict)
-    # Duties another transaction held locked past lock_timeout: set aside, not
-    # faults; the next run dispatches them.
-    locked: tuple[str, ...] = ()
-    locked_count: int = 0
+    # Duties left without this clock's periods though their values are fine
+    # (their row locked elsewhere, their statement timed out alone): not
+    # faults, but owed again by the next run that writes (SPEC §9). All of
+    # them: the ledger keeps every id, the report lists the first hundred.
+    set_aside: tuple[_pages.SetAside, ...] = ()
     pages: int = 0
     retries: int = 0
     complete: bool = True
+    # Why an incomplete run stopped: ``deadline`` (the invocation's time) or
+    # ``statement_timeouts`` (more than the run's allowance); None if complete.
+    stopped_by: str | None = None
     last_duty_id: str | None = None
     catch_up: catch_up.CatchUpReport | None = None
+    owed_again: OwedAgain | None = None
+    repaid_created: int = 0
 
     @property
     def degraded(self) -> bool:
-        """Whether any duty was refused by the engine."""
-        return sum(self.fault_counts.values()) > 0
+        """Whether any duty was refused by the engine or set aside."""
+        return sum(self.fault_counts.values()) > 0 or bool(self.set_aside)
+
+    @property
+    def set_aside_ids(self) -> tuple[str, ...]:
+        """The set-aside duties' ids, in id order."""
+        return tuple(each.duty_id for each in self.set_aside)
 
     def as_json(self) -> dict[str, Any]:
         """The report of SPEC §5, JSON-serialisable."""
@@ -128,13 +143,20 @@ class RunReport:
             **fault_listing(list(self.faults), sum(self.fault_counts.values())),
             "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
             "degraded": self.degraded,
-            "locked": list(self.locked),
-            "locked_count": self.locked_count,
+            "set_aside": [
+                {"duty_id": clip(each.duty_id), "reason": str(each.reason), "detail": each.detail}
+                for each in self.set_aside[:FAULT_LIST_LIMIT]
+            ],
+            "set_aside_count": len(self.set_aside),
             "complete": self.complete,
+            "stopped_by": self.stopped_by,
             "last_duty_id": self.last_duty_id,
             "pages": self.pages,
             "retries": self.retries,
             "catch_up": None if self.catch_up is None else self.catch_up.as_json(),
+            "owed_again": None
+            if self.owed_again is None
+            else self.owed_again.as_json(self.repaid_created),
         }
 
 
@@ -148,6 +170,7 @@ def run(
     deadline: _pages.Deadline | None = None,
     reconnect: Callable[[], Connection] | None = None,
     catch_up_clocks: Sequence[datetime] = (),
+    owed_again: OwedAgain | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     max_timeouts: int = _pages.MAX_TIMEOUTS_PER_RUN,
 ) -> RunReport:
@@ -165,7 +188,9 @@ def run(
     ``reconnect`` opens a fresh connection for one that died mid-run (at most
     ``CONNECTION_ATTEMPTS`` per run, closed when the run ends); without it the
     run goes on with the connections it has left. ``catch_up_clocks`` are the
-    missed daily clocks whose owed tasks each page also dispatches (SPEC §9).
+    missed daily clocks whose owed tasks each page also dispatches (SPEC §9);
+    ``owed_again``, what earlier runs' set-aside duties are owed (SPEC §9),
+    dispatched the same way.
     ``on_progress`` is told how far the run has got after each step that
     dispatched duties, on the calling thread. A page past statement_timeout
     is split, at most ``max_timeouts`` timeouts per run; one more ends the
@@ -181,26 +206,32 @@ def run(
         preamble, planned = _prepare(conns[0], request)
         clocks = tuple(catch_up_clocks)
         ready, rules = planned.ready, planned.rules
+        owed = None if request.dry_run else owed_again
         if not ready:
-            return _fold(request, preamble, [], _Walked((), (), complete=True), clocks)
+            walked = _Walked((), (), complete=True)
+            return _fold(request, preamble, [], walked, clocks, owed=owed)
         statement = store.page_statement(request.scope, ready, rules, dry_run=request.dry_run)
         extras = catch_up.page_statements(
             conns[0], request.scope, ready, rules, clocks=clocks, now=request.now
+        )
+        repaying = (
+            ()
+            if owed is None
+            else tuple(catch_up.repay_statements(request.scope, ready, rules, owed))
         )
         size = statement.page_size(chunk_size, page_rows)
         # The pages' bounds up front, so that connections take pages in turn and
         # a page put back (its locks held elsewhere) does not hold up the next.
         bounds = store.page_bounds(conns[0], request.scope, size)
     except (psycopg.Error, OSError) as exc:
-        # Nothing was written yet.
-        empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))
-        raise _failed(empty, f"{type(exc).__name__}: {exc}") from exc
+        raise failed_before_pages(request, exc) from exc
     ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
     walk = _pages.Walk(
         statement,
         request.scope,
         size,
-        tuple(extras),
+        (*extras, *repaying),
+        repaying,
         _edge_of(request, ready),
         rows=page_rows,
         deadline=deadline,
@@ -208,7 +239,7 @@ def run(
     )
     meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
     walked = _walk(conns, walk, ranges, should_stop, reconnect, meter=meter)
-    report = _fold(request, preamble, ranges, walked, clocks)
+    report = _fold(request, preamble, ranges, walked, clocks, owed=owed)
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
         problems = "; ".join(
@@ -219,6 +250,12 @@ def run(
             walked.fatal[0].error
         )
     return report
+
+
+def failed_before_pages(request: RunRequest, exc: Exception) -> RunFailedError:
+    """The failure of a run that wrote nothing: it failed before its first page."""
+    empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))
+    return _failed(empty, f"{type(exc).__name__}: {exc}")
 
 
 def _failed(report: RunReport, problem: str) -> RunFailedError:
@@ -237,6 +274,7 @@ class _Walked:
     outcomes: tuple[_pages.Outcome, ...]
     fatal: tuple[_pages.Outcome, ...]
     complete: bool
+    stopped_by: str | None = None  # RunReport.stopped_by
 
 
 def _walk(
@@ -261,14 +299,14 @@ def _walk(
     outcomes: list[_pages.Outcome] = []
     fatal: list[_pages.Outcome] = []
     lost: list[_pages.Outcome] = []
-    stopped = False
+    stopped_by: str | None = None
     created = existing = 0  # the run's tasks so far, for the meter
     try:
         with ThreadPoolExecutor(len(conns), thread_name_prefix="dispatch") as pool:
             while True:
-                while idle and agenda and not (stopped or fatal):
+                while idle and agenda and not (stopped_by or fatal):
                     if should_stop():
-                        stopped = True
+                        stopped_by = STOPPED_BY_DEADLINE
                         break
                     job = agenda.take()
                     conn = idle.pop(0)
@@ -282,12 +320,12 @@ def _walk(
                     outcomes.append(outcome)
                     # What the step committed counts even if it failed later, as in ``_fold``.
                     paged = sum(p.created for p in outcome.pages)
-                    created += paged + sum(p.created for p in outcome.caught)
+                    created += paged + sum(p.created for p in (*outcome.caught, *outcome.repaid))
                     existing += sum(p.owed for p in outcome.pages) - paged
                     meter.page(sum(p.duties for p in outcome.pages), created, existing)
                     decided = _decide(outcome)
                     agenda.add(decided)
-                    stopped = stopped or decided.stop
+                    stopped_by = stopped_by or decided.stop
                     if decided.fatal:
                         fatal.append(outcome)
                     if outcome.failure is not _pages.Failure.LOST:
@@ -302,7 +340,12 @@ def _walk(
     finally:
         for each in opened:
             each.close()
-    return _Walked(tuple(outcomes), tuple(fatal), complete=complete)
+    return _Walked(
+        tuple(outcomes),
+        tuple(fatal),
+        complete=complete,
+        stopped_by=None if complete else stopped_by,
+    )
 
 
 class _Agenda:
@@ -337,7 +380,8 @@ class _Decision:
     follow_up: _pages.Job | None = None
     later: bool = False
     fatal: bool = False
-    stop: bool = False  # take no more pages: the run's deadline came
+    # Take no more pages, and why: the run's deadline came, or its timeouts ran out.
+    stop: str | None = None
 
 
 def _decide(outcome: _pages.Outcome) -> _Decision:
@@ -351,7 +395,12 @@ def _decide(outcome: _pages.Outcome) -> _Decision:
         case _pages.Failure.DEADLINE | _pages.Failure.TIMEOUTS:
             # Put back from as far as it settled (a cancelled page: where it
             # began): the mark stays there, the next run takes the rest.
-            return _Decision(replace(job, after=outcome.reached), stop=True)
+            why = (
+                STOPPED_BY_DEADLINE
+                if outcome.failure is _pages.Failure.DEADLINE
+                else STOPPED_BY_TIMEOUTS
+            )
+            return _Decision(replace(job, after=outcome.reached), stop=why)
         case _pages.Failure.LOCKED:
             return _Decision(replace(job, deferred=job.deferred + 1), later=True)
         case _pages.Failure.LOST if job.lost + 1 < CONNECTION_ATTEMPTS:
@@ -579,6 +628,8 @@ def _fold(
     ranges: Sequence[tuple[str | None, str | None]],
     walked: _Walked,
     clocks: tuple[datetime, ...] = (),
+    *,
+    owed: OwedAgain | None = None,
 ) -> RunReport:
     """The run's report, from what it learnt first and every step's outcome: the one tally.
 
@@ -597,7 +648,7 @@ def _fold(
     refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
     # A duty whose statement timed out alone waits for the next run as a locked
     # one does: its values are fine, not a fault (docs/adr/0009).
-    locked = [each.duty_id for each in set_aside if each.reason in _WAITING]
+    waiting = [each for each in set_aside if each.reason in _WAITING]
     # A duty whose task the server refuses to store is reported as a cadence
     # fault: SPEC §4 fixes the fault reasons, and the detail names the problem.
     faults = [
@@ -615,24 +666,29 @@ def _fold(
     # with the page at the run's own clock.
     caught = [page for outcome in walked.outcomes for page in outcome.caught]
     caught_created = sum(page.created for page in caught)
+    repaid = [page for outcome in walked.outcomes for page in outcome.repaid]
+    repaid_created = sum(page.created for page in repaid)
     return RunReport(
         request,
         duties_read=preamble.duties_read
         + sum(page.duties for page in pages)
         + sum(1 for each in set_aside if not each.counted),
-        tasks_created=created + caught_created,
+        tasks_created=created + caught_created + repaid_created,
         tasks_existing=sum(page.owed for page in pages) - created,
-        duties_advanced=sum(page.advanced for page in pages) + sum(p.advanced for p in caught),
+        duties_advanced=sum(page.advanced for page in pages)
+        + sum(p.advanced for p in (*caught, *repaid)),
         skipped=skipped,
         faults=tuple(faults[:FAULT_LIST_LIMIT]),
         fault_counts=fault_counts,
-        locked=tuple(locked[:FAULT_LIST_LIMIT]),
-        locked_count=len(locked),
+        set_aside=tuple(waiting),
         pages=sum(1 for page in pages if page.rows),
         retries=sum(outcome.retries for outcome in walked.outcomes),
         complete=walked.complete,
+        stopped_by=walked.stopped_by,
         last_duty_id=gapless_mark(ranges, walked.outcomes),
         catch_up=catch_up.CatchUpReport(clocks, caught_created) if clocks else None,
+        owed_again=owed,
+        repaid_created=repaid_created,
     )
 
 

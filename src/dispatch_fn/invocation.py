@@ -289,6 +289,9 @@ def _emit_metrics(metrics: Metrics | None, result: dict[str, Any]) -> None:
     _add(metrics, "TasksExisting", MetricUnit.Count, result["tasks_existing"])
     _add(metrics, "Faults", MetricUnit.Count, sum(result["fault_counts"].values()))
     _add(metrics, "Degraded", MetricUnit.Count, int(result["degraded"]))
+    # Owed again by the next run that writes (SPEC §9): a count that keeps
+    # rising says a lock holder or a slow duty never lets them through.
+    _add(metrics, "SetAsideDuties", MetricUnit.Count, result["set_aside_count"])
     # Only a chain that ends incomplete: a run that handed its rest on is not one.
     ended_incomplete = not result["complete"] and not result["handed_off"]
     _add(metrics, "Incomplete", MetricUnit.Count, int(ended_incomplete))

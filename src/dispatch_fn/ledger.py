@@ -7,6 +7,7 @@ transaction and never holds a lock a page waits for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -16,7 +17,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn.catch_up import SetAsideAt
 from dispatch_fn.dispatch import RunRequest
+from dispatch_fn.store import Scope
 
 # The function's Timeout in template.yaml (a template test holds them equal):
 # a run still 'running' after this long was killed, not slow.
@@ -95,6 +98,59 @@ def latest_completed_clock(conn: Connection) -> datetime | None:
     """The clock of the latest completed scheduled, unscoped, non-dry run, if any."""
     row = conn.execute(_sql("run_latest_completed_clock")).fetchone()
     return None if row is None else row[0]
+
+
+def record_set_aside(conn: Connection, run_id: int, set_aside: Sequence[tuple[str, str]]) -> None:
+    """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside: the next run owes them."""
+    if not set_aside:
+        return
+    conn.execute(
+        _sql("run_set_aside_record"),
+        {
+            "run_id": run_id,
+            "duty_ids": [duty_id for duty_id, _ in set_aside],
+            "reasons": [reason for _, reason in set_aside],
+        },
+    )
+
+
+def owed_again(conn: Connection, scope: Scope, earliest: datetime) -> list[SetAsideAt]:
+    """The set-aside duties in ``scope`` not yet repaid, by the clock that set them aside."""
+    query = _sql("run_set_aside_owed").format(scope=scope.condition())
+    by_clock: dict[datetime, list[tuple[int, str]]] = {}
+    for run_id, clock, duty_id in conn.execute(query, {**scope.params(), "earliest": earliest}):
+        by_clock.setdefault(clock, []).append((int(run_id), str(duty_id)))
+    return [SetAsideAt(clock, tuple(entries)) for clock, entries in by_clock.items()]
+
+
+def mark_repaid(
+    conn: Connection,
+    run_id: int,
+    owed: Sequence[SetAsideAt],
+    *,
+    again: Sequence[str],
+    upto: str | None,
+    complete: bool,
+) -> None:
+    """Record that run ``run_id`` repaid ``owed``, but for the duties it set aside ``again``.
+
+    A run that stopped early (``complete`` False) repaid only the duties up
+    to its gapless mark ``upto``.
+    """
+    entries = [entry for each in owed for entry in each.entries]
+    if not entries or (not complete and upto is None):
+        return
+    conn.execute(
+        _sql("run_set_aside_repaid"),
+        {
+            "run_id": run_id,
+            "run_ids": [owner for owner, _ in entries],
+            "duty_ids": [duty_id for _, duty_id in entries],
+            "again": list(again),
+            "complete": complete,
+            "upto": upto,
+        },
+    )
 
 
 def continued_run(conn: Connection, request: RunRequest) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -71,6 +72,15 @@ def execute(
             {"complete": False, "run_id": None},
         ) from exc
     try:
+        # A question about the duties in scope, not the ledger alone: its
+        # failure is the run's, recorded as a run that failed before its pages.
+        owed = None if request.dry_run else _owed_again(conn, request, options.catch_up_days)
+    except psycopg.Error as exc:
+        failed = dispatch.failed_before_pages(request, exc)
+        failed.report["run_id"] = run_id
+        _record_failure(conn, run_id, failed.report, str(failed))
+        raise failed from exc
+    try:
         report = dispatch.run(
             conns,
             request,
@@ -80,6 +90,7 @@ def execute(
             deadline=deadline,
             reconnect=reconnect,
             catch_up_clocks=clocks,
+            owed_again=owed,
             on_progress=on_progress,
         )
     except RunFailedError as failed:
@@ -92,26 +103,84 @@ def execute(
     result["resume_after"] = request.resume_after
     result["handed_off"] = False
     result["hand_off_error"] = None
-    if report.complete or hand_off is None:
-        _record_end(conn, run_id, "completed" if report.complete else "incomplete", result)
+    result["incomplete_reason"] = None
+    if not request.dry_run:
+        _record_set_aside(conn, run_id, report, owed, result)
+    if report.complete:
+        _record_end(conn, run_id, "completed", result)
+        return result
+    result["incomplete_reason"] = continuation.not_handed_off(request, report)
+    if result["incomplete_reason"] is None and hand_off is None:
+        result["incomplete_reason"] = (
+            f"stopped by its deadline at duty id {report.last_duty_id!r}; a local run hands "
+            "nothing off: run the same event again with resume_after to go on"
+        )
+    if result["incomplete_reason"] is not None or hand_off is None:
+        _record_end(conn, run_id, "incomplete", result)
         return result
     # Recorded before the hand-off: the continuation finds the run it continues
     # by this row's final report, and may start within milliseconds.
     try:
         following = continuation.next_event(request, report)
     except continuation.HandOffError as refused:
-        result["hand_off_error"] = str(refused)
-        _record_end(conn, run_id, "incomplete", result)
-        return result
+        return _not_handed(conn, run_id, result, refused)
     _record_end(conn, run_id, "incomplete", {**result, "handed_off": True})
     try:
         hand_off(following)
     except continuation.HandOffError as refused:
-        result["hand_off_error"] = str(refused)
-        _record_end(conn, run_id, "incomplete", result)
-        return result
+        return _not_handed(conn, run_id, result, refused)
     result["handed_off"] = True
     return result
+
+
+def _not_handed(
+    conn: Connection, run_id: int, result: dict[str, Any], refused: continuation.HandOffError
+) -> dict[str, Any]:
+    result["hand_off_error"] = result["incomplete_reason"] = str(refused)
+    _record_end(conn, run_id, "incomplete", result)
+    return result
+
+
+def _owed_again(
+    conn: Connection, request: dispatch.RunRequest, catch_up_days: int
+) -> catch_up.OwedAgain | None:
+    """What earlier runs' set-aside duties in scope are owed by this run (SPEC §9)."""
+    # The set-aside clock itself is owed even with catch-up off; the clocks
+    # since, within the catch-up bound.
+    earliest = request.now - timedelta(days=max(catch_up_days, 1))
+    found = ledger.owed_again(conn, request.scope, earliest)
+    return catch_up.OwedAgain.of(found, request.now, catch_up_days)
+
+
+def _record_set_aside(
+    conn: Connection,
+    run_id: int,
+    report: dispatch.RunReport,
+    owed: catch_up.OwedAgain | None,
+    result: dict[str, Any],
+) -> None:
+    """Keep this run's set-aside duties, and mark what it repaid; before its ledger row ends."""
+    try:
+        ledger.record_set_aside(
+            conn, run_id, [(each.duty_id, str(each.reason)) for each in report.set_aside]
+        )
+        if owed is not None:
+            ledger.mark_repaid(
+                conn,
+                run_id,
+                owed.set_aside,
+                again=report.set_aside_ids,
+                upto=report.last_duty_id,
+                complete=report.complete,
+            )
+    except psycopg.Error as exc:
+        # The tasks are written; what is lost is the record of who is owed
+        # again, so the run fails loudly rather than end quietly with a hole.
+        raise RunFailedError(
+            f"run {run_id} finished but the duties it set aside could not be recorded: "
+            f"{type(exc).__name__}: {exc}",
+            result,
+        ) from exc
 
 
 def _unscoped(request: dispatch.RunRequest) -> bool:
@@ -120,7 +189,8 @@ def _unscoped(request: dispatch.RunRequest) -> bool:
 
 def _record_end(conn: Connection, run_id: int, status: str, result: dict[str, Any]) -> None:
     try:
-        ledger.finish(conn, run_id, status, result)
+        # An incomplete run's reason is the row's error: `runs` shows it.
+        ledger.finish(conn, run_id, status, result, result.get("incomplete_reason"))
     except psycopg.Error as exc:
         # Every page is committed; only the record of it is missing (the row
         # stays 'running'). Raised so the handler starts its next run on fresh

@@ -56,13 +56,14 @@ def test_duties_locked_by_another_session_are_set_aside_and_the_rest_is_dispatch
     report = dispatch.run(conns, dispatch.RunRequest(now=NOW), chunk_size=8)
 
     assert task_count(conn) == 17
-    assert (report.locked, report.locked_count) == (LOCKED, 3)
-    assert (report.tasks_created, report.complete, report.degraded) == (17, True, False)
-    assert report.as_json()["locked"] == list(LOCKED)
+    assert (report.set_aside_ids, len(report.set_aside)) == (LOCKED, 3)
+    # Set aside, not faults: the run is degraded, and the next run owes them again.
+    assert (report.tasks_created, report.complete, report.degraded) == (17, True, True)
+    assert [each["duty_id"] for each in report.as_json()["set_aside"]] == list(LOCKED)
 
     holder.rollback()
     rest = dispatch.run(conns, dispatch.RunRequest(now=NOW), chunk_size=8)
-    assert (rest.tasks_created, rest.tasks_existing, rest.locked_count) == (3, 17, 0)
+    assert (rest.tasks_created, rest.tasks_existing, rest.set_aside) == (3, 17, ())
 
 
 def test_the_dispatchers_sessions_give_up_waiting_for_a_lock_and_for_an_idle_transaction(
@@ -106,7 +107,7 @@ def test_a_page_whose_lock_is_released_meanwhile_is_dispatched_when_tried_again(
     )
 
     assert asked == 4
-    assert (report.tasks_created, report.locked_count, report.complete) == (20, 0, True)
+    assert (report.tasks_created, len(report.set_aside), report.complete) == (20, 0, True)
     assert report.last_duty_id == "d19"
 
 

@@ -99,14 +99,19 @@ def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn) -> None:
     if ledger == (True,):
         # Once migration 0004 is in, the run ledger is read, started and finished.
         ledger_grants = [("duly_dispatch_run", p) for p in ("INSERT", "SELECT", "UPDATE")]
-        expected = sorted([*expected, *ledger_grants])
+        # Migration 0008: the set-aside duties are recorded, read and marked repaid.
+        set_aside = [("duly_dispatch_set_aside", p) for p in ("INSERT", "SELECT")]
+        expected = sorted([*expected, *ledger_grants, *set_aside])
     assert [tuple(row) for row in tables] == expected
     updates = conn.execute(
         "SELECT table_name, column_name FROM information_schema.column_privileges"
         " WHERE grantee = %s AND privilege_type = 'UPDATE' AND table_name <> 'duly_dispatch_run'",
         (ROLE,),
     ).fetchall()
-    assert [tuple(row) for row in updates] == [("duly_duty", "last_dispatched_period")]
+    assert sorted(tuple(row) for row in updates) == [
+        ("duly_dispatch_set_aside", "repaid_by"),
+        ("duly_duty", "last_dispatched_period"),
+    ]
     owned = conn.execute(
         "SELECT count(*) FROM pg_class WHERE relowner = %s::regrole", (ROLE,)
     ).fetchone()

@@ -185,7 +185,8 @@ def test_a_server_that_refuses_the_extra_connections_gets_a_run_on_the_ones_it_g
     try:
         conn.execute(
             sql.SQL(
-                "GRANT SELECT, INSERT, UPDATE ON duly_duty, duly_task, duly_dispatch_run TO {}"
+                "GRANT SELECT, INSERT, UPDATE ON duly_duty, duly_task, duly_dispatch_run,"
+                " duly_dispatch_set_aside TO {}"
             ).format(sql.Identifier(role))
         )
         limited = replace(

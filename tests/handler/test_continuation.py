@@ -356,3 +356,63 @@ def test_a_request_resuming_after_a_duty_limits_every_statement_of_its_run(conn:
     assert {row["duty_id"] for row in task_rows(conn)} == {"c"}
     assert [fault["duty_id"] for fault in report["faults"]] == ["b"]
     assert (report["duties_read"], report["resume_after"]) == (2, "a")
+
+
+def _ledger_end(conn: Conn) -> list[tuple[Any, ...]]:
+    return conn.execute("SELECT status, error FROM duly_dispatch_run ORDER BY id").fetchall()
+
+
+def test_a_deadline_stop_before_any_progress_ends_incomplete_without_a_hand_off(
+    conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
+) -> None:
+    insert_duties(conn, _duties(6))
+    # No time left at the first check: the run stops before its first page,
+    # and a continuation would start exactly where this run did.
+    report = invoke({"now": CLOCK}, LambdaContext(function_arn, checks_left=0), chunk_size=2)
+
+    assert (report["complete"], report["handed_off"], sent.calls) == (False, False, [])
+    assert report["stopped_by"] == "deadline"
+    assert report["incomplete_reason"] == (
+        "stopped by its deadline before its gapless mark moved past None: "
+        "a continuation would start where this run did, so none is sent"
+    )
+    assert _ledger_end(conn) == [("incomplete", report["incomplete_reason"])]
+
+
+def test_a_run_stopped_by_statement_timeouts_ends_incomplete_without_a_hand_off(
+    conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
+) -> None:
+    insert_duties(conn, [duty(f"d{n:02}") for n in range(12)])
+    conn.execute(
+        "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN PERFORM pg_sleep(0.12); RETURN NEW; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER slow_insert BEFORE INSERT ON duly_task"
+        " FOR EACH ROW EXECUTE FUNCTION slow_insert()"
+    )
+
+    # Pages of 3 or more rows at 0.12 s are past a 300 ms statement_timeout:
+    # halving 12 spends the run's allowance of timeouts before it is done.
+    report = invoke({"now": CLOCK}, LambdaContext(function_arn), statement_timeout_ms=300)
+
+    assert (report["complete"], report["handed_off"], sent.calls) == (False, False, [])
+    assert report["stopped_by"] == "statement_timeouts"
+    assert "statement_timeout" in report["incomplete_reason"]
+    assert _ledger_end(conn) == [("incomplete", report["incomplete_reason"])]
+
+
+def test_a_deadline_stop_that_made_progress_hands_off(
+    conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
+) -> None:
+    insert_duties(conn, _duties(6))
+    report = invoke(
+        {"now": CLOCK}, LambdaContext(function_arn, checks_left=1), chunk_size=2, workers=1
+    )
+
+    assert (report["complete"], report["handed_off"], report["stopped_by"]) == (
+        False, True, "deadline",
+    )  # fmt: skip
+    assert report["incomplete_reason"] is None
+    assert [event["resume_after"] for event in sent.events()] == ["d001"]
+    assert _ledger_end(conn) == [("incomplete", None)]
