@@ -468,6 +468,7 @@ def test_every_alarm_notifies_the_optional_topic_and_treats_missing_data_as_it_m
         "FailedRunAlarm": "notBreaching",
         "DegradedRunAlarm": "ignore",
         "IncompleteRunAlarm": "ignore",
+        "SetAsideDutiesAlarm": "ignore",
         "ScheduledRunHeartbeatAlarm": "breaching",
     }
     for logical_id, alarm in alarms.items():
