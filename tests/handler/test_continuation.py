@@ -10,7 +10,7 @@ import io
 import json
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from functools import partial
 from typing import Any
@@ -416,3 +416,16 @@ def test_a_deadline_stop_that_made_progress_hands_off(
     assert report["incomplete_reason"] is None
     assert [event["resume_after"] for event in sent.events()] == ["d001"]
     assert _ledger_end(conn) == [("incomplete", None)]
+
+
+def test_a_continuation_event_stays_within_the_asynchronous_payload_limit() -> None:
+    many = tuple(f"duty-{n:06}-{'x' * 30}" for n in range(10_000))
+    request = dispatch.RunRequest(now=_clock(), scope=Scope(duty_ids=many))
+    report = dispatch.RunReport(
+        request, complete=False, stopped_by=dispatch.STOPPED_BY_DEADLINE, last_duty_id=many[10]
+    )
+    with pytest.raises(continuation.HandOffError, match="at most 262144"):
+        continuation.next_event(request, report)
+    fitting = dispatch.RunRequest(now=_clock(), scope=Scope(duty_ids=many[:5_000]))
+    event = continuation.next_event(fitting, replace(report, request=fitting))
+    assert len(json.dumps(event).encode()) <= continuation.MAX_EVENT_BYTES

@@ -140,3 +140,26 @@ def test_a_run_with_set_aside_duties_emits_the_set_aside_metric(
 
     assert metrics.metric_set["SetAsideDuties"]["Value"] == [1.0]
     assert metrics.metric_set["Degraded"]["Value"] == [1.0]
+
+
+def test_a_duty_that_timed_out_alone_gets_that_period_from_the_next_run(
+    conn: Conn, invoke: Invoke
+) -> None:
+    _daily_duties(conn)
+    conn.execute(
+        "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF NEW.duty_id = 'd2' THEN PERFORM pg_sleep(1); END IF; RETURN NEW; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER slow_insert BEFORE INSERT ON duly_task"
+        " FOR EACH ROW EXECUTE FUNCTION slow_insert()"
+    )
+    slow = invoke(_clock(FIRST), statement_timeout_ms=400)
+    conn.execute("DROP TRIGGER slow_insert ON duly_task")
+    following = invoke(_clock(FIRST + DAY), statement_timeout_ms=400)
+
+    assert [(s["duty_id"], s["reason"]) for s in slow["set_aside"]] == [(LOCKED, "timed_out")]
+    assert (slow["degraded"], slow["complete"]) == (True, True)
+    assert following["owed_again"]["tasks_created"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28"]
+    assert _set_aside_rows(conn) == [(FIRST, LOCKED, "timed_out", True)]
