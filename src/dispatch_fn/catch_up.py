@@ -156,10 +156,15 @@ def _expired_during(
 
 @dataclass(frozen=True, slots=True)
 class SetAsideAt:
-    """Duties set aside by runs at one clock, not yet repaid: ``(run_id, duty_id)`` each."""
+    """Duties set aside by runs at one clock, not yet repaid: ``(run_id, duty_id)`` each.
+
+    ``owed_from`` is the first clock those runs owed them: the first clock
+    they caught up, or their own.
+    """
 
     clock: datetime
     entries: tuple[tuple[int, str], ...]
+    owed_from: datetime
 
     @property
     def duty_ids(self) -> tuple[str, ...]:
@@ -178,10 +183,12 @@ class OwedAgain:
     @classmethod
     def of(cls, set_aside: Sequence[SetAsideAt], now: datetime, days: int) -> OwedAgain | None:
         """The clocks owed to ``set_aside`` by a run at ``now``; None if nothing is owed."""
-        kept = tuple(each for each in set_aside if each.clock != now)
-        if not kept:
+        # Set aside at this very clock (a replayed event) or a later one: that
+        # run's clock is owed by this one anyway, or not yet; it stays owed.
+        owed = [(each, clocks) for each in set_aside if (clocks := _owed_clocks(each, now, days))]
+        if not owed:
             return None
-        return cls(kept, tuple(_owed_clocks(each.clock, now, days) for each in kept))
+        return cls(tuple(each for each, _ in owed), tuple(clocks for _, clocks in owed))
 
     def as_json(self, tasks_created: int) -> dict[str, Any]:
         """The report's ``owed_again`` object."""
@@ -196,11 +203,24 @@ class OwedAgain:
         }
 
 
-def _owed_clocks(set_aside_at: datetime, now: datetime, days: int) -> tuple[datetime, ...]:
-    # The set-aside clock itself, then each daily clock it missed since (a
-    # later run set it aside too, or no run came), as catch-up counts them.
-    since = tuple(clock for n in range(1, days + 1) if (clock := set_aside_at + n * _DAY) < now)
-    return (set_aside_at, *since)
+def _owed_clocks(set_aside: SetAsideAt, now: datetime, days: int) -> tuple[datetime, ...]:
+    # The clocks the setting-aside run owed (those it caught up, then its
+    # own), then each daily clock since (a later run set it aside too, or no
+    # run came), before the run's own and within the catch-up bound.
+    earliest = now - max(days, 1) * _DAY
+    caught = _daily(set_aside.owed_from, set_aside.clock)
+    since = _daily(set_aside.clock + _DAY, now)
+    return tuple(c for c in (*caught, set_aside.clock, *since) if earliest <= c < now)
+
+
+def _daily(first: datetime, before: datetime) -> list[datetime]:
+    """``first`` and each day after it, before ``before``."""
+    clocks = []
+    clock = first
+    while clock < before:
+        clocks.append(clock)
+        clock += _DAY
+    return clocks
 
 
 def repay_statements(

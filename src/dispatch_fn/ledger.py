@@ -100,14 +100,20 @@ def latest_completed_clock(conn: Connection) -> datetime | None:
     return None if row is None else row[0]
 
 
-def record_set_aside(conn: Connection, run_id: int, set_aside: Sequence[tuple[str, str]]) -> None:
-    """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside: the next run owes them."""
+def record_set_aside(
+    conn: Connection, run_id: int, set_aside: Sequence[tuple[str, str]], *, owed_from: datetime
+) -> None:
+    """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside: the next run owes them.
+
+    ``owed_from`` is the first clock the run owed them (its first caught-up clock).
+    """
     if not set_aside:
         return
     conn.execute(
         _sql("run_set_aside_record"),
         {
             "run_id": run_id,
+            "owed_from": owed_from,
             "duty_ids": [duty_id for duty_id, _ in set_aside],
             "reasons": [reason for _, reason in set_aside],
         },
@@ -117,10 +123,14 @@ def record_set_aside(conn: Connection, run_id: int, set_aside: Sequence[tuple[st
 def owed_again(conn: Connection, scope: Scope, earliest: datetime) -> list[SetAsideAt]:
     """The set-aside duties in ``scope`` not yet repaid, by the clock that set them aside."""
     query = _sql("run_set_aside_owed").format(scope=scope.condition())
-    by_clock: dict[datetime, list[tuple[int, str]]] = {}
-    for run_id, clock, duty_id in conn.execute(query, {**scope.params(), "earliest": earliest}):
-        by_clock.setdefault(clock, []).append((int(run_id), str(duty_id)))
-    return [SetAsideAt(clock, tuple(entries)) for clock, entries in by_clock.items()]
+    by_clock: dict[tuple[datetime, datetime], list[tuple[int, str]]] = {}
+    params = {**scope.params(), "earliest": earliest}
+    for run_id, clock, owed_from, duty_id in conn.execute(query, params):
+        by_clock.setdefault((clock, owed_from), []).append((int(run_id), str(duty_id)))
+    return [
+        SetAsideAt(clock, tuple(entries), owed_from=owed_from)
+        for (clock, owed_from), entries in by_clock.items()
+    ]
 
 
 def mark_repaid(

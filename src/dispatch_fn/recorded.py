@@ -161,8 +161,12 @@ def _record_set_aside(
 ) -> None:
     """Keep this run's set-aside duties, and mark what it repaid; before its ledger row ends."""
     try:
+        caught_up = report.catch_up.clocks if report.catch_up is not None else ()
         ledger.record_set_aside(
-            conn, run_id, [(each.duty_id, str(each.reason)) for each in report.set_aside]
+            conn,
+            run_id,
+            [(each.duty_id, str(each.reason)) for each in report.set_aside],
+            owed_from=min((*caught_up, report.request.now)),
         )
         if owed is not None:
             ledger.mark_repaid(

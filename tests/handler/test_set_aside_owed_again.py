@@ -163,3 +163,22 @@ def test_a_duty_that_timed_out_alone_gets_that_period_from_the_next_run(
     assert following["owed_again"]["tasks_created"] == 1
     assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28"]
     assert _set_aside_rows(conn) == [(FIRST, LOCKED, "timed_out", True)]
+
+
+def test_a_duty_set_aside_by_a_catching_up_run_is_owed_the_clocks_it_caught_up(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _daily_duties(conn)
+    invoke(_clock(FIRST), lock_timeout_ms=200)
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    # Two days missed: this run catches up -28 and -29, but not for the locked duty.
+    caught = invoke(_clock(FIRST + 3 * DAY), lock_timeout_ms=200)
+    holder.rollback()
+    following = invoke(_clock(FIRST + 4 * DAY), lock_timeout_ms=200)
+
+    assert caught["catch_up"]["clocks"] == 2
+    assert task_keys(conn, "d0") == [
+        "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01",
+    ]  # fmt: skip
+    assert task_keys(conn, LOCKED) == task_keys(conn, "d0")
+    assert following["owed_again"]["clocks"] == 3

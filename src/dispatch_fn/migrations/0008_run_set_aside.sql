@@ -8,6 +8,9 @@ CREATE TABLE duly_dispatch_set_aside (
     run_id    bigint NOT NULL REFERENCES duly_dispatch_run (id),
     duty_id   text NOT NULL,
     reason    text NOT NULL,
+    -- The first clock the run owed it: its first caught-up clock, if it
+    -- caught up (a duty set aside misses those too), else the run's own.
+    owed_from timestamptz NOT NULL,
     repaid_by bigint REFERENCES duly_dispatch_run (id),
     PRIMARY KEY (run_id, duty_id),
     CONSTRAINT duly_dispatch_set_aside_reason CHECK (reason IN ('locked', 'timed_out'))
