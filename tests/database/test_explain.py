@@ -150,7 +150,6 @@ def test_a_dry_run_explaining_100_daily_duties_over_5_years_stays_within_its_mem
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    print(f"peak traced memory: {peak / 2**20:.1f} MiB")
     assert peak < EXPLAIN_PEAK_LIMIT, f"{peak / 2**20:.1f} MiB"
     # The budget's semantics: whole duties, in the order named, then a count of the rest.
     kept = list(report["explain"])

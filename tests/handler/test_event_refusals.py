@@ -253,9 +253,10 @@ def test_a_clock_late_on_9999_12_31_after_a_completed_run_catches_up_without_ove
     report = invoke({"now": "9999-12-31T23:00:00Z"})
     assert report["complete"] is True
     assert report["catch_up"] is not None
-    assert report["catch_up"]["to"] == "9999-12-30T01:00:00+00:00"
-    # Each missed day's daily period, and the run's own.
-    assert task_count(conn) == 3 + 1
+    assert report["catch_up"]["to"] == "9999-12-31T01:00:00+00:00"
+    assert report["catch_up"]["clocks"] == 3
+    # The missed days' daily periods (12-29, 12-30) and the run's own (12-31).
+    assert task_count(conn) == 3
     row = conn.execute("SELECT status FROM duly_dispatch_run ORDER BY id DESC LIMIT 1").fetchone()
     assert row == ("completed",)
 
