@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Final, Protocol
 
@@ -31,7 +31,7 @@ from dispatch_fn._sql import Connection
 from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
-from dispatch_fn.explain import MAX_EXPLAINED, explain
+from dispatch_fn.explain import MAX_EXPLAINED, explain_each
 from dispatch_fn.lambda_context import as_lambda_context
 from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.settings import Settings
@@ -143,7 +143,8 @@ def handle(
     duty_ids = request.scope.duty_ids
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
-        result.update(_within_budget(explain(conns[0], duty_ids, request.now, request.window)))
+        explained = explain_each(conns[0], duty_ids, request.now, request.window)
+        result.update(_within_budget(explained, len(set(duty_ids))))
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(metrics, result)
     # The explanation is the response's, not the log's: it grows with the window.
@@ -191,17 +192,22 @@ def _both(
     return report
 
 
-def _within_budget(explained: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The explanations that fit the response, whole duties in order, and how many did not."""
+def _within_budget(explained: Iterator[tuple[str, dict[str, Any]]], named: int) -> dict[str, Any]:
+    """The explanations that fit the response, whole duties in order, and how many did not.
+
+    ``explained`` is consumed only until the budget is spent: the duties past
+    it are never computed, so the run's memory holds the budget, not every
+    duty's candidates (``named`` counts them all).
+    """
     kept: dict[str, dict[str, Any]] = {}
     used = 0
-    for duty_id, explanation in explained.items():
+    for duty_id, explanation in explained:
         size = len(json.dumps(explanation))
         if used + size > EXPLAIN_BYTES:
             break
         kept[duty_id] = explanation
         used += size
-    omitted = len(explained) - len(kept)
+    omitted = named - len(kept)
     return {
         "explain": kept,
         "explain_omitted": omitted,
