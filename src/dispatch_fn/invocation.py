@@ -23,11 +23,12 @@ import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.lambda_context import build_lambda_context_model
 from aws_lambda_powertools.metrics import MetricUnit
+from psycopg import sql
 
 from dispatch_fn import continuation, dispatch, recorded
-from dispatch_fn._bounded import clip
+from dispatch_fn._bounded import clip, scope_echo
 from dispatch_fn._pages import Deadline
-from dispatch_fn._sql import Connection
+from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
@@ -140,6 +141,7 @@ def handle(
         _add(metrics, "FailedRuns", MetricUnit.Count, 1)
         logger.exception("run failed", extra={"report": failed.report})
         raise
+    result.update(_scope_matched(conns[0], request.scope))
     duty_ids = request.scope.duty_ids
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
@@ -217,6 +219,35 @@ def _within_budget(explained: Iterator[tuple[str, dict[str, Any]]], named: int) 
             f"{omitted} duties' explanations did not fit in the response; "
             "`python -m dispatch_fn explain DUTY_ID` explains one, or narrow the window"
         ),
+    }
+
+
+def _scope_matched(conn: Connection, scope: Scope) -> dict[str, Any]:
+    """``scope_matched`` (None for an unscoped run) and, when no duty matches, a note saying so."""
+    if scope.organization_id is None and scope.duty_ids is None:
+        return {"scope_matched": None, "scope_note": None}
+    # The scope as the event named it: a continuation's resume point may pass every duty.
+    named = Scope(organization_id=scope.organization_id, duty_ids=scope.duty_ids)
+    query = sql.SQL(statement_text("scope_matches")).format(scope=named.condition())
+    try:
+        row = conn.execute(query, named.params()).fetchone()
+    except psycopg.Error:
+        # The run is over and recorded; only this remark about it is unknown.
+        return {"scope_matched": None, "scope_note": None}
+    matched = bool(row and row[0])
+    echo = scope_echo(scope.organization_id, scope.duty_ids)
+    parts = []
+    if echo["organization_id"] is not None:
+        parts.append(f"organization_id {echo['organization_id']!r}")
+    if echo["duty_ids"] is not None:
+        more = echo["duty_ids_count"] - len(echo["duty_ids"])
+        ids = ", ".join(map(repr, echo["duty_ids"])) + (f" and {more} more" if more else "")
+        parts.append(f"duty_ids {ids}")
+    return {
+        "scope_matched": matched,
+        "scope_note": None
+        if matched
+        else f"no duty matches the scope ({' and '.join(parts)}): nothing was dispatched",
     }
 
 

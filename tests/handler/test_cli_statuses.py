@@ -121,7 +121,6 @@ def test_explain_of_an_unknown_duty_has_a_status_of_its_own(conn: Conn, database
     insert_duties(conn, [duty("d1")])
     completed = _command("explain", "nobody", "--now", CLOCK)
     assert completed.returncode == ExitStatus.UNKNOWN_DUTY
-    assert ExitStatus.UNKNOWN_DUTY != ExitStatus.DATABASE_UNREACHABLE
     assert "unknown" in completed.stdout
     assert _command("explain", "d1", "--now", CLOCK).returncode == ExitStatus.OK
 
@@ -205,12 +204,13 @@ def test_ctrl_c_during_a_local_run_marks_its_ledger_row_failed_interrupted(
         raise KeyboardInterrupt
 
     # Ctrl-C arrives while the run's progress is drawn, after its first page.
+    logged = invocation._log_progress
     monkeypatch.setattr(invocation, "_log_progress", lambda: interrupt)
     stdout, stderr = io.StringIO(), io.StringIO()
     status = invoke_cli.run(
         _args(_event_file(tmp_path, {"now": CLOCK})), stdout=stdout, stderr=stderr
     )
-    assert status == ExitStatus.INTERRUPTED == 130
+    assert status == ExitStatus.INTERRUPTED
     assert "interrupted" in _one_line(stderr.getvalue())
     rows = conn.execute(
         "SELECT status, error, finished_at IS NOT NULL FROM duly_dispatch_run"
@@ -218,6 +218,7 @@ def test_ctrl_c_during_a_local_run_marks_its_ledger_row_failed_interrupted(
     assert rows == [("failed", "interrupted", True)]
     # What was committed before the interruption stays; a re-run completes it.
     assert 0 < task_count(conn) < 4
+    monkeypatch.setattr(invocation, "_log_progress", logged)
     again = invoke_cli.run(_args(_event_file(tmp_path, {"now": CLOCK})), stdout=io.StringIO())
     assert again == ExitStatus.OK
     assert task_count(conn) == 4
