@@ -9,22 +9,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import psycopg
 
-from dispatch_fn import embedded, invoke_cli
-from dispatch_fn.errors import EmbeddedServerBusyError, EventError
+from dispatch_fn import embedded, exit_status, invoke_cli
+from dispatch_fn.exit_status import ExitStatus
 from dispatch_fn.migrate import apply_migrations
 
-_EXIT_REFUSED = 2
-_EXIT_UNKNOWN_DUTY = 4
+# Set to 1 to see the traceback of an unexpected error instead of its one line.
+_TRACEBACK_VARIABLE = "DULY_TRACEBACK"
+
+
+def _connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    with exit_status.connecting():
+        return psycopg.connect(dsn, autocommit=autocommit)
 
 
 def _migrate(dsn: str) -> list[str]:
-    with psycopg.connect(dsn) as conn:
+    with _connect(dsn) as conn:
         return apply_migrations(conn)
 
 
@@ -42,7 +49,7 @@ def _cmd_migrate(_: argparse.Namespace) -> int:
     dsn, _embedded = embedded.local_dsn()
     applied = _migrate(dsn)
     print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
-    return 0
+    return ExitStatus.OK
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -50,14 +57,17 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     dsn, is_embedded = embedded.local_dsn()
     _migrate(dsn)
-    demo.run_demo(dsn, args.now)
+    reports = demo.run_demo(dsn, args.now)
     if is_embedded:
         print(
             f"\nThe embedded PostgreSQL keeps running (data in {embedded.default_data_dir()}),"
             " so later commands see these tasks;\nstop it with `python -m dispatch_fn stop-db`"
             " (or `make stop-db`)."
         )
-    return 0
+    status, why = demo.exit_status_of(reports)
+    if why is not None:
+        exit_status.say(sys.stderr, why)
+    return status
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -73,33 +83,25 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         "duty_ids": [args.duty_id],
         **{field: value for field, value in given.items() if value is not None},
     }
-    try:
-        request = parse_event(event, current_time=datetime.now(UTC))
-    except EventError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return _EXIT_REFUSED
+    request = parse_event(event, current_time=datetime.now(UTC))
     now, window = request.now, request.window
     dsn, is_embedded = embedded.local_dsn()
     if is_embedded:
         _migrate(dsn)
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with _connect(dsn, autocommit=True) as conn:
         explained = explain(conn, [args.duty_id], now, window)[args.duty_id]
     if args.json:
         print(json.dumps(explained, indent=2))
     else:
         print(render(explained, now.isoformat()))
-    return 0 if explained["found"] else _EXIT_UNKNOWN_DUTY
+    return ExitStatus.OK if explained["found"] else ExitStatus.UNKNOWN_DUTY
 
 
 def _cmd_stop_db(_: argparse.Namespace) -> int:
-    try:
-        stopped = embedded.stop()
-    except EmbeddedServerBusyError as busy:
-        print(f"error: {busy}", file=sys.stderr)
-        return 1
+    stopped = embedded.stop()
     where = embedded.default_data_dir()
     print(f"stopped the embedded PostgreSQL in {where}" if stopped else f"not running: {where}")
-    return 0
+    return ExitStatus.OK
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -108,9 +110,9 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     dsn, is_embedded = embedded.local_dsn()
     if is_embedded:
         _migrate(dsn)
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with _connect(dsn, autocommit=True) as conn:
         print(runs_table.render(conn, limit=args.limit, as_json=args.json))
-    return 0
+    return ExitStatus.OK
 
 
 def _instant(text: str) -> datetime:
@@ -127,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dispatch_fn",
         description=__doc__,
-        epilog=f"{invoke_cli.ENVIRONMENT}\n\ninvoke's {invoke_cli.EXIT_STATUSES}",
+        epilog=f"{invoke_cli.ENVIRONMENT}\n\n{exit_status.HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -145,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="JSON for machines")
     runs.set_defaults(run=_cmd_runs)
     why = commands.add_parser(
-        "explain", help="every candidate period of one duty and its verdict (exit 4: unknown)"
+        "explain",
+        help="every candidate period of one duty and its verdict "
+        f"(exit {ExitStatus.UNKNOWN_DUTY.value}: unknown)",
     )
     why.add_argument("duty_id")
     why.add_argument("--now", help="the run's clock, an ISO instant (default: now)")
@@ -160,9 +164,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line and run one command; return the exit status."""
+    """Parse the command line and run one command; return its exit status (``ExitStatus``).
+
+    Every command's failures are mapped here alike: one line on stderr, no traceback.
+    """
     args = build_parser().parse_args(argv)
-    status: int = args.run(args)
+    try:
+        status: int = args.run(args)
+    # Anything at all, unexpected errors included: SPEC §8 wants one line, never a traceback.
+    except (Exception, KeyboardInterrupt) as exc:
+        failed = exit_status.say_failure(sys.stderr, exc)
+        if failed is ExitStatus.UNEXPECTED and os.environ.get(_TRACEBACK_VARIABLE) == "1":
+            raise
+        return failed
     return status
 
 

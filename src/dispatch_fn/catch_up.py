@@ -31,6 +31,7 @@ from typing import Any, Final
 from psycopg import sql
 
 from dispatch_fn import store
+from dispatch_fn._calendar import LAST_DAY
 from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.plan import CadenceRefused, Schedule, schedule_for
 from dispatch_fn.store import Group, Scope
@@ -69,13 +70,12 @@ def missed_clocks(latest: datetime | None, now: datetime, days: int) -> tuple[da
     # Jump straight to the first clock inside the bound: an outage of years
     # costs no more to compute than one of a week.
     skipped = max(0, (earliest - latest) // _DAY - 1)
-    clock = latest + (skipped + 1) * _DAY
-    clocks = []
-    while clock < now:
-        if clock >= earliest:
-            clocks.append(clock)
-        clock += _DAY
-    return tuple(clocks)
+    first = latest + (skipped + 1) * _DAY
+    # Counted from the difference, never by stepping past ``now``: a day after
+    # the last clock before 9999-12-31T23:00Z would leave datetime's range.
+    count = -((first - now) // _DAY)
+    clocks = (first + n * _DAY for n in range(count))
+    return tuple(clock for clock in clocks if clock >= earliest)
 
 
 # One schedule per frequency, zone and lead bucket, as the run plans them (dispatch._plan_groups).
@@ -150,7 +150,9 @@ def _expired_during(
     conn: Connection, scope: Scope, first: datetime, now: datetime
 ) -> tuple[str, ...]:
     query = sql.SQL(statement_text("catch_up_expired_during")).format(scope=scope.condition())
-    params = {**scope.params(), "lo": (first - _DAY).date(), "hi": (now + _DAY).date()}
+    # On the calendar's last day there is no day after it to bound by.
+    hi = (now + _DAY).date() if now.date() < LAST_DAY else LAST_DAY
+    params = {**scope.params(), "lo": (first - _DAY).date(), "hi": hi}
     return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())
 
 

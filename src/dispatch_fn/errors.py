@@ -86,3 +86,7 @@ class MigrationChecksumError(MigrationError):
 
 class EmbeddedServerBusyError(RuntimeError):
     """The embedded PostgreSQL cannot be stopped: another process still uses it."""
+
+
+class DatabaseUnreachableError(RuntimeError):
+    """A local command could not connect to its database (refused, timed out, down)."""

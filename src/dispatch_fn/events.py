@@ -171,6 +171,13 @@ def parse_event(
     """
     if not isinstance(event, Mapping):
         raise EventError(f"event must be a JSON object, got {quote(event)}")
+    if (where := _not_utf8(event)) is not None:
+        # JSON's "\\ud800" escape decodes to a lone surrogate, which PostgreSQL
+        # text, the ledger and every log line refuse; refused here, not there.
+        raise EventError(
+            f"{where}: holds a lone surrogate (such as '\\ud800'), which is not Unicode "
+            "text: UTF-8 cannot encode it, so no id or field can hold it"
+        )
     envelopes = [name for name in ("detail-type", "scheduled_time") if name in event]
     if len(envelopes) > 1:
         raise EventError(
@@ -238,6 +245,39 @@ def _latest_today(now: datetime) -> date:
         return (now + _LATEST_OFFSET).date()
     except OverflowError:  # past 9999-12-31, which is then everyone's last day
         return LAST_DAY
+
+
+def _not_utf8(event: Mapping[Any, Any]) -> str | None:
+    """Where the first string UTF-8 cannot encode lies (its top-level field), or None."""
+    # A loop, not recursion: a value nested thousands deep is walked like a flat one.
+    pending: list[tuple[str, object]] = []
+    for key, value in event.items():
+        if isinstance(key, str) and not _encodes(key):
+            return "a field name"
+        pending.append((key if isinstance(key, str) and len(key) <= 40 else quote(key), value))
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, str):
+            if not _encodes(value):
+                return where
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                if isinstance(key, str) and not _encodes(key):
+                    return where
+                pending.append((where, item))
+        elif isinstance(value, list | tuple):
+            pending.extend((where, item) for item in value)
+    return None
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _validate[M: BaseModel](model: type[M], event: Mapping[Any, Any]) -> M:

@@ -15,7 +15,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, Final, Protocol
 
@@ -23,15 +23,16 @@ import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.lambda_context import build_lambda_context_model
 from aws_lambda_powertools.metrics import MetricUnit
+from psycopg import sql
 
 from dispatch_fn import continuation, dispatch, recorded
-from dispatch_fn._bounded import clip
+from dispatch_fn._bounded import clip, scope_echo
 from dispatch_fn._pages import Deadline
-from dispatch_fn._sql import Connection
+from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
-from dispatch_fn.explain import MAX_EXPLAINED, explain
+from dispatch_fn.explain import MAX_EXPLAINED, explain_each
 from dispatch_fn.lambda_context import as_lambda_context
 from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.settings import Settings
@@ -140,10 +141,12 @@ def handle(
         _add(metrics, "FailedRuns", MetricUnit.Count, 1)
         logger.exception("run failed", extra={"report": failed.report})
         raise
+    result.update(_scope_matched(conns[0], request.scope))
     duty_ids = request.scope.duty_ids
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
-        result.update(_within_budget(explain(conns[0], duty_ids, request.now, request.window)))
+        explained = explain_each(conns[0], duty_ids, request.now, request.window)
+        result.update(_within_budget(explained, len(set(duty_ids))))
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(metrics, result)
     # The explanation is the response's, not the log's: it grows with the window.
@@ -191,17 +194,22 @@ def _both(
     return report
 
 
-def _within_budget(explained: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The explanations that fit the response, whole duties in order, and how many did not."""
+def _within_budget(explained: Iterator[tuple[str, dict[str, Any]]], named: int) -> dict[str, Any]:
+    """The explanations that fit the response, whole duties in order, and how many did not.
+
+    ``explained`` is consumed only until the budget is spent: the duties past
+    it are never computed, so the run's memory holds the budget, not every
+    duty's candidates (``named`` counts them all).
+    """
     kept: dict[str, dict[str, Any]] = {}
     used = 0
-    for duty_id, explanation in explained.items():
+    for duty_id, explanation in explained:
         size = len(json.dumps(explanation))
         if used + size > EXPLAIN_BYTES:
             break
         kept[duty_id] = explanation
         used += size
-    omitted = len(explained) - len(kept)
+    omitted = named - len(kept)
     return {
         "explain": kept,
         "explain_omitted": omitted,
@@ -211,6 +219,35 @@ def _within_budget(explained: dict[str, dict[str, Any]]) -> dict[str, Any]:
             f"{omitted} duties' explanations did not fit in the response; "
             "`python -m dispatch_fn explain DUTY_ID` explains one, or narrow the window"
         ),
+    }
+
+
+def _scope_matched(conn: Connection, scope: Scope) -> dict[str, Any]:
+    """``scope_matched`` (None for an unscoped run) and, when no duty matches, a note saying so."""
+    if scope.organization_id is None and scope.duty_ids is None:
+        return {"scope_matched": None, "scope_note": None}
+    # The scope as the event named it: a continuation's resume point may pass every duty.
+    named = Scope(organization_id=scope.organization_id, duty_ids=scope.duty_ids)
+    query = sql.SQL(statement_text("scope_matches")).format(scope=named.condition())
+    try:
+        row = conn.execute(query, named.params()).fetchone()
+    except psycopg.Error:
+        # The run is over and recorded; only this remark about it is unknown.
+        return {"scope_matched": None, "scope_note": None}
+    matched = bool(row and row[0])
+    echo = scope_echo(scope.organization_id, scope.duty_ids)
+    parts = []
+    if echo["organization_id"] is not None:
+        parts.append(f"organization_id {echo['organization_id']!r}")
+    if echo["duty_ids"] is not None:
+        more = echo["duty_ids_count"] - len(echo["duty_ids"])
+        ids = ", ".join(map(repr, echo["duty_ids"])) + (f" and {more} more" if more else "")
+        parts.append(f"duty_ids {ids}")
+    return {
+        "scope_matched": matched,
+        "scope_note": None
+        if matched
+        else f"no duty matches the scope ({' and '.join(parts)}): nothing was dispatched",
     }
 
 

@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -22,30 +21,14 @@ from typing import Any, Final, TextIO
 
 import psycopg
 
-from dispatch_fn import embedded
+from dispatch_fn import embedded, exit_status
 from dispatch_fn.database import ConnectionCache
-from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
+from dispatch_fn.exit_status import ExitStatus
 from dispatch_fn.invocation import handle, logger
 from dispatch_fn.migrate import apply_migrations
 from dispatch_fn.progress import Progress
 from dispatch_fn.settings import Settings
 from dispatch_fn.summary import report_lines, table_lines
-
-EXIT_OK: Final = 0
-EXIT_REFUSED: Final = 2
-EXIT_CONFIGURATION: Final = 3
-EXIT_DATABASE_UNREACHABLE: Final = 4
-EXIT_RUN_FAILED: Final = 5
-EXIT_INTERRUPTED: Final = 130
-
-EXIT_STATUSES: Final = f"""\
-exit statuses:
-  {EXIT_OK}    the run completed (a degraded run, which skipped faulty duties, completes too)
-  {EXIT_REFUSED}    the event (or the command line) was refused; nothing was written
-  {EXIT_CONFIGURATION}    configuration error: a bad setting, an unreadable secret, no database
-  {EXIT_DATABASE_UNREACHABLE}    the database could not be reached
-  {EXIT_RUN_FAILED}    the run failed part-way; its committed pages stay, running again completes it
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); as for {EXIT_RUN_FAILED}, running again completes it"""
 
 ENVIRONMENT: Final = """\
 environment:
@@ -76,7 +59,7 @@ def register(commands: Any) -> None:
         "invoke",
         help="run lambda_handler on an event file (or - for standard input)",
         description=__doc__,
-        epilog=f"{ENVIRONMENT}\n\n{EXIT_STATUSES}",
+        epilog=f"{ENVIRONMENT}\n\n{exit_status.HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -98,50 +81,35 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-# Exception type -> exit status and what the message says failed; the first match wins.
-_OUTCOMES: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
-    (EventError, EXIT_REFUSED, "event refused"),
-    (ConfigurationError, EXIT_CONFIGURATION, "configuration"),
-    # Connecting: the server, or the embedded one failing to start.
-    (psycopg.OperationalError, EXIT_DATABASE_UNREACHABLE, "database unreachable"),
-    (subprocess.SubprocessError, EXIT_DATABASE_UNREACHABLE, "database unreachable"),
-    # Raised before any page ran: a DATABASE_URL libpq cannot use.
-    (psycopg.Error, EXIT_CONFIGURATION, "database configuration"),
-    (RunFailedError, EXIT_RUN_FAILED, "run failed"),
-    (KeyboardInterrupt, EXIT_INTERRUPTED, "interrupted; committed pages stay, run it again"),
-)
-
-
 def run(
     args: argparse.Namespace,
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
-    """Run the command; return its exit status. Never raises for an expected failure."""
+    """Run the command; return its ``ExitStatus``. Never raises for an expected failure.
+
+    The report goes to ``stdout`` whatever the run's outcome; a status other
+    than ``OK`` is also said in one line on ``stderr``.
+    """
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     try:
         event = _read_event(args.event_file, stdin)
     except (OSError, ValueError) as exc:
-        _say(stderr, f"cannot read event {args.event_file!r}", exc)
-        return EXIT_REFUSED
+        exit_status.say(stderr, f"cannot read event {args.event_file!r}", str(exc))
+        return ExitStatus.REFUSED
     try:
         report = _invoke(event, args, stderr)
-    except tuple(failure for failure, _, _ in _OUTCOMES) as exc:
-        status, what = next((s, w) for failure, s, w in _OUTCOMES if isinstance(exc, failure))
-        _say(stderr, what, exc)
-        return status
+    except exit_status.EXPECTED as exc:
+        return exit_status.say_failure(stderr, exc)
     if args.json or not stdout.isatty():
         print(json.dumps(report, indent=2), file=stdout)
     else:
         print("\n".join(_summary(report)), file=stdout)
-    return EXIT_OK
-
-
-def _say(stderr: TextIO, what: str, exc: BaseException) -> None:
-    # One line, whatever the exception's message spans.
-    detail = " ".join(str(exc).split())
-    print(f"error: {what}: {detail}" if detail else f"error: {what}", file=stderr)
+    status, why = exit_status.of_report(report)
+    if why is not None:
+        exit_status.say(stderr, why)
+    return status
 
 
 def _invoke(event: Any, args: argparse.Namespace, stderr: TextIO) -> dict[str, Any]:
@@ -151,7 +119,12 @@ def _invoke(event: Any, args: argparse.Namespace, stderr: TextIO) -> dict[str, A
     show_bar = not args.no_progress and stderr.isatty()
     # No metrics: stdout is the report, and EMF only means something in Lambda.
     try:
-        with _log_level(logger, args.logs), _progress_bar(stderr, enabled=show_bar) as bar:
+        # handle raises psycopg's errors only while connecting (a run's own are RunFailedError).
+        with (
+            exit_status.connecting(),
+            _log_level(logger, args.logs),
+            _progress_bar(stderr, enabled=show_bar) as bar,
+        ):
             return handle(
                 event,
                 None,
@@ -173,7 +146,9 @@ def _prepare_database() -> str:
     dsn, is_embedded = embedded.local_dsn()
     if is_embedded:
         # A fresh checkout's embedded database has no schema yet.
-        with psycopg.connect(dsn) as conn:
+        with exit_status.connecting():
+            conn = psycopg.connect(dsn)
+        with conn:
             apply_migrations(conn)
     return dsn
 
@@ -224,4 +199,5 @@ def _summary(report: dict[str, Any]) -> list[str]:
         *((f"skipped: {reason}", n) for reason, n in report["skipped"].items() if n),
         *((f"fault: {reason}", n) for reason, n in report["fault_counts"].items() if n),
     ]
-    return [*lines, "", *table_lines(("", "count"), rows)]
+    note = [f"note: {report['scope_note']}"] if report.get("scope_note") else []
+    return [*lines, *note, "", *table_lines(("", "count"), rows)]

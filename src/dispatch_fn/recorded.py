@@ -97,6 +97,12 @@ def execute(
         failed.report["run_id"] = run_id
         _record_failure(conn, run_id, failed.report, str(failed))
         raise
+    except KeyboardInterrupt:
+        # Ctrl-C on a local run: ended, not abandoned for the function's timeout.
+        # Its committed pages stay; a re-run owes the rest (SPEC §9 has no
+        # status of its own for this).
+        _record_failure(conn, run_id, {"complete": False, "run_id": run_id}, "interrupted")
+        raise
     result = report.as_json()
     result["run_id"] = run_id
     result["continuation"] = request.continuation

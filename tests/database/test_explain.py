@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -131,3 +132,30 @@ def test_the_explain_command_prints_a_table_and_fails_for_an_unknown_duty(
     assert "unknown" in capsys.readouterr().out
     assert main(["explain", "weekly-late", "--to", "2026-08-10"]) != 0
     assert "to" in capsys.readouterr().err
+
+
+# The function's MemorySize is 256 MB; explaining must leave the run most of it.
+EXPLAIN_PEAK_LIMIT = 64 * 2**20
+
+
+def test_a_dry_run_explaining_100_daily_duties_over_5_years_stays_within_its_memory(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    ids = [f"daily-{n:03}" for n in range(100)]
+    insert_duties(conn, [duty(i, frequency="daily", lead_days=0) for i in ids])
+    event = {"from": "2021-08-22", "to": "2026-08-21", "dry_run": True, "duty_ids": ids}
+    tracemalloc.start()
+    try:
+        report = invoke(event)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < EXPLAIN_PEAK_LIMIT, f"{peak / 2**20:.1f} MiB"
+    # The budget's semantics: whole duties, in the order named, then a count of the rest.
+    kept = list(report["explain"])
+    assert kept == ids[: len(kept)]
+    assert 1 <= len(kept) < 100
+    assert all(len(report["explain"][i]["candidates"]) == 1826 for i in kept)
+    assert report["explain_omitted"] == 100 - len(kept)
+    assert str(report["explain_omitted"]) in report["explain_hint"]
+    assert len(json.dumps(report["explain"])) <= 1_000_000

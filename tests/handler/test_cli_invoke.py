@@ -19,6 +19,7 @@ from psycopg import sql
 
 from dispatch_fn import app, invoke_cli
 from dispatch_fn.__main__ import main
+from dispatch_fn.exit_status import ExitStatus
 from support import EVENTS_DIR, Conn, duty, insert_duties, task_count
 
 
@@ -76,14 +77,14 @@ def test_an_event_on_standard_input_runs_like_a_file(conn: Conn, database: str) 
     insert_duties(conn, [duty("d1")])
     event = (EVENTS_DIR / "backfill-13-months.json").read_text()
     completed = _command("invoke", "-", stdin=event, DATABASE_URL=database)
-    assert completed.returncode == invoke_cli.EXIT_OK, completed.stderr
+    assert completed.returncode == ExitStatus.OK, completed.stderr
     assert json.loads(completed.stdout)["tasks_created"] == task_count(conn) == 13
 
 
 def test_a_refused_event_exits_2_with_one_line(conn: Conn, database: str) -> None:
     insert_duties(conn, [duty("d1")])
     completed = _command("invoke", "-", stdin='{"to": "2026-01-01"}', DATABASE_URL=database)
-    assert completed.returncode == invoke_cli.EXIT_REFUSED == 2
+    assert completed.returncode == ExitStatus.REFUSED
     assert "event refused: 'to' without 'from'" in _one_line_error(completed)
     assert task_count(conn) == 0
 
@@ -91,13 +92,13 @@ def test_a_refused_event_exits_2_with_one_line(conn: Conn, database: str) -> Non
 @pytest.mark.parametrize("text", ["", "{not json", "[1, 2"])
 def test_an_event_that_is_not_json_exits_2(database: str, text: str) -> None:
     completed = _command("invoke", "-", stdin=text, DATABASE_URL=database)
-    assert completed.returncode == invoke_cli.EXIT_REFUSED
+    assert completed.returncode == ExitStatus.REFUSED
     assert "cannot read event '-'" in _one_line_error(completed)
 
 
 def test_a_missing_event_file_exits_2(database: str, tmp_path: Path) -> None:
     completed = _command("invoke", str(tmp_path / "absent.json"), DATABASE_URL=database)
-    assert completed.returncode == invoke_cli.EXIT_REFUSED
+    assert completed.returncode == ExitStatus.REFUSED
     assert "absent.json" in _one_line_error(completed)
 
 
@@ -110,14 +111,14 @@ def test_a_missing_event_file_exits_2(database: str, tmp_path: Path) -> None:
 )
 def test_a_configuration_error_exits_3(database: str, name: str, value: str, named: str) -> None:
     completed = _command("invoke", str(EVENTS_DIR / "scheduler.json"), **{name: value})
-    assert completed.returncode == invoke_cli.EXIT_CONFIGURATION == 3
+    assert completed.returncode == ExitStatus.CONFIGURATION
     assert named in _one_line_error(completed)
 
 
 def test_a_database_that_cannot_be_reached_exits_4(database: str) -> None:
     url = f"postgresql://duly@127.0.0.1:{_closed_port()}/duly"
     completed = _command("invoke", str(EVENTS_DIR / "scheduler.json"), DATABASE_URL=url)
-    assert completed.returncode == invoke_cli.EXIT_DATABASE_UNREACHABLE == 4
+    assert completed.returncode == ExitStatus.DATABASE_UNREACHABLE
     assert "database unreachable: connection failed" in _one_line_error(completed)
 
 
@@ -145,7 +146,7 @@ def unmigrated(server_dsn: str, template_database: str) -> Iterator[str]:
 
 def test_a_run_that_fails_exits_5(unmigrated: str) -> None:
     completed = _command("invoke", str(EVENTS_DIR / "scheduler.json"), DATABASE_URL=unmigrated)
-    assert completed.returncode == invoke_cli.EXIT_RUN_FAILED == 5
+    assert completed.returncode == ExitStatus.FAILED
     assert "run failed: run failed after 0 committed page(s)" in _one_line_error(completed)
     assert 'relation "duly_duty" does not exist' in completed.stderr
 
@@ -209,4 +210,4 @@ def test_off_a_terminal_there_is_no_bar(conn: Conn, database: str) -> None:
 def test_main_returns_the_exit_status(database: str, tmp_path: Path) -> None:
     event = tmp_path / "bad.json"
     event.write_text('{"from": "2026-02-01", "to": "2026-01-01"}')
-    assert main(["invoke", str(event)]) == invoke_cli.EXIT_REFUSED
+    assert main(["invoke", str(event)]) == ExitStatus.REFUSED

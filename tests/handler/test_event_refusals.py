@@ -199,3 +199,74 @@ def test_more_duty_ids_than_the_cap_are_refused_with_the_setting_that_raises_it(
     assert "duty_ids" in message
     assert "100000" in message
     assert "DISPATCH_MAX_DUTY_IDS" in message
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"organization_id": "org-\ud800"},
+        {"duty_ids": ["d1", "\udfff"]},
+        {"resume_after": "d\ud800"},
+        {"now": CLOCK, "dry_run": True, "organization_id": "\udc80" * 3000},
+    ],
+)
+def test_a_lone_surrogate_in_an_identifier_is_refused_before_the_ledger(
+    conn: Conn, invoke: Invoke, event: dict[str, Any]
+) -> None:
+    message = _refused(conn, invoke, event)
+    field = next(name for name in event if name in ("organization_id", "duty_ids", "resume_after"))
+    assert field in message
+    assert "UTF-8" in message
+    # The message itself can be printed and logged: it holds no surrogate.
+    message.encode("utf-8")
+    assert conn.execute("SELECT count(*) FROM duly_dispatch_run").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {**RULE_ENVELOPE, "detail": {"note": "\ud800"}},
+        {**RULE_ENVELOPE, "resources": ["arn:\udfff"]},
+        {"\ud800": 1},
+    ],
+    ids=["envelope-detail", "envelope-list", "field-name"],
+)
+def test_a_lone_surrogate_anywhere_in_the_event_is_refused(
+    conn: Conn, invoke: Invoke, event: dict[str, Any]
+) -> None:
+    message = _refused(conn, invoke, event)
+    assert "UTF-8" in message
+    message.encode("utf-8")
+
+
+def test_a_clock_late_on_9999_12_31_after_a_completed_run_catches_up_without_overflow(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("d1", frequency="daily", lead_days=0)])
+    # An earlier completed scheduled run at the calendar's end, as its own
+    # clock and wall clock would have recorded it then.
+    conn.execute(
+        "INSERT INTO duly_dispatch_run (mode, clock, dry_run, status, started_at, finished_at)"
+        " VALUES ('scheduled', %(at)s, false, 'completed', %(at)s, %(at)s)",
+        {"at": "9999-12-28T01:00:00Z"},
+    )
+    report = invoke({"now": "9999-12-31T23:00:00Z"})
+    assert report["complete"] is True
+    assert report["catch_up"] is not None
+    assert report["catch_up"]["to"] == "9999-12-31T01:00:00+00:00"
+    assert report["catch_up"]["clocks"] == 3
+    # The missed days' daily periods (12-29, 12-30) and the run's own (12-31).
+    assert task_count(conn) == 3
+    row = conn.execute("SELECT status FROM duly_dispatch_run ORDER BY id DESC LIMIT 1").fetchone()
+    assert row == ("completed",)
+
+
+def test_missed_clocks_stop_at_the_calendars_end() -> None:
+    from datetime import UTC, datetime  # noqa: PLC0415 - this test alone needs them
+
+    from dispatch_fn.catch_up import missed_clocks  # noqa: PLC0415
+
+    latest = datetime(9999, 12, 25, 1, tzinfo=UTC)
+    now = datetime(9999, 12, 31, 23, tzinfo=UTC)
+    clocks = missed_clocks(latest, now, 7)
+    assert clocks == tuple(datetime(9999, 12, day, 1, tzinfo=UTC) for day in range(26, 32))

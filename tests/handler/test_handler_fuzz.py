@@ -29,8 +29,11 @@ REPORT_KEYS = {
     "duties_advanced", "skipped", "faults", "degraded",
 }  # fmt: skip
 
+# JSON's "\\ud800" decodes to a lone surrogate; st.text never draws one by itself.
+surrogates = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=3)
 _leaves = (
-    st.none()
+    surrogates
+    | st.none()
     | st.booleans()
     | st.integers()
     | st.integers(min_value=10**30, max_value=10**40)
@@ -68,7 +71,11 @@ instants = (
 days = st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 31)) | st.dates(
     min_value=date(2024, 1, 1), max_value=date(2027, 12, 31)
 )
-identifiers = st.text(max_size=8) | st.sampled_from(["d1", "d2", "org-1", "d\x00", ""])
+identifiers = (
+    st.text(max_size=8)
+    | st.sampled_from(["d1", "d2", "org-1", "d\x00", "", "d\ud800"])
+    | surrogates
+)
 FIELD_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "now": instants | hostile,
     "from": days.map(date.isoformat) | hostile,
@@ -99,7 +106,7 @@ plausible = st.fixed_dictionaries(
     optional={
         "now": recent_instants,
         "dry_run": st.booleans(),
-        "organization_id": st.sampled_from(["org-1", "org-2"]),
+        "organization_id": st.sampled_from(["org-1", "org-2", "org-\udfff"]),
         "duty_ids": st.lists(st.sampled_from(["d1", "d2", "d3", "d9"]), min_size=1, max_size=3),
         "resume_after": st.sampled_from(["d1", "d2"]),
         "continuation": st.integers(1, 20),
@@ -166,6 +173,7 @@ def test_every_event_gets_a_report_or_an_event_error_and_a_refusal_writes_nothin
     if isinstance(outcome, EventError):
         hypothesis.event("refused")
         assert len(str(outcome)) <= MESSAGE_LIMIT
+        str(outcome).encode("utf-8")  # printable and loggable, whatever it refused
         assert _every_row(conn) == before
     else:
         hypothesis.event(f"{outcome['mode']} run, dry_run={outcome['dry_run']}")
