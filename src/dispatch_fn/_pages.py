@@ -412,10 +412,15 @@ def _settle(
             _spend(walk, exc)
             _split(conn, walk, (after, ids), step, extra=extra, exc=exc)
             return
+        # Only the page itself settles duties: while a catch-up statement is
+        # being settled, the statements after it have not run on this page,
+        # so a stop here must not count its duties as done.
         if result.upto is None or result.upto == ids[-1]:
-            step.settled = (ids[-1],)
+            if extra is None:
+                step.settled = (ids[-1],)
             return
-        step.settled = (result.upto,)
+        if extra is None:
+            step.settled = (result.upto,)
         # The row budget ended the statement before ids[-1]: the rest follows.
         ids = _following(conn, extra or walk.statement, ids, result.upto, step)
         after = result.upto
@@ -441,7 +446,8 @@ def _split(
         raise exc
     step.isolated += 1
     step.set_aside.append(_alone(ids[0], exc, counted=extra is not None))
-    step.settled = (ids[0],)
+    if extra is None:
+        step.settled = (ids[0],)
 
 
 def _alone(duty_id: str, exc: psycopg.Error, *, counted: bool) -> SetAside:

@@ -13,13 +13,9 @@ from typing import Any, Final, Protocol
 
 from dispatch_fn._pages import MAX_TIMEOUTS_PER_RUN
 from dispatch_fn.dispatch import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS, RunReport, RunRequest
+from dispatch_fn.events import MAX_EVENT_BYTES
 
 MAX_CONTINUATIONS: Final = 20
-# The payload an asynchronous Invoke takes: 1 MB today, 256 KB until 2025 and
-# in some partitions still; a hand-off stays within the smaller, everywhere.
-# The event parser refuses a scope whose continuation would not fit
-# (events.MAX_SCOPE_BYTES), so this is the last check, not the first.
-MAX_EVENT_BYTES: Final = 256 * 1024
 
 
 class HandOffError(RuntimeError):
@@ -89,6 +85,8 @@ def next_event(request: RunRequest, report: RunReport) -> dict[str, Any]:
         event["organization_id"] = request.scope.organization_id
     if request.scope.duty_ids is not None:
         event["duty_ids"] = list(request.scope.duty_ids)
+    # The event parser refuses a scope that would not fit (events.MAX_SCOPE_BYTES):
+    # this is the last check, not the first.
     size = len(json.dumps(event).encode("utf-8"))
     if size > MAX_EVENT_BYTES:
         raise HandOffError(

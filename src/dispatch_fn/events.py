@@ -8,6 +8,7 @@ deep the value. Nothing here talks to a database.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +32,13 @@ MANUAL_FIELDS: Final = (
 # Longer than any id duly_task's unique index can hold (2,704 bytes a row), so
 # no real duty or organisation is shut out, and a megabyte never reaches SQL.
 MAX_ID_CHARS: Final = 2048
+# A run's continuation carries its scope in an asynchronous Invoke, whose
+# payload is at most 1 MB today, 256 KB until 2025 and in some partitions
+# still: the smaller, everywhere. A scope that would not fit is refused here,
+# before anything runs, with room kept for the event's other fields (a
+# resume_after of the longest id among them).
+MAX_EVENT_BYTES: Final = 256 * 1024
+MAX_SCOPE_BYTES: Final = MAX_EVENT_BYTES - 16 * 1024
 _DATE_SHAPE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 _INSTANT_EXAMPLE: Final = "'2026-11-29T01:00:00Z'"
 # The latest local "today" anywhere is UTC+14.
@@ -203,6 +211,7 @@ def parse_event(
             "(DISPATCH_MAX_DUTY_IDS): scope by organization_id, or split the run"
         )
     manual = _validate(ManualEvent, event)
+    _check_scope_fits(manual)
     now = manual.now or current_time
     return EventRequest(
         now=now,
@@ -213,6 +222,17 @@ def parse_event(
         resume_after=manual.resume_after,
         continuation=manual.continuation,
     )
+
+
+def _check_scope_fits(manual: ManualEvent) -> None:
+    scope = {"organization_id": manual.organization_id, "duty_ids": manual.duty_ids}
+    size = len(json.dumps(scope).encode("utf-8"))
+    if size > MAX_SCOPE_BYTES:
+        raise EventError(
+            f"duty_ids: the scope takes {size} bytes as JSON; at most {MAX_SCOPE_BYTES} "
+            "fit the continuation a long run hands itself (an asynchronous invocation "
+            "takes 256 KiB): scope by organization_id, or split the run"
+        )
 
 
 def _window(manual: ManualEvent, now: datetime, max_window_days: int) -> Window | None:

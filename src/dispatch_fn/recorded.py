@@ -103,6 +103,19 @@ def execute(
         # status of its own for this).
         _record_failure(conn, run_id, {"complete": False, "run_id": run_id}, "interrupted")
         raise
+    return _ended(conn, run_id, request, report, owed=owed, hand_off=hand_off)
+
+
+def _ended(
+    conn: Connection,
+    run_id: int,
+    request: dispatch.RunRequest,
+    report: dispatch.RunReport,
+    *,
+    owed: catch_up.OwedAgain | None,
+    hand_off: HandOff | None,
+) -> dict[str, Any]:
+    """Record how the run ended, and hand the rest on if it stopped for its deadline."""
     result = report.as_json()
     result["run_id"] = run_id
     result["continuation"] = request.continuation

@@ -23,6 +23,7 @@ from moto import mock_aws
 
 from dispatch_fn import app, continuation, dispatch, recorded
 from dispatch_fn.errors import EventError
+from dispatch_fn.events import MAX_EVENT_BYTES, parse_event
 from dispatch_fn.plan import Window, plan_dispatch
 from dispatch_fn.store import Scope
 from support import (
@@ -428,4 +429,11 @@ def test_a_continuation_event_stays_within_the_asynchronous_payload_limit() -> N
         continuation.next_event(request, report)
     fitting = dispatch.RunRequest(now=_clock(), scope=Scope(duty_ids=many[:5_000]))
     event = continuation.next_event(fitting, replace(report, request=fitting))
-    assert len(json.dumps(event).encode()) <= continuation.MAX_EVENT_BYTES
+    assert len(json.dumps(event).encode()) <= MAX_EVENT_BYTES
+
+
+def test_a_scope_whose_continuation_would_not_fit_is_refused_before_the_run() -> None:
+    many = [f"duty-{n:06}-{'x' * 30}" for n in range(10_000)]
+    with pytest.raises(EventError, match=r"duty_ids: the scope takes \d+ bytes as JSON"):
+        parse_event({"now": CLOCK, "duty_ids": many}, current_time=_clock())
+    assert parse_event({"now": CLOCK, "duty_ids": many[:5_000]}, current_time=_clock()).duty_ids
