@@ -86,3 +86,7 @@ class MigrationChecksumError(MigrationError):
 
 class EmbeddedServerBusyError(RuntimeError):
     """The embedded PostgreSQL cannot be stopped: another process still uses it."""
+
+
+class ScheduleIntervalError(ValueError):
+    """The time between two scheduled runs is not more than 0 and at most a day."""

@@ -8,7 +8,7 @@ one look at which of the owed tasks already exist.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from psycopg.rows import dict_row
@@ -16,18 +16,31 @@ from psycopg.rows import dict_row
 from dispatch_fn import periods
 from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.errors import PeriodError
-from dispatch_fn.plan import FAULT_REASONS, Judgement, WindowLike, judge_duty
+from dispatch_fn.plan import (
+    FAULT_REASONS,
+    SCHEDULE_INTERVAL,
+    Judgement,
+    WindowLike,
+    judge_duty,
+    previous_clock,
+)
 
 # A dry run explains at most this many duties in its report (SPEC §9).
 MAX_EXPLAINED: Final = 100
 
 
 def explain(
-    conn: Connection, duty_ids: Sequence[str], now: datetime, window: WindowLike | None = None
+    conn: Connection,
+    duty_ids: Sequence[str],
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    interval: timedelta = SCHEDULE_INTERVAL,
 ) -> dict[str, dict[str, Any]]:
     """Each duty's explanation at clock ``now`` (or for backfill ``window``), by id.
 
-    An id with no stored duty is explained as ``found: false``.
+    ``interval`` back is the previous scheduled clock, as in a run. An id with
+    no stored duty is explained as ``found: false``.
     """
     with conn.cursor(row_factory=dict_row) as cursor:
         cursor.execute(
@@ -36,7 +49,11 @@ def explain(
         )
         rows = {str(row["id"]): row for row in cursor.fetchall()}
     schedules: dict[Any, Any] = {}
-    judged = {duty_id: judge_duty(row, now, window, schedules) for duty_id, row in rows.items()}
+    previous = previous_clock(now, interval)
+    judged = {
+        duty_id: judge_duty(row, now, window, schedules, previous=previous)
+        for duty_id, row in rows.items()
+    }
     existing = _existing_tasks(conn, rows, judged)
     return {
         duty_id: (
