@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn import periods
+from dispatch_fn.errors import YearOutOfRangeError
 from support import Conn, Invoke, duty, insert_duties, last_dispatched, task_keys
 
 _DAYS = st.dates(min_value=date(1583, 1, 1), max_value=date(9999, 12, 31))
@@ -37,7 +38,7 @@ def test_the_sql_first_day_of_a_key_is_the_engines_for_every_frequency(
         instant = datetime.combine(day, time(12), tzinfo=periods.zone("UTC"))
         try:
             key = periods.period_key_for(frequency, instant, "UTC")
-        except periods.YearOutOfRangeError:  # a week of 9999's end that runs into 10000
+        except YearOutOfRangeError:  # a week of 9999's end that runs into 10000
             continue
         keyed.append((frequency, key))
     expected = [periods.period_days(frequency, key)[0] for frequency, key in keyed]
