@@ -17,7 +17,9 @@
 -- and a single SELECT with no FROM and no STRICT, so the planner inlines it
 -- into the statement instead of calling a function per row. EXECUTE is
 -- PUBLIC's by default, the dispatcher's role included (tests/database/test_roles.py).
-CREATE FUNCTION duly_period_first_day(period_key text) RETURNS date
+-- OR REPLACE: the function belongs to the schema, not to a table, so a
+-- database whose tables were dropped and migrated again still has it.
+CREATE OR REPLACE FUNCTION duly_period_first_day(period_key text) RETURNS date
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
 SELECT CASE
