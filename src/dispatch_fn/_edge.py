@@ -65,7 +65,13 @@ def near_edge(schedule: Schedule) -> bool:
 
 
 def schedule_within_calendar(
-    frequency: str | None, zone: str, now: datetime, window: WindowLike | None, lead: int
+    frequency: str | None,
+    zone: str,
+    now: datetime,
+    window: WindowLike | None,
+    lead: int,
+    *,
+    previous: datetime | None = None,
 ) -> Schedule | CadenceRefused:
     """``plan.schedule_for`` at ``lead``, or at the largest lead the calendar's end allows.
 
@@ -77,7 +83,7 @@ def schedule_within_calendar(
     the duties whose own lead reaches further are refused by the planner.
     """
     try:
-        return schedule_for(frequency, zone, now, window, lead_horizon=lead)
+        return schedule_for(frequency, zone, now, window, lead_horizon=lead, previous=previous)
     except CadenceRefused as refused:
         if window is not None or lead <= 0:
             return refused
@@ -88,7 +94,9 @@ def schedule_within_calendar(
     while too_far - allowed > 1:
         middle = (allowed + too_far) // 2
         try:
-            found = schedule_for(frequency, zone, now, window, lead_horizon=max(middle, 0))
+            found = schedule_for(
+                frequency, zone, now, window, lead_horizon=max(middle, 0), previous=previous
+            )
         except CadenceRefused:
             too_far = middle
         else:
@@ -113,6 +121,8 @@ class Edge:
     now: datetime
     window: WindowLike | None
     groups: frozenset[GroupKey] = field(default_factory=frozenset)
+    # The scheduled clock before ``now`` (plan.judge_duty's ``previous``).
+    previous: datetime | None = None
 
     def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
         """``(duty_id, detail)`` of the duties (dispatchable rows) the planner refuses.
@@ -138,7 +148,7 @@ class Edge:
         """The planner's fault for one duty of an edge group; None if it has none or no edge."""
         if group_key(duty) not in self.groups:
             return None
-        skip = judge_duty(duty, self.now, self.window, schedules).skip
+        skip = judge_duty(duty, self.now, self.window, schedules, previous=self.previous).skip
         if skip is None or skip.reason not in FAULT_REASONS:
             return None
         return CadenceRefused(skip.reason, skip.detail)

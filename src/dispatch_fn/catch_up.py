@@ -24,7 +24,7 @@ leaves whole pages behind, caught up or not, and the next run redoes the rest.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -33,7 +33,7 @@ from psycopg import sql
 from dispatch_fn import store
 from dispatch_fn._calendar import LAST_DAY
 from dispatch_fn._sql import Connection, statement_text
-from dispatch_fn.plan import CadenceRefused, Schedule, schedule_for
+from dispatch_fn.plan import SCHEDULE_INTERVAL, CadenceRefused, Schedule, schedule_for
 from dispatch_fn.store import Group, Scope
 
 _DAY: Final = timedelta(days=1)
@@ -90,10 +90,23 @@ def page_statements(
     *,
     clocks: Sequence[datetime],
     now: datetime,
+    interval: timedelta = SCHEDULE_INTERVAL,
 ) -> list[store.PageStatement]:
-    """The extra page statements that catch ``clocks`` up (none if nothing can be owed)."""
+    """The extra page statements that catch ``clocks`` up (none if nothing can be owed).
+
+    Each missed clock owes what became owed since the clock a day before it
+    (SPEC §4 step 4). The run's own clock covers the ``interval`` before it;
+    where that is shorter than the time since the last missed clock, the
+    periods that ended in between are owed here, as at the run's clock with
+    that missed clock as the previous one.
+    """
     if not clocks or not ready:
         return []
+    # The chain a run at each clock would have made: every clock's previous
+    # one, a day earlier, then the run's own clock after the last of them.
+    chain = [(clock, clock - _DAY) for clock in clocks]
+    if now - clocks[-1] > interval:
+        chain.append((now, clocks[-1]))
     lead: dict[_Key, int] = {}
     current: dict[_Key, str] = {}
     for group, schedule in ready:
@@ -103,10 +116,10 @@ def page_statements(
     full: dict[_Key, list[Schedule]] = {}
     for memo, horizon in lead.items():
         frequency, zone, _ = memo
-        for clock in clocks:
+        for clock, previous in chain:
             try:
                 full.setdefault(memo, []).append(
-                    schedule_for(frequency, zone, clock, lead_horizon=horizon)
+                    schedule_for(frequency, zone, clock, lead_horizon=horizon, previous=previous)
                 )
             except CadenceRefused:
                 # Only at a calendar's edge, where the run's own clock already
@@ -114,7 +127,7 @@ def page_statements(
                 continue
     earlier: dict[_Key, list[Schedule]] = {
         memo: [
-            Schedule(s.today, kept)
+            replace(s, periods=kept)
             for s in schedules
             if (kept := tuple(p for p in s.periods if p.key < current[memo]))
         ]

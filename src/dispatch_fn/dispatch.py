@@ -16,7 +16,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 import psycopg
@@ -29,6 +29,7 @@ from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import (
     FAULT_REASONS,
     FORMS,
+    SCHEDULE_INTERVAL,
     SKIP_REASONS,
     Cadence,
     CadenceRefused,
@@ -39,6 +40,7 @@ from dispatch_fn.plan import (
     check_due_rule,
     classify,
     lead_bucket,
+    previous_clock,
     unknown_form_detail,
 )
 from dispatch_fn.progress import Progress, ProgressMeter
@@ -70,6 +72,8 @@ class RunRequest:
     scope: Scope = field(default_factory=Scope)
     resume_after: str | None = None
     continuation: int = 0
+    # The time since the previous scheduled clock (SPEC §4 step 4).
+    interval: timedelta = SCHEDULE_INTERVAL
 
     def __post_init__(self) -> None:
         # resume_after is a scope condition (store.Scope): whichever side was
@@ -212,7 +216,13 @@ def run(
             return _fold(request, preamble, [], walked, clocks, owed=owed)
         statement = store.page_statement(request.scope, ready, rules, dry_run=request.dry_run)
         extras = catch_up.page_statements(
-            conns[0], request.scope, ready, rules, clocks=clocks, now=request.now
+            conns[0],
+            request.scope,
+            ready,
+            rules,
+            clocks=clocks,
+            now=request.now,
+            interval=request.interval,
         )
         repaying = (
             ()
@@ -532,7 +542,8 @@ def _edge_of(
     groups = frozenset(
         (group.frequency, group.timezone) for group, schedule in ready if _edge.near_edge(schedule)
     )
-    return _edge.Edge(request.now, request.window, groups) if groups else None
+    previous = previous_clock(request.now, request.interval)
+    return _edge.Edge(request.now, request.window, groups, previous) if groups else None
 
 
 def _plan_groups(
@@ -550,7 +561,12 @@ def _plan_groups(
         (
             group,
             _edge.schedule_within_calendar(
-                group.frequency, group.timezone, request.now, request.window, group.max_lead
+                group.frequency,
+                group.timezone,
+                request.now,
+                request.window,
+                group.max_lead,
+                previous=previous_clock(request.now, request.interval),
             ),
         )
         for group in store.dispatchable_groups(conn, request.scope)

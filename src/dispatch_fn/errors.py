@@ -90,3 +90,7 @@ class EmbeddedServerBusyError(RuntimeError):
 
 class DatabaseUnreachableError(RuntimeError):
     """A local command could not connect to its database (refused, timed out, down)."""
+
+
+class ScheduleIntervalError(ValueError):
+    """The time between two scheduled runs is not more than 0 and at most a day."""

@@ -8,7 +8,7 @@ one look at which of the owed tasks already exist.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from psycopg.rows import dict_row
@@ -16,24 +16,42 @@ from psycopg.rows import dict_row
 from dispatch_fn import periods
 from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.errors import PeriodError
-from dispatch_fn.plan import FAULT_REASONS, Judgement, WindowLike, judge_duty
+from dispatch_fn.plan import (
+    FAULT_REASONS,
+    SCHEDULE_INTERVAL,
+    Judgement,
+    WindowLike,
+    judge_duty,
+    previous_clock,
+)
 
 # A dry run explains at most this many duties in its report (SPEC §9).
 MAX_EXPLAINED: Final = 100
 
 
 def explain(
-    conn: Connection, duty_ids: Sequence[str], now: datetime, window: WindowLike | None = None
+    conn: Connection,
+    duty_ids: Sequence[str],
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    interval: timedelta = SCHEDULE_INTERVAL,
 ) -> dict[str, dict[str, Any]]:
     """Each duty's explanation at clock ``now`` (or for backfill ``window``), by id.
 
-    An id with no stored duty is explained as ``found: false``.
+    ``interval`` back is the previous scheduled clock, as in a run. An id with
+    no stored duty is explained as ``found: false``.
     """
-    return dict(explain_each(conn, duty_ids, now, window))
+    return dict(explain_each(conn, duty_ids, now, window, interval=interval))
 
 
 def explain_each(
-    conn: Connection, duty_ids: Sequence[str], now: datetime, window: WindowLike | None = None
+    conn: Connection,
+    duty_ids: Sequence[str],
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    interval: timedelta = SCHEDULE_INTERVAL,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``explain``'s pairs one duty at a time, in the order named, each id once.
 
@@ -46,12 +64,13 @@ def explain_each(
         cursor.execute(statement_text("explain_duties"), {"duty_ids": wanted})
         rows = {str(row["id"]): row for row in cursor.fetchall()}
     schedules: dict[Any, Any] = {}
+    previous = previous_clock(now, interval)
     for duty_id in wanted:
         row = rows.get(duty_id)
         if row is None:
             yield duty_id, {"duty_id": duty_id, "found": False}
             continue
-        judgement = judge_duty(row, now, window, schedules)
+        judgement = judge_duty(row, now, window, schedules, previous=previous)
         yield duty_id, _as_json(row, judgement, _existing_tasks(conn, row, judgement))
 
 

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 import psycopg
@@ -34,6 +34,7 @@ from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
 from dispatch_fn.events import EventRequest, parse_event
 from dispatch_fn.explain import MAX_EXPLAINED, explain_each
 from dispatch_fn.lambda_context import as_lambda_context
+from dispatch_fn.plan import SCHEDULE_INTERVAL
 from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.settings import Settings
 from dispatch_fn.store import Scope
@@ -100,7 +101,7 @@ def handle(
         _add(metrics, "RefusedEvents", MetricUnit.Count, 1)
         logger.warning("event refused", extra={"problem": str(refused)})
         raise
-    request = run_request(parsed)
+    request = run_request(parsed, interval=timedelta(hours=settings.schedule_interval_hours))
     logger.append_keys(mode=request.mode, clock=request.now.isoformat(), dry_run=request.dry_run)
     if metrics is not None:
         # Beside the service-only set the alarms watch, one per mode.
@@ -145,7 +146,9 @@ def handle(
     duty_ids = request.scope.duty_ids
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
-        explained = explain_each(conns[0], duty_ids, request.now, request.window)
+        explained = explain_each(
+            conns[0], duty_ids, request.now, request.window, interval=request.interval
+        )
         result.update(_within_budget(explained, len(set(duty_ids))))
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
     _emit_metrics(metrics, result)
@@ -251,8 +254,10 @@ def _scope_matched(conn: Connection, scope: Scope) -> dict[str, Any]:
     }
 
 
-def run_request(parsed: EventRequest) -> dispatch.RunRequest:
-    """The run loop's request for what an event asked."""
+def run_request(
+    parsed: EventRequest, *, interval: timedelta = SCHEDULE_INTERVAL
+) -> dispatch.RunRequest:
+    """The run loop's request for what an event asked, the previous clock ``interval`` back."""
     return dispatch.RunRequest(
         now=parsed.now,
         window=parsed.window,
@@ -260,6 +265,7 @@ def run_request(parsed: EventRequest) -> dispatch.RunRequest:
         scope=Scope(organization_id=parsed.organization_id, duty_ids=parsed.duty_ids),
         resume_after=parsed.resume_after,
         continuation=parsed.continuation,
+        interval=interval,
     )
 
 

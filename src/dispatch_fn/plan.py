@@ -17,8 +17,14 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
-from dispatch_fn import periods
-from dispatch_fn.errors import NaiveDatetimeError, PeriodError, UnknownFrequencyError
+from dispatch_fn import _calendar, periods
+from dispatch_fn.errors import (
+    NaiveDatetimeError,
+    PeriodError,
+    ScheduleIntervalError,
+    UnknownFrequencyError,
+    YearOutOfRangeError,
+)
 
 
 class SkipReason(StrEnum):
@@ -55,6 +61,10 @@ DEFAULT_LEAD_DAYS: Final = 7
 DEFAULT_OFFSET_MONTHS: Final = 0
 DEFAULT_ROLL: Final = "none"
 DEFAULT_GRACE_DAYS: Final = 0
+
+# The time between two scheduled runs: the template's cron runs once a day
+# (SPEC §1); an operator may run it more often (DISPATCH_SCHEDULE_INTERVAL_HOURS).
+SCHEDULE_INTERVAL: Final = timedelta(hours=24)
 
 
 class WindowLike(Protocol):
@@ -128,12 +138,17 @@ class Cadence:
 
 @dataclass(frozen=True, slots=True)
 class Period:
-    """A candidate period: its key, its first and last local day, and whether it holds now."""
+    """A candidate period: its key, its first and last local day, and whether it holds now.
+
+    ``past``: it ended by the run's clock and started after the previous
+    scheduled clock, so no run saw it current (SPEC §4 step 4).
+    """
 
     key: str
     first_day: date
     last_day: date
     current: bool
+    past: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +159,14 @@ class Schedule:
     which are visible yet, so one schedule serves every duty of its frequency
     and zone. ``today`` is the duty-local date the effective window and the
     visibility gate test; None for a backfill, which has neither.
+    ``threshold`` is the first local day that starts after the previous
+    scheduled clock: a past period is owed when its ``visible_from`` is on or
+    after it (``is_owed``). None for a backfill.
     """
 
     today: date | None
     periods: tuple[Period, ...]
+    threshold: date | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,17 +250,27 @@ def schedule_for(
     window: WindowLike | None = None,
     *,
     lead_horizon: int = 0,
+    previous: datetime | None = None,
 ) -> Schedule:
     """The candidate periods of a frequency in a zone, enough for leads up to ``lead_horizon``.
 
-    Raises ``CadenceRefused`` naming the fault if the engine refuses them.
+    A scheduled run's candidates include the periods that began after the
+    ``previous`` scheduled clock and ended by ``now`` (SPEC §4 step 4; None:
+    ``now - SCHEDULE_INTERVAL``). Raises ``CadenceRefused`` naming the fault
+    if the engine refuses them.
     """
     if frequency is None:
         raise CadenceRefused(
             FaultReason.NO_FREQUENCY, "frequency is null; a recurring duty needs one"
         )
     try:
-        return _schedule_for(frequency, timezone, now, window, lead_horizon)
+        return _schedule_for(
+            frequency,
+            timezone,
+            now,
+            window,
+            (lead_horizon, now - SCHEDULE_INTERVAL if previous is None else previous),
+        )
     except PeriodError as exc:
         raise _refusal(exc) from exc
 
@@ -276,13 +305,22 @@ def check_due_rule(cadence: Cadence) -> None:
         raise _refusal(exc) from exc
 
 
-def is_owed(period: Period, visible_from: date, today: date | None) -> bool:
+def is_owed(
+    period: Period, visible_from: date, today: date | None, threshold: date | None = None
+) -> bool:
     """The visibility gate: a later period is owed once its lead window has opened.
 
     The current period is owed even if its own ``visible_from`` lies ahead; a
-    backfill (``today`` None) owes every candidate.
+    backfill (``today`` None) owes every candidate. A past period (``Period.past``)
+    is owed when it became owed after the previous clock: the earlier of its
+    start and its ``visible_from`` day's start came after that clock. Its start
+    did, so that is ``visible_from >= threshold`` (``Schedule.threshold``).
     """
-    return today is None or period.current or visible_from <= today
+    if today is None or period.current:
+        return True
+    if period.past:
+        return threshold is not None and visible_from >= threshold
+    return visible_from <= today
 
 
 def _refusal(exc: PeriodError) -> CadenceRefused:
@@ -295,8 +333,13 @@ def _refusal(exc: PeriodError) -> CadenceRefused:
 
 
 def _schedule_for(
-    frequency: str, zone: str, now: datetime, window: WindowLike | None, lead_horizon: int
+    frequency: str,
+    zone: str,
+    now: datetime,
+    window: WindowLike | None,
+    reach: tuple[int, datetime],
 ) -> Schedule:
+    lead_horizon, previous = reach
     today = periods.local_date(now, zone)
     if window is not None:
         last_day = window.to_date if window.to_date is not None else today
@@ -316,7 +359,35 @@ def _schedule_for(
     horizon_day = _add_days_within_calendar(today, max(lead_horizon, 0))
     horizon = max(now, periods.start_of_day(horizon_day, zone))
     keys = periods.periods_between(frequency, now, horizon, zone)
-    return Schedule(today, _periods(frequency, keys, current=keys[0]))
+    later = _periods(frequency, keys, current=keys[0])
+    threshold = _threshold(previous, zone)
+    past: tuple[Period, ...] = ()
+    if threshold < later[0].first_day:
+        # Periods that began after the previous clock and are over by now:
+        # shorter than the interval, or a day the run clock skipped over
+        # (America/Nuuk's 2026-03-28 at 01:00 UTC). Candidates for every
+        # lead: whether one is owed depends on its visible_from alone.
+        begun = periods.periods_between(frequency, periods.start_of_day(threshold, zone), now, zone)
+        past = tuple(
+            Period(key, *periods.period_days(frequency, key), current=False, past=True)
+            for key in begun
+            if key != keys[0]
+        )
+    return Schedule(today, past + later, threshold)
+
+
+def _threshold(previous: datetime, zone: str) -> date:
+    """The first local day in ``zone`` whose start comes after the instant ``previous``.
+
+    Days start in order (a skipped day starts with the next one), and the day
+    after ``previous``'s own starts after it, so that day is the one.
+    """
+    try:
+        day = periods.local_date(previous, zone)
+    except YearOutOfRangeError:
+        # Before 1583: no period starts earlier than the calendar's first day.
+        return _calendar.FIRST_DAY
+    return _add_days_within_calendar(day, 1)
 
 
 def _periods(frequency: str, keys: list[str], current: str | None) -> tuple[Period, ...]:
@@ -332,19 +403,25 @@ def _add_days_within_calendar(day: date, days: int) -> date:
 
 
 def plan_dispatch(
-    duties: Iterable[Mapping[str, Any]], now: datetime, window: WindowLike | None = None
+    duties: Iterable[Mapping[str, Any]],
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    interval: timedelta = SCHEDULE_INTERVAL,
 ) -> Plan:
     """Plan a run over ``duties`` (``duly_duty`` rows) at clock ``now``.
 
-    ``window`` None is a scheduled run; otherwise a backfill of that window.
-    A naive ``now`` is refused outright: it is the run's fault, not any duty's.
+    ``window`` None is a scheduled run, the previous one ``interval`` earlier;
+    otherwise a backfill of that window. A naive ``now`` is refused outright:
+    it is the run's fault, not any duty's.
     """
     if now.tzinfo is None or now.utcoffset() is None:
         raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
+    previous = previous_clock(now, interval)
     plan = Plan()
     schedules: ScheduleMemo = {}
     for duty in duties:
-        judged = judge_duty(duty, now, window, schedules)
+        judged = judge_duty(duty, now, window, schedules, previous=previous)
         if judged.skip is not None:
             plan.skipped.append(judged.skip)
             continue
@@ -393,16 +470,32 @@ class Judgement:
 type ScheduleMemo = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
 
 
+def previous_clock(now: datetime, interval: timedelta) -> datetime:
+    """The scheduled clock before ``now``: ``interval`` earlier (SPEC §4 step 4)."""
+    if not timedelta(0) < interval <= SCHEDULE_INTERVAL:
+        raise ScheduleIntervalError(
+            f"schedule interval {interval!r}; expected more than 0 and at most {SCHEDULE_INTERVAL}"
+        )
+    try:
+        return now - interval
+    except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
+        return now
+
+
 def judge_duty(
     duty: Mapping[str, Any],
     now: datetime,
     window: WindowLike | None = None,
     schedules: ScheduleMemo | None = None,
+    *,
+    previous: datetime | None = None,
 ) -> Judgement:
     """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
 
     ``plan_dispatch`` is this over many duties; ``explain`` shows it to a person.
-    ``schedules`` shares planned schedules between calls of one run.
+    ``schedules`` shares planned schedules between calls of one run (all at
+    ``now`` and ``previous``); ``previous`` is the scheduled clock before
+    ``now`` (None: ``now - SCHEDULE_INTERVAL``).
     """
     duty_id = str(duty["id"])
     cadence = Cadence.of(duty)
@@ -419,7 +512,9 @@ def judge_duty(
         )
         return Judgement(duty_id, cadence, skip=Skip(duty_id, not_dispatched, detail))
     try:
-        schedule = _duty_schedule(cadence, now, window, {} if schedules is None else schedules)
+        schedule = _duty_schedule(
+            cadence, (now, previous), window, {} if schedules is None else schedules
+        )
     except CadenceRefused as refused:
         return Judgement(duty_id, cadence, skip=Skip(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
@@ -430,10 +525,14 @@ def judge_duty(
         for period in schedule.periods:
             due_date = cadence.due_date(period)
             visible_from = periods.visible_from_for(due_date, cadence.lead_days)
+            owed = is_owed(period, visible_from, schedule.today, schedule.threshold)
+            if period.past and not owed:
+                # Owed by an earlier run, when it became visible: not this run's question.
+                continue
             not_owed = None
             if not within(cadence.window_day(period, due_date), effective_from, effective_to):
                 not_owed = NotOwed.OUTSIDE_EFFECTIVE_WINDOW
-            elif not is_owed(period, visible_from, schedule.today):
+            elif not owed:
                 not_owed = NotOwed.NOT_VISIBLE_YET
             late_after = periods.late_after_for(due_date, cadence.grace_days)
             candidates.append(Candidate(period, due_date, visible_from, late_after, not_owed))
@@ -453,11 +552,12 @@ def judge_duty(
 
 def _duty_schedule(
     cadence: Cadence,
-    now: datetime,
+    clocks: tuple[datetime, datetime | None],
     window: WindowLike | None,
     schedules: ScheduleMemo,
 ) -> Schedule:
     """The duty's schedule, its cadence checked in the order the database path checks it."""
+    now, previous = clocks
     try:
         lead = periods.check_day_count(cadence.lead_days, "lead_days")
     except PeriodError as exc:
@@ -466,7 +566,12 @@ def _duty_schedule(
     if memo not in schedules:
         try:
             schedules[memo] = schedule_for(
-                cadence.frequency, cadence.timezone, now, window, lead_horizon=lead
+                cadence.frequency,
+                cadence.timezone,
+                now,
+                window,
+                lead_horizon=lead,
+                previous=previous,
             )
         except CadenceRefused as refused:
             schedules[memo] = refused

@@ -43,6 +43,11 @@ DEFAULT_MAX_WINDOW_DAYS: Final = 1827
 DEFAULT_MAX_DUTY_IDS: Final = 10_000
 # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
 DEFAULT_CATCH_UP_DAYS: Final = 7
+# Hours between two scheduled runs: the template's cron runs daily. A run owes
+# what became owed since the previous clock (SPEC §4 step 4), so this must
+# match the schedule (template.yaml's ScheduleIntervalHours sets both).
+DEFAULT_SCHEDULE_INTERVAL_HOURS: Final = 24
+MAX_SCHEDULE_INTERVAL_HOURS: Final = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,8 @@ class Settings:
     reserve_ms: int = 30_000
     # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS
+    # Hours between two scheduled clocks (DISPATCH_SCHEDULE_INTERVAL_HOURS).
+    schedule_interval_hours: int = DEFAULT_SCHEDULE_INTERVAL_HOURS
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:
@@ -95,6 +102,12 @@ class Settings:
             max_duty_ids=_positive(environ, "DISPATCH_MAX_DUTY_IDS", DEFAULT_MAX_DUTY_IDS),
             reserve_ms=_positive(environ, "DISPATCH_RESERVE_MS", 30_000),
             catch_up_days=_not_negative(environ, "DISPATCH_CATCH_UP_DAYS", DEFAULT_CATCH_UP_DAYS),
+            schedule_interval_hours=_positive(
+                environ,
+                "DISPATCH_SCHEDULE_INTERVAL_HOURS",
+                DEFAULT_SCHEDULE_INTERVAL_HOURS,
+                most=MAX_SCHEDULE_INTERVAL_HOURS,
+            ),
         )
 
 

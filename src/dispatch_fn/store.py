@@ -386,8 +386,8 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
     arrays: dict[str, list[Any]] = {
         name: []
         for name in (
-            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today",
-            "p_schedule", "p_key", "p_first", "p_last", "p_current",
+            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_threshold",
+            "p_schedule", "p_key", "p_first", "p_last", "p_current", "p_past",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -400,11 +400,13 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
                 arrays["p_first"].append(period.first_day)
                 arrays["p_last"].append(period.last_day)
                 arrays["p_current"].append(period.current)
+                arrays["p_past"].append(period.past)
         arrays["c_schedule"].append(number)
         arrays["c_frequency"].append(group.frequency)
         arrays["c_timezone"].append(group.timezone)
         arrays["c_lead_bucket"].append(group.lead_bucket)
         arrays["c_today"].append(schedule.today)
+        arrays["c_threshold"].append(schedule.threshold)
     days = (arrays["p_first"], arrays["p_last"])
     return {**arrays, **_rule_arrays(rules.refused, "x"), **_roll_arrays(days, rules.accepted)}
 

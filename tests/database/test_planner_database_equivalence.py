@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,11 @@ from support import assert_run_is_the_plan, duty, insert_duties, multiset, task_
 ZONES = (
     "UTC", "Asia/Shanghai", "America/Los_Angeles", "Europe/Berlin", "America/Santiago",
     "Pacific/Auckland", "Pacific/Apia", "Australia/Lord_Howe", "Asia/Kathmandu",
-    "Pacific/Kiritimati", "Pacific/Pago_Pago", "Mars/Olympus",
+    "Pacific/Kiritimati", "Pacific/Pago_Pago", "America/Nuuk", "America/Scoresbysund",
+    "Antarctica/Troll", "Mars/Olympus",
 )  # fmt: skip
+# Hours since the previous scheduled clock: ScheduleIntervalHours' values.
+INTERVALS = st.sampled_from([1, 2, 3, 4, 6, 8, 12, 24, 24, 24]).map(lambda h: timedelta(hours=h))
 DAYS = st.dates(date(2010, 1, 1), date(2035, 12, 31))
 # The calendar's first and last years (SPEC §2: 1583-9999), where a lead, an
 # offset, a roll or a grace can carry a date out of the calendar.
@@ -116,6 +120,7 @@ def runs(draw: st.DrawFn) -> tuple[datetime, Window | None]:
     chunk=st.integers(1, 5),
     workers=st.integers(1, 3),
     page_rows=st.none() | st.integers(1, 400),
+    interval=INTERVALS,
 )
 def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypothesis draws
     conn: psycopg.Connection[Any],
@@ -125,15 +130,16 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
     chunk: int,
     workers: int,
     page_rows: int | None,
+    interval: timedelta,
 ) -> None:
     conn.execute("TRUNCATE duly_task, duly_duty")
     insert_duties(conn, duties)
     now, window = run
-    plan = plan_dispatch(duties, now, window)
+    plan = plan_dispatch(duties, now, window, interval=interval)
 
     report = dispatch.run(
         [conn, *helpers[: workers - 1]],
-        dispatch.RunRequest(now=now, window=window),
+        dispatch.RunRequest(now=now, window=window, interval=interval),
         chunk_size=chunk,
         page_rows=page_rows,
     )
@@ -165,3 +171,34 @@ def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
     dispatch.run([conn], dispatch.RunRequest(now=now, window=window), chunk_size=50)
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert len(plan.drafts) > len(duties)
+
+
+@pytest.mark.parametrize(
+    ("clock", "hours"),
+    [
+        # The run after Greenland's clocks moved across midnight (SPEC §4 step 4).
+        (datetime(2026, 3, 29, 1, tzinfo=UTC), 24),
+        # Antarctica/Troll's 22-hour day, inside one interval of an hourly schedule.
+        (datetime(2026, 3, 29, 22, tzinfo=UTC), 1),
+        (datetime(2026, 3, 30, 1, tzinfo=UTC), 24),
+        # Lord Howe's half hour and Apia's skipped day.
+        (datetime(2026, 4, 5, 1, tzinfo=UTC), 6),
+        (datetime(2011, 12, 31, 1, tzinfo=UTC), 24),
+    ],
+)
+def test_past_periods_are_owed_alike_on_both_paths(
+    conn: psycopg.Connection[Any], clock: datetime, hours: int
+) -> None:
+    zones = ("America/Nuuk", "America/Scoresbysund", "Antarctica/Troll", "Australia/Lord_Howe",
+             "Pacific/Apia", "UTC")  # fmt: skip
+    duties = [
+        duty(f"{zone}-{frequency}-{lead}", frequency=frequency, timezone=zone, lead_days=lead)
+        for zone in zones
+        for frequency in ("daily", "weekly")
+        for lead in (-3, -1, 0, 1, 2, 8)
+    ]
+    insert_duties(conn, duties)
+    interval = timedelta(hours=hours)
+    plan = plan_dispatch(duties, clock, interval=interval)
+    report = dispatch.run([conn], dispatch.RunRequest(now=clock, interval=interval))
+    assert_run_is_the_plan(conn, report, plan)

@@ -122,3 +122,10 @@ def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn) -> None:
         (ROLE,),
     ).fetchone()
     assert sequences == (0,)
+
+
+def test_the_dispatcher_role_may_call_the_period_order_function(as_dispatcher: Conn) -> None:
+    # page_write.sql orders keys with it (migration 0007); EXECUTE is PUBLIC's.
+    row = as_dispatcher.execute("SELECT duly_period_first_day('2026-W46')").fetchone()
+    assert row is not None
+    assert str(row[0]) == "2026-11-09"

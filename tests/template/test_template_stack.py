@@ -59,6 +59,7 @@ EXPECTED_ENVIRONMENT = {
     "DISPATCH_CATCH_UP_DAYS": {"Ref": "DispatchCatchUpDays"},
     "DISPATCH_CHUNK_SIZE": {"Ref": "DispatchChunkSize"},
     "DISPATCH_PAGE_ROWS": {"Ref": "DispatchPageRows"},
+    "DISPATCH_SCHEDULE_INTERVAL_HOURS": {"Ref": "ScheduleIntervalHours"},
     "DISPATCH_MAX_WINDOW_DAYS": {"Ref": "DispatchMaxWindowDays"},
     "DISPATCH_WORKERS": {"Ref": "DispatchWorkers"},
     "POWERTOOLS_SERVICE_NAME": "duly-dispatcher",
@@ -332,9 +333,32 @@ def test_logs_go_to_a_stack_named_log_group_with_retention(
 
 
 def test_schedule_fires_at_0100_utc_every_day(schedule: dict[str, Any]) -> None:
-    assert schedule["ScheduleExpression"] == "cron(0 1 * * ? *)"
+    # The daily cron of SPEC §1 unless the operator chose a shorter interval.
+    assert schedule["ScheduleExpression"] == {
+        "Fn::If": [
+            "RunsDaily",
+            "cron(0 1 * * ? *)",
+            {"Fn::Sub": "cron(0 1/${ScheduleIntervalHours} * * ? *)"},
+        ]
+    }
     assert schedule["ScheduleExpressionTimezone"] == "UTC"
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+
+
+def test_the_schedule_interval_is_one_parameter_for_the_schedule_and_the_function(
+    sam_template: dict[str, Any], translated: dict[str, Any]
+) -> None:
+    parameter = sam_template["Parameters"]["ScheduleIntervalHours"]
+    assert parameter["Type"] == "Number"
+    assert parameter["Default"] == 24
+    allowed = [int(value) for value in parameter["AllowedValues"]]
+    assert allowed == [1, 2, 3, 4, 6, 8, 12, 24]
+    # Each divides a day, so "from 01:00 every N hours" is evenly spaced across
+    # midnight as well: the interval the function assumes holds between every two runs.
+    assert all(24 % hours == 0 for hours in allowed)
+    assert translated["Conditions"]["RunsDaily"] == {
+        "Fn::Equals": [{"Ref": "ScheduleIntervalHours"}, "24"]
+    }
 
 
 def test_schedule_targets_the_dispatch_function(schedule: dict[str, Any]) -> None:

@@ -22,6 +22,9 @@ advancing AS (
          (SELECT duty_id, max(period_key COLLATE "C") AS latest
           FROM missing GROUP BY duty_id) i
     WHERE d.id = i.duty_id
+      -- page_write.sql's never-regress test, word for word.
       AND (d.last_dispatched_period IS NULL
-           OR d.last_dispatched_period COLLATE "C" < i.latest)
+           OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
+               d.last_dispatched_period COLLATE "C")
+            < (duly_period_first_day(i.latest), i.latest))
 )

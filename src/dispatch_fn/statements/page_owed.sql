@@ -13,15 +13,17 @@
 -- a null frequency or calendar means something.
 WITH cadence AS (
     -- One row per group of duties the run planned (store.Group: a frequency,
-    -- zone and lead bucket): its schedule and today in its zone. Each group's
+    -- zone and lead bucket): its schedule, today in its zone, and the first
+    -- day in its zone that starts after the previous scheduled clock
+    -- (plan.Schedule.threshold; null in a backfill). Each group's
     -- weight, the candidate periods its schedule holds (summed over a catch-up
     -- statement's clocks, which add one cadence each), travels apart as
     -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
     SELECT *
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
-                (SELECT %(c_today)b::date[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today)
+                (SELECT %(c_today)b::date[]), (SELECT %(c_threshold)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, threshold)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
@@ -81,12 +83,13 @@ refused_rule AS (
         AS x(due_anchor, due_roll, holiday_calendar)
 ),
 period AS (
-    -- Each schedule's candidate periods (plan.Schedule).
+    -- Each schedule's candidate periods (plan.Schedule); past: over by the
+    -- run's clock, begun after the previous one (plan.Period.past).
     SELECT *
     FROM unnest((SELECT %(p_schedule)b::int[]), (SELECT %(p_key)b::text[]),
                 (SELECT %(p_first)b::date[]), (SELECT %(p_last)b::date[]),
-                (SELECT %(p_current)b::bool[]))
-        AS p(schedule_no, period_key, first_day, last_day, current)
+                (SELECT %(p_current)b::bool[]), (SELECT %(p_past)b::bool[]))
+        AS p(schedule_no, period_key, first_day, last_day, current, past)
 ),
 roll AS (
     -- Every day that is not a business day of a calendar in use ('' is the
@@ -102,7 +105,7 @@ placed AS (
     -- whose offsets or grace lie outside what periods.check_due_rule allows
     -- (counted as faults before the pages), keep a null schedule_no: they
     -- count towards the cursor and nothing else.
-    SELECT page.*, c.schedule_no, c.today,
+    SELECT page.*, c.schedule_no, c.today, c.threshold,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
                AS in_window
@@ -127,7 +130,7 @@ unrolled AS (
     -- period is longer than 366 days). after_period_end: the last day moved
     -- on whole months (month-end stays month-end, as _calendar.add_months),
     -- plus the days; not clamped.
-    SELECT pl.*, p.period_key, p.current, p.last_day,
+    SELECT pl.*, p.period_key, p.current, p.past, p.last_day,
            CASE pl.due_anchor
                WHEN 'period_start' THEN least(greatest(
                    p.first_day + least(greatest(pl.due_offset_days, -400), 400),
@@ -146,8 +149,9 @@ unrolled AS (
     WHERE pl.schedule_no IS NOT NULL AND pl.in_window
       -- The duty's own candidates (SPEC §4): periods that start by today plus
       -- its lead; the schedule was planned for the largest lead in its group,
-      -- whose leads share one bucket (plan.lead_bucket).
-      AND (pl.today IS NULL OR p.current OR p.first_day <= pl.today + pl.lead_days)
+      -- whose leads share one bucket (plan.lead_bucket). A past period is a
+      -- candidate whatever the lead (plan._schedule_for).
+      AND (pl.today IS NULL OR p.current OR p.past OR p.first_day <= pl.today + pl.lead_days)
 ),
 dated AS (
     -- The roll, applied last (periods.due_date_for): a business day stays;
@@ -180,6 +184,11 @@ owed AS (
     WHERE CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
               BETWEEN coalesce(effective_from, '-infinity'::date)
                   AND coalesce(effective_to, 'infinity'::date)
-      -- plan.is_owed: the current period always; a later one once visible.
-      AND (today IS NULL OR current OR due_date - lead_days <= today)
+      -- plan.is_owed: the current period always; a later one once visible; a
+      -- past one if it became owed after the previous clock, its visible_from
+      -- on or after the threshold. Dates only: the planner turned the clock
+      -- into a local day once per group (ADR 0001's rule, not AT TIME ZONE's).
+      AND (today IS NULL OR current
+           OR CASE WHEN past THEN due_date - lead_days >= threshold
+                   ELSE due_date - lead_days <= today END)
 )
