@@ -33,7 +33,14 @@ from psycopg import sql
 from dispatch_fn import store
 from dispatch_fn._calendar import LAST_DAY
 from dispatch_fn._sql import Connection, statement_text
-from dispatch_fn.plan import SCHEDULE_INTERVAL, CadenceRefused, Schedule, schedule_for
+from dispatch_fn.plan import (
+    SCHEDULE_INTERVAL,
+    CadenceRefused,
+    Schedule,
+    Window,
+    WindowLike,
+    schedule_for,
+)
 from dispatch_fn.store import Group, Scope
 
 _DAY: Final = timedelta(days=1)
@@ -107,24 +114,11 @@ def page_statements(
     chain = [(clock, clock - _DAY) for clock in clocks]
     if now - clocks[-1] > interval:
         chain.append((now, clocks[-1]))
-    lead: dict[_Key, int] = {}
-    current: dict[_Key, str] = {}
-    for group, schedule in ready:
-        memo = (group.frequency, group.timezone, group.lead_bucket)
-        lead[memo] = max(lead.get(memo, group.max_lead), group.max_lead)
-        current[memo] = next(period.key for period in schedule.periods if period.current)
-    full: dict[_Key, list[Schedule]] = {}
-    for memo, horizon in lead.items():
-        frequency, zone, _ = memo
-        for clock, previous in chain:
-            try:
-                full.setdefault(memo, []).append(
-                    schedule_for(frequency, zone, clock, lead_horizon=horizon, previous=previous)
-                )
-            except CadenceRefused:
-                # Only at a calendar's edge, where the run's own clock already
-                # planned this group; a missed clock there owes nothing.
-                continue
+    current = {
+        _key(group): next(period.key for period in schedule.periods if period.current)
+        for group, schedule in ready
+    }
+    full = _schedules_at(ready, chain)
     earlier: dict[_Key, list[Schedule]] = {
         memo: [
             replace(s, periods=kept)
@@ -169,17 +163,49 @@ def _expired_during(
     return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())
 
 
+def _key(group: Group) -> _Key:
+    return (group.frequency, group.timezone, group.lead_bucket)
+
+
+def _schedules_at(
+    ready: Sequence[tuple[Group, Schedule]],
+    chain: Sequence[tuple[datetime, datetime]],
+    window: WindowLike | None = None,
+) -> dict[_Key, list[Schedule]]:
+    """Each group's schedule at each ``(clock, previous)`` of ``chain``, for its largest lead."""
+    horizons: dict[_Key, int] = {}
+    for group, _ in ready:
+        horizons[_key(group)] = max(horizons.get(_key(group), group.max_lead), group.max_lead)
+    schedules: dict[_Key, list[Schedule]] = {}
+    for memo, horizon in horizons.items():
+        frequency, zone, _ = memo
+        for clock, previous in chain:
+            try:
+                schedules.setdefault(memo, []).append(
+                    schedule_for(
+                        frequency, zone, clock, window, lead_horizon=horizon, previous=previous
+                    )
+                )
+            except CadenceRefused:
+                # Only at a calendar's edge, where the run's own clock already
+                # planned this group; an earlier clock there owes nothing.
+                continue
+    return schedules
+
+
 @dataclass(frozen=True, slots=True)
 class SetAsideAt:
-    """Duties set aside by runs at one clock, not yet repaid: ``(run_id, duty_id)`` each.
+    """Duties set aside by runs at one clock (and window), not yet repaid.
 
-    ``owed_from`` is the first clock those runs owed them: the first clock
-    they caught up, or their own.
+    ``entries`` are ``(run_id, duty_id)``; ``owed_from`` is the first clock
+    those runs owed them (the first clock they caught up, or their own);
+    ``window`` is a backfill's.
     """
 
     clock: datetime
     entries: tuple[tuple[int, str], ...]
     owed_from: datetime
+    window: Window | None = None
 
     @property
     def duty_ids(self) -> tuple[str, ...]:
@@ -188,54 +214,90 @@ class SetAsideAt:
 
 
 @dataclass(frozen=True, slots=True)
-class OwedAgain:
-    """What a run owes duties that earlier runs set aside (SPEC §9): the clocks, and whom."""
+class Repayment:
+    """What one group of set-aside duties is owed: each clock with its previous one."""
 
-    set_aside: tuple[SetAsideAt, ...]
-    # Per set-aside clock: that clock and each daily clock since, before the run's own.
-    clocks: tuple[tuple[datetime, ...], ...]
+    set_aside: SetAsideAt
+    chain: tuple[tuple[datetime, datetime], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OwedAgain:
+    """What a run owes duties that earlier runs set aside (SPEC §9)."""
+
+    repayments: tuple[Repayment, ...]
 
     @classmethod
-    def of(cls, set_aside: Sequence[SetAsideAt], now: datetime, days: int) -> OwedAgain | None:
-        """The clocks owed to ``set_aside`` by a run at ``now``; None if nothing is owed."""
-        # Set aside at this very clock (a replayed event) or a later one: that
-        # run's clock is owed by this one anyway, or not yet; it stays owed.
-        owed = [(each, clocks) for each in set_aside if (clocks := _owed_clocks(each, now, days))]
-        if not owed:
-            return None
-        return cls(tuple(each for each, _ in owed), tuple(clocks for _, clocks in owed))
+    def of(
+        cls,
+        set_aside: Sequence[SetAsideAt],
+        now: datetime,
+        *,
+        days: int,
+        interval: timedelta = SCHEDULE_INTERVAL,
+    ) -> OwedAgain | None:
+        """What a run at ``now`` owes ``set_aside``; None if nothing is owed yet.
+
+        A group set aside at this very clock (a replayed event) or a later
+        one is not owed yet: it stays owed until a run comes after it.
+        """
+        owed = tuple(
+            Repayment(each, _chain(each, now, days, interval))
+            for each in set_aside
+            if each.clock < now
+        )
+        return cls(owed) if owed else None
+
+    @property
+    def set_aside(self) -> tuple[SetAsideAt, ...]:
+        """Every group repaid."""
+        return tuple(repayment.set_aside for repayment in self.repayments)
 
     def as_json(self, tasks_created: int) -> dict[str, Any]:
         """The report's ``owed_again`` object."""
-        every = sorted({clock for clocks in self.clocks for clock in clocks})
+        every = sorted(
+            {
+                clock
+                for repayment in self.repayments
+                if repayment.set_aside.window is None
+                for clock, _ in repayment.chain
+            }
+        )
         duties = {duty_id for each in self.set_aside for duty_id in each.duty_ids}
         return {
             "duties": len(duties),
             "from": every[0].isoformat() if every else None,
             "to": every[-1].isoformat() if every else None,
             "clocks": len(every),
+            "windows": sum(1 for each in self.set_aside if each.window is not None),
             "tasks_created": tasks_created,
         }
 
 
-def _owed_clocks(set_aside: SetAsideAt, now: datetime, days: int) -> tuple[datetime, ...]:
-    # The clocks the setting-aside run owed (those it caught up, then its
-    # own), then each daily clock since (a later run set it aside too, or no
-    # run came), before the run's own and within the catch-up bound.
-    earliest = now - max(days, 1) * _DAY
-    caught = _daily(set_aside.owed_from, set_aside.clock)
-    since = _daily(set_aside.clock + _DAY, now)
-    return tuple(c for c in (*caught, set_aside.clock, *since) if earliest <= c < now)
+def _chain(
+    set_aside: SetAsideAt, now: datetime, days: int, interval: timedelta
+) -> tuple[tuple[datetime, datetime], ...]:
+    # A backfill owes its window, once. A scheduled run owes the clocks it
+    # caught up (bounded by its own catch-up), then its own, then each daily
+    # clock since (a later run set it aside too, or no run came) before this
+    # run's own, within the catch-up bound.
+    if set_aside.window is not None:
+        return ((set_aside.clock, set_aside.clock - interval),)
+    caught = [(clock, clock - _DAY) for clock in _daily(set_aside.owed_from, set_aside.clock)]
+    earliest = now - days * _DAY
+    since = [
+        (clock, clock - _DAY) for clock in _daily(set_aside.clock + _DAY, now) if clock >= earliest
+    ]
+    return (*caught, (set_aside.clock, set_aside.clock - interval), *since)
 
 
 def _daily(first: datetime, before: datetime) -> list[datetime]:
     """``first`` and each day after it, before ``before``."""
-    clocks = []
-    clock = first
-    while clock < before:
-        clocks.append(clock)
-        clock += _DAY
-    return clocks
+    if before <= first:
+        return []
+    # Counted from the difference, as missed_clocks does: never a step past ``before``.
+    count = -((first - before) // _DAY)
+    return [first + n * _DAY for n in range(count)]
 
 
 def repay_statements(
@@ -244,29 +306,16 @@ def repay_statements(
     rules: store.Rules,
     owed: OwedAgain,
 ) -> list[store.PageStatement]:
-    """One page statement per set-aside clock: its duties, every candidate of each owed clock.
+    """One page statement per group of set-aside duties: every candidate of what they are owed.
 
     Like the duties whose window closed during an outage, a set-aside duty
     got nothing at those clocks, so every candidate is sent, not only the
     periods before the current one.
     """
-    horizons: dict[_Key, int] = {}
-    for group, _ in ready:
-        memo = (group.frequency, group.timezone, group.lead_bucket)
-        horizons[memo] = max(horizons.get(memo, group.max_lead), group.max_lead)
     statements = []
-    for each, clocks in zip(owed.set_aside, owed.clocks, strict=True):
-        schedules: dict[_Key, list[Schedule]] = {}
-        for memo, horizon in horizons.items():
-            frequency, zone, _ = memo
-            for clock in clocks:
-                try:
-                    schedules.setdefault(memo, []).append(
-                        schedule_for(frequency, zone, clock, lead_horizon=horizon)
-                    )
-                except CadenceRefused:
-                    continue  # only at a calendar's edge: that clock owes this group nothing
-        pairs = _pairs(ready, schedules)
+    for repayment in owed.repayments:
+        each = repayment.set_aside
+        pairs = _pairs(ready, _schedules_at(ready, repayment.chain, each.window))
         if pairs:
             narrowed = Scope(
                 organization_id=scope.organization_id,

@@ -46,7 +46,8 @@ def not_handed_off(request: RunRequest, report: RunReport) -> str | None:
         )
     if report.stopped_by != STOPPED_BY_DEADLINE:
         return f"stopped by {report.stopped_by!r}; only a deadline stop hands off"
-    if report.last_duty_id is None or report.last_duty_id == request.resume_after:
+    # The mark is None until the first range moved past its lower bound.
+    if report.last_duty_id is None:
         return (
             f"stopped by its deadline before its gapless mark moved past "
             f"{request.resume_after!r}: a continuation would start where this run did, "

@@ -123,6 +123,11 @@ class RunReport:
         return sum(self.fault_counts.values()) > 0 or bool(self.set_aside)
 
     @property
+    def set_aside_pairs(self) -> tuple[tuple[str, str], ...]:
+        """``(duty_id, reason)`` of every set-aside duty, as the ledger keeps them."""
+        return tuple((each.duty_id, str(each.reason)) for each in self.set_aside)
+
+    @property
     def set_aside_ids(self) -> tuple[str, ...]:
         """The set-aside duties' ids, in id order."""
         return tuple(each.duty_id for each in self.set_aside)
@@ -274,6 +279,7 @@ def _failed(report: RunReport, problem: str) -> RunFailedError:
         f"run failed after {report.pages} committed page(s), last duty id "
         f"{report.last_duty_id!r}: {problem}; report so far: {json.dumps(summary)}",
         summary,
+        set_aside=report.set_aside_pairs,
     )
 
 

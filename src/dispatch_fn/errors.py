@@ -59,9 +59,18 @@ class RunFailedError(RuntimeError):
     pages were committed before the failure.
     """
 
-    def __init__(self, message: str, report: dict[str, object]) -> None:
+    def __init__(
+        self,
+        message: str,
+        report: dict[str, object],
+        *,
+        set_aside: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.report = report
+        # Every ``(duty_id, reason)`` the committed pages set aside (the report
+        # lists the first hundred): the ledger keeps them, so they are owed again.
+        self.set_aside = set_aside
 
 
 class UnknownRollError(PeriodError):

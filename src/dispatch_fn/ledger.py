@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.catch_up import SetAsideAt
 from dispatch_fn.dispatch import RunRequest
+from dispatch_fn.plan import Window
 from dispatch_fn.store import Scope
 
 # The function's Timeout in template.yaml (a template test holds them equal):
@@ -120,16 +121,20 @@ def record_set_aside(
     )
 
 
-def owed_again(conn: Connection, scope: Scope, earliest: datetime) -> list[SetAsideAt]:
-    """The set-aside duties in ``scope`` not yet repaid, by the clock that set them aside."""
+def owed_again(conn: Connection, scope: Scope) -> list[SetAsideAt]:
+    """The set-aside duties in ``scope`` not yet repaid, by the clock and window of their run."""
     query = _sql("run_set_aside_owed").format(scope=scope.condition())
-    by_clock: dict[tuple[datetime, datetime], list[tuple[int, str]]] = {}
-    params = {**scope.params(), "earliest": earliest}
-    for run_id, clock, owed_from, duty_id in conn.execute(query, params):
-        by_clock.setdefault((clock, owed_from), []).append((int(run_id), str(duty_id)))
+    groups: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
+    for run_id, *at, duty_id in conn.execute(query, scope.params()):
+        groups.setdefault(tuple(at), []).append((int(run_id), str(duty_id)))
     return [
-        SetAsideAt(clock, tuple(entries), owed_from=owed_from)
-        for (clock, owed_from), entries in by_clock.items()
+        SetAsideAt(
+            clock,
+            tuple(entries),
+            owed_from=owed_from,
+            window=None if window_from is None else Window(window_from, window_to),
+        )
+        for (clock, owed_from, window_from, window_to), entries in groups.items()
     ]
 
 

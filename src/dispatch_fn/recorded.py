@@ -9,8 +9,9 @@ connections, clock budget and Lambda client.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -95,6 +96,12 @@ def execute(
         )
     except RunFailedError as failed:
         failed.report["run_id"] = run_id
+        if not request.dry_run and failed.set_aside:
+            # The pages it committed set these aside: owed again like any others.
+            with suppress(psycopg.Error):
+                ledger.record_set_aside(
+                    conn, run_id, failed.set_aside, owed_from=_owed_from(request, clocks)
+                )
         _record_failure(conn, run_id, failed.report, str(failed))
         raise
     except KeyboardInterrupt:
@@ -103,19 +110,20 @@ def execute(
         # status of its own for this).
         _record_failure(conn, run_id, {"complete": False, "run_id": run_id}, "interrupted")
         raise
-    return _ended(conn, run_id, request, report, owed=owed, hand_off=hand_off)
+    return _ended(conn, run_id, report, clocks, owed=owed, hand_off=hand_off)
 
 
 def _ended(
     conn: Connection,
     run_id: int,
-    request: dispatch.RunRequest,
     report: dispatch.RunReport,
+    clocks: tuple[datetime, ...],
     *,
     owed: catch_up.OwedAgain | None,
     hand_off: HandOff | None,
 ) -> dict[str, Any]:
     """Record how the run ended, and hand the rest on if it stopped for its deadline."""
+    request = report.request
     result = report.as_json()
     result["run_id"] = run_id
     result["continuation"] = request.continuation
@@ -124,7 +132,7 @@ def _ended(
     result["hand_off_error"] = None
     result["incomplete_reason"] = None
     if not request.dry_run:
-        _record_set_aside(conn, run_id, report, owed, result)
+        _record_set_aside(conn, run_id, report, (owed, _owed_from(request, clocks)), result)
     if report.complete:
         _record_end(conn, run_id, "completed", result)
         return result
@@ -164,29 +172,30 @@ def _owed_again(
     conn: Connection, request: dispatch.RunRequest, catch_up_days: int
 ) -> catch_up.OwedAgain | None:
     """What earlier runs' set-aside duties in scope are owed by this run (SPEC §9)."""
-    # The set-aside clock itself is owed even with catch-up off; the clocks
-    # since, within the catch-up bound.
-    earliest = request.now - timedelta(days=max(catch_up_days, 1))
-    found = ledger.owed_again(conn, request.scope, earliest)
-    return catch_up.OwedAgain.of(found, request.now, catch_up_days)
+    found = ledger.owed_again(conn, request.scope)
+    return catch_up.OwedAgain.of(found, request.now, days=catch_up_days, interval=request.interval)
+
+
+def _owed_from(request: dispatch.RunRequest, clocks: tuple[datetime, ...]) -> datetime:
+    # A duty set aside misses the clocks its run caught up as well as its own.
+    return min((*clocks, request.now))
 
 
 def _record_set_aside(
     conn: Connection,
     run_id: int,
     report: dispatch.RunReport,
-    owed: catch_up.OwedAgain | None,
+    owing: tuple[catch_up.OwedAgain | None, datetime],
     result: dict[str, Any],
 ) -> None:
-    """Keep this run's set-aside duties, and mark what it repaid; before its ledger row ends."""
+    """Keep this run's set-aside duties, and mark what it repaid; before its ledger row ends.
+
+    ``owing`` is what the run owed earlier set-aside duties, and the first
+    clock it owed its own.
+    """
+    owed, owed_from = owing
     try:
-        caught_up = report.catch_up.clocks if report.catch_up is not None else ()
-        ledger.record_set_aside(
-            conn,
-            run_id,
-            [(each.duty_id, str(each.reason)) for each in report.set_aside],
-            owed_from=min((*caught_up, report.request.now)),
-        )
+        ledger.record_set_aside(conn, run_id, report.set_aside_pairs, owed_from=owed_from)
         if owed is not None:
             ledger.mark_repaid(
                 conn,
@@ -199,11 +208,13 @@ def _record_set_aside(
     except psycopg.Error as exc:
         # The tasks are written; what is lost is the record of who is owed
         # again, so the run fails loudly rather than end quietly with a hole.
-        raise RunFailedError(
+        failed = RunFailedError(
             f"run {run_id} finished but the duties it set aside could not be recorded: "
             f"{type(exc).__name__}: {exc}",
             result,
-        ) from exc
+        )
+        _record_failure(conn, run_id, result, str(failed))
+        raise failed from exc
 
 
 def _unscoped(request: dispatch.RunRequest) -> bool:

@@ -74,6 +74,7 @@ def test_a_duty_locked_during_a_run_gets_that_period_from_the_next_run(
         "from": (FIRST + DAY).isoformat(),
         "to": (FIRST + DAY).isoformat(),
         "clocks": 1,
+        "windows": 0,
         "tasks_created": 1,
     }
     assert following["degraded"] is False
@@ -182,3 +183,55 @@ def test_a_duty_set_aside_by_a_catching_up_run_is_owed_the_clocks_it_caught_up(
     ]  # fmt: skip
     assert task_keys(conn, LOCKED) == task_keys(conn, "d0")
     assert following["owed_again"]["clocks"] == 3
+
+
+def test_a_catching_up_run_s_clocks_are_owed_even_past_the_next_runs_bound(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _daily_duties(conn)
+    invoke(_clock(FIRST), lock_timeout_ms=200)
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    # Seven days caught up, the earliest of them eight days before the next run.
+    invoke(_clock(FIRST + 8 * DAY), lock_timeout_ms=200)
+    holder.rollback()
+    invoke(_clock(FIRST + 9 * DAY), lock_timeout_ms=200)
+
+    assert task_keys(conn, LOCKED) == task_keys(conn, "d0")
+    assert "2026-11-28" in task_keys(conn, LOCKED)
+
+
+def test_a_set_aside_duty_paused_since_stays_owed_until_it_is_dispatched_again(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _daily_duties(conn)
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST), lock_timeout_ms=200)
+    holder.rollback()
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    paused = invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+
+    assert paused["owed_again"] is None
+    # The first run that dispatches it again owes the set-aside clock and each
+    # daily clock since, read as the duty is now: as catch-up reads a duty
+    # un-paused during an outage (docs/operations.md).
+    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28", "2026-11-29"]
+    assert [repaid for *_, repaid in _set_aside_rows(conn)] == [True]
+
+
+def test_a_duty_set_aside_by_a_backfill_is_owed_that_window(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _daily_duties(conn)
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    window = {"from": "2026-11-01", "to": "2026-11-05"}
+    backfill = invoke({**_clock(FIRST), **window}, lock_timeout_ms=200)
+    holder.rollback()
+    following = invoke(_clock(FIRST + DAY))
+
+    assert backfill["set_aside_count"] == 1
+    assert following["owed_again"]["windows"] == 1
+    assert task_keys(conn, LOCKED) == [
+        "2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05", "2026-11-28",
+    ]  # fmt: skip
