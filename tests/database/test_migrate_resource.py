@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
 import ssl
 import threading
 import uuid
@@ -30,6 +31,12 @@ from dispatch_fn.migrate_resource import PHYSICAL_ID, handle, send_to_presigned_
 from support import Conn, duty, insert_duties
 
 STACK_ID = "arn:aws:cloudformation:eu-west-1:123456789012:stack/duly-dispatcher-test/1a2b"
+RESPONSE_HOST = "cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com"
+# A certificate's common name holds 64 characters at most: the stand-in S3 is shorter.
+STAND_IN_HOST = "duly-responses.s3.eu-west-1.amazonaws.com"
+RESPONSE_URL = (
+    f"https://{RESPONSE_HOST}/arn%3Ax?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=5e1f"
+)
 ALL_VERSIONS = ",".join(each.version for each in bundled_migrations())
 
 
@@ -38,7 +45,7 @@ def event(request_type: str, **properties: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "RequestType": request_type,
         "ServiceToken": "arn:aws:lambda:eu-west-1:123456789012:function:duly-migrate",
-        "ResponseURL": "https://cloudformation-custom-resource-response-euwest1.s3.amazonaws.com/x",
+        "ResponseURL": RESPONSE_URL,
         "StackId": STACK_ID,
         "RequestId": f"req-{request_type.lower()}",
         "LogicalResourceId": "SchemaMigration",
@@ -108,6 +115,12 @@ def _memberships(conn: Conn, login: str) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
+def _database_role(conn: Conn) -> str:
+    row = conn.execute("SELECT duly_dispatcher_role()").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
 def test_create_on_an_empty_database_applies_every_migration_and_creates_the_login(
     empty_url: str, login: str
 ) -> None:
@@ -126,7 +139,7 @@ def test_create_on_an_empty_database_applies_every_migration_and_creates_the_log
     assert response["Data"]["DispatcherLogin"] == login
     with psycopg.connect(empty_url, autocommit=True) as conn:
         assert response["Data"]["DbName"] == conn.info.dbname
-        assert _memberships(conn, login) == ["duly_dispatcher"]
+        assert _memberships(conn, login) == [_database_role(conn)]
         can_login = conn.execute(
             "SELECT rolcanlogin, rolsuper FROM pg_roles WHERE rolname = %s", (login,)
         ).fetchone()
@@ -219,7 +232,7 @@ def test_password_auth_gives_the_login_the_password_from_the_dispatchers_secret(
             "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = %s", (login,)
         ).fetchone()
         assert row == (True,)
-        assert _memberships(conn, login) == ["duly_dispatcher"]
+        assert _memberships(conn, login) == [_database_role(conn)]
 
 
 def test_the_owner_is_refused_as_the_dispatchers_login(conn: Conn, db_url: str) -> None:
@@ -282,9 +295,13 @@ class _LambdaContext:
 
 @pytest.fixture
 def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """A local HTTPS server standing in for S3: records each request; trusted via SSL_CERT_FILE."""
+    """A local HTTPS server standing in for S3: records each request.
+
+    It answers for ``STAND_IN_HOST``, which resolves to it for the test, and
+    is trusted through SSL_CERT_FILE.
+    """
     ca, ca_key = tls_server.certificate_authority("Stand-in S3 CA")
-    issued = tls_server.server_certificate(ca, ca_key, "localhost")
+    issued = tls_server.server_certificate(ca, ca_key, STAND_IN_HOST)
     (tmp_path / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     (tmp_path / "cert.pem").write_bytes(issued.cert_pem)
     (tmp_path / "key.pem").write_bytes(issued.key_pem)
@@ -307,7 +324,14 @@ def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[l
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
-    received.append(f"https://localhost:{server.server_address[1]}/response?X-Amz-Signature=ab")
+    resolve = socket.getaddrinfo
+
+    def to_the_stand_in(host: Any, *args: Any, **kwargs: Any) -> Any:
+        return resolve("127.0.0.1" if host == STAND_IN_HOST else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", to_the_stand_in)
+    port = server.server_address[1]
+    received.append(f"https://{STAND_IN_HOST}:{port}/response?X-Amz-Signature=ab")
     yield received
     server.shutdown()
     server.server_close()
