@@ -15,20 +15,28 @@ import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from cryptography.hazmat.primitives import serialization
+from psycopg import errors as pg_errors
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 import tls_server
 from conftest import database_dsn
-from dispatch_fn import migrate_resource
-from dispatch_fn.migrate import bundled_migrations
+from dispatch_fn import dispatch, migrate_resource
+from dispatch_fn.database import ConnectionCache
+from dispatch_fn.events import parse_event
+from dispatch_fn.invocation import handle as run_handler
+from dispatch_fn.invocation import run_request
+from dispatch_fn.migrate import apply_migrations, bundled_migrations
 from dispatch_fn.migrate_resource import PHYSICAL_ID, handle, send_to_presigned_url
-from support import Conn, duty, insert_duties
+from dispatch_fn.settings import Settings
+from support import CLOCK, Conn, duty, insert_duties, task_keys
 
 STACK_ID = "arn:aws:cloudformation:eu-west-1:123456789012:stack/duly-dispatcher-test/1a2b"
 RESPONSE_HOST = "cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com"
@@ -352,3 +360,196 @@ def test_the_lambda_entry_point_migrates_from_its_environment_and_puts_the_respo
     assert body == returned
     assert body["Status"] == "SUCCESS", body["Reason"]
     assert body["Data"]["DispatcherLogin"] == login
+
+
+# --- Who can reach what: one stack's login reaches its own database only ---
+
+
+@pytest.fixture
+def two_stacks(server_dsn: str) -> Iterator[list[tuple[str, str]]]:
+    """Two databases on one server, each migrated by the custom resource with a login of its own.
+
+    Yields ``(database url, login)`` for each; everything is dropped after.
+    """
+    stacks: list[tuple[str, str]] = []
+    for _ in range(2):
+        name = f"duly_stack_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        stacks.append((database_dsn(server_dsn, name), f"duly_dispatch_{uuid.uuid4().hex[:8]}"))
+    for url, login in stacks:
+        sent = Recorder()
+        handle(event("Create", DispatcherUser=login), connect=connector(url), send=sent)
+        assert sent.only["Status"] == "SUCCESS", sent.only["Reason"]
+    yield stacks
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for url, login in stacks:
+            name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(login)))
+
+
+def _as(url: str, login: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(make_conninfo(url, user=login), autocommit=True)
+
+
+def test_a_stacks_login_reaches_only_its_own_database(
+    two_stacks: list[tuple[str, str]], server_dsn: str
+) -> None:
+    (a_url, a_login), (b_url, b_login) = two_stacks
+    for url in (a_url, b_url):
+        with psycopg.connect(url, autocommit=True) as owner:
+            insert_duties(owner, [duty("d1")])
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        _as(b_url, a_login)
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        _as(a_url, b_login)
+    # Even where CONNECT is open again (a database restored without its
+    # database-level grants), A's login holds no right on B's tables.
+    b_name = psycopg.conninfo.conninfo_to_dict(b_url)["dbname"]
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO PUBLIC").format(sql.Identifier(b_name))
+        )
+    with _as(b_url, a_login) as intruder:
+        for statement in (
+            "SELECT count(*) FROM duly_duty",
+            "UPDATE duly_duty SET last_dispatched_period = '2026-08'",
+            "SELECT count(*) FROM duly_task",
+            "INSERT INTO duly_dispatch_run (mode, clock, dry_run)"
+            " VALUES ('scheduled', now(), false)",
+        ):
+            with pytest.raises(pg_errors.InsufficientPrivilege):
+                intruder.execute(statement)
+    # And A's login still runs a whole dispatch, ledger included, on A.
+    report = run_handler(
+        {"now": CLOCK},
+        None,
+        settings=Settings(database_url=make_conninfo(a_url, user=a_login)),
+        connections=(cache := ConnectionCache()),
+        clock=lambda: datetime.now(UTC),
+    )
+    cache.discard()
+    assert report["tasks_created"] == 1
+    with psycopg.connect(a_url, autocommit=True) as owner:
+        assert task_keys(owner) == ["2026-08"]
+        ledger = owner.execute("SELECT status FROM duly_dispatch_run").fetchall()
+        assert [row[0] for row in ledger] == ["completed"]
+    with psycopg.connect(b_url, autocommit=True) as owner:
+        assert task_keys(owner) == []
+
+
+def test_an_upgrade_moves_a_login_out_of_the_cluster_wide_role(empty_url: str, login: str) -> None:
+    # The database as the previous release left it: 0005's shared role, and the
+    # login the previous migration step put in it.
+    with psycopg.connect(empty_url, autocommit=True) as owner:
+        apply_migrations(owner, until="0006_task_late_after")
+        owner.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE duly_dispatcher").format(
+            sql.Identifier(login)))  # fmt: skip
+        insert_duties(owner, [duty("d1")])
+    sent = Recorder()
+    handle(event("Update", DispatcherUser=login), connect=connector(empty_url), send=sent)
+    assert sent.only["Status"] == "SUCCESS", sent.only["Reason"]
+    assert "0009_dispatcher_per_database" in sent.only["Data"]["Applied"]
+    with psycopg.connect(empty_url, autocommit=True) as owner:
+        assert _memberships(owner, login) == [_database_role(owner)]
+    with _as(empty_url, login) as dispatcher:
+        dispatch.run([dispatcher], run_request(parse_event({"now": CLOCK},
+                     current_time=datetime.now(UTC))))  # fmt: skip
+    with psycopg.connect(empty_url, autocommit=True) as owner:
+        assert task_keys(owner) == ["2026-08"]
+
+
+def test_a_migration_that_cannot_close_the_database_to_public_fails(
+    server_dsn: str, empty_url: str
+) -> None:
+    # A migrating role that owns the tables but not the database: its REVOKE
+    # only warns, so the migration checks and refuses.
+    name = psycopg.conninfo.conninfo_to_dict(empty_url)["dbname"]
+    migrator = f"duly_migrator_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(sql.Identifier(migrator)))
+    try:
+        with psycopg.connect(database_dsn(server_dsn, name), autocommit=True) as admin:
+            admin.execute(sql.SQL("GRANT CREATE ON SCHEMA public TO {}").format(
+                sql.Identifier(migrator)))  # fmt: skip
+        sent = Recorder()
+        handle(event("Create", DispatcherUser="duly_never_made"),
+               connect=connector(make_conninfo(empty_url, user=migrator)), send=sent)  # fmt: skip
+        assert sent.only["Status"] == "FAILED"
+        assert "0009_dispatcher_per_database" in sent.only["Reason"]
+        assert "PUBLIC can still connect to database" in sent.only["Reason"]
+    finally:
+        with psycopg.connect(database_dsn(server_dsn, name), autocommit=True) as admin:
+            admin.execute(sql.SQL("REASSIGN OWNED BY {} TO CURRENT_USER").format(
+                sql.Identifier(migrator)))  # fmt: skip
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(migrator)))
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(migrator)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(migrator)))
+
+
+# --- The custom resource refuses an existing privileged role ---
+
+
+@pytest.mark.parametrize("attribute", ["SUPERUSER", "CREATEROLE", "CREATEDB", "REPLICATION",
+                                       "BYPASSRLS"])  # fmt: skip
+def test_an_existing_privileged_role_is_refused_naming_the_attribute(
+    server_dsn: str, empty_url: str, login: str, attribute: str
+) -> None:
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN {}").format(sql.Identifier(login),
+                                                                sql.SQL(attribute)))  # fmt: skip
+    sent = Recorder()
+    handle(event("Create", DispatcherUser=login), connect=connector(empty_url), send=sent)
+    assert sent.only["Status"] == "FAILED"
+    assert sent.only["Reason"] == (
+        f"ConfigurationError: DispatcherUser {login!r} names an existing role with {attribute}; "
+        "expected a login with none of SUPERUSER, CREATEROLE, CREATEDB, REPLICATION, BYPASSRLS "
+        "(least privilege: docs/deploy.md)"
+    )
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        # Refused before anything ran: the database is as empty as it was.
+        row = conn.execute("SELECT to_regclass('duly_schema_migration')").fetchone()
+        assert row == (None,)
+
+
+@pytest.mark.parametrize("other", ["pg_read_all_data", "pg_write_all_data", "pg_signal_backend"])
+def test_an_existing_role_in_other_roles_is_refused_naming_them(
+    server_dsn: str, empty_url: str, login: str, other: str
+) -> None:
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+            sql.Identifier(login), sql.Identifier(other)))  # fmt: skip
+    sent = Recorder()
+    handle(event("Create", DispatcherUser=login), connect=connector(empty_url), send=sent)
+    assert sent.only["Status"] == "FAILED"
+    assert f"names an existing role that is a member of {other};" in sent.only["Reason"]
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (login,)
+        ).fetchone()
+    assert row == (True,)
+
+
+def test_the_login_of_another_stacks_database_is_refused(
+    two_stacks: list[tuple[str, str]],
+) -> None:
+    (a_url, _), (b_url, b_login) = two_stacks
+    sent = Recorder()
+    handle(event("Update", DispatcherUser=b_login), connect=connector(a_url), send=sent)
+    assert sent.only["Status"] == "FAILED"
+    with psycopg.connect(b_url, autocommit=True) as b_owner:
+        assert f"is a member of {_database_role(b_owner)};" in sent.only["Reason"]
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        _as(a_url, b_login)
+
+
+def test_an_existing_plain_login_is_adopted(server_dsn: str, empty_url: str, login: str) -> None:
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(login)))
+    sent = Recorder()
+    handle(event("Create", DispatcherUser=login), connect=connector(empty_url), send=sent)
+    assert sent.only["Status"] == "SUCCESS", sent.only["Reason"]
+    with psycopg.connect(empty_url, autocommit=True) as conn:
+        assert _memberships(conn, login) == [_database_role(conn)]
