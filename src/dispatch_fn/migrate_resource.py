@@ -208,9 +208,9 @@ def _within[T](limit_s: float | None, work: Callable[[], T]) -> T:
     threading.Thread(target=run, name="duly-migration-step", daemon=True).start()
     if not done.wait(limit_s):
         raise MigrationStepTimeoutError(
-            f"the migration step did not finish within {limit_s:.0f} s, the time left to answer "
-            "before the function's timeout; its statement may still be running in the database "
-            "(pg_stat_activity); migrate by hand (docs/deploy.md), then deploy again"
+            f"the migration step did not finish within {round(limit_s, 1):g} s, the time left "
+            "to answer before the function's timeout; its statement may still be running in "
+            "the database (pg_stat_activity); migrate by hand (docs/deploy.md), then deploy again"
         )
     if failure:
         raise failure[0]

@@ -7,10 +7,12 @@ a recorder, and each test asserts what would have been sent.
 from __future__ import annotations
 
 import http.server
+import inspect
 import json
 import socket
 import ssl
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -553,3 +555,144 @@ def test_an_existing_plain_login_is_adopted(server_dsn: str, empty_url: str, log
     assert sent.only["Status"] == "SUCCESS", sent.only["Reason"]
     with psycopg.connect(empty_url, autocommit=True) as conn:
         assert _memberships(conn, login) == [_database_role(conn)]
+
+
+# --- The custom resource checks its event before it trusts it ---
+
+
+class _Connections:
+    """A connector that counts its calls: a refused event must never reach the database."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url
+        self.calls = 0
+
+    def __call__(self) -> psycopg.Connection[Any]:
+        self.calls += 1
+        if self.url is None:
+            raise AssertionError("a refused event must not touch the database")
+        return psycopg.connect(self.url, autocommit=True)
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        pytest.param(f"http://{RESPONSE_HOST}/x?X-Amz-Signature=1", "expected an https://",
+                     id="plain-http"),
+        pytest.param("https://collector.example.com/x?X-Amz-Signature=1",
+                     "expected an S3 endpoint", id="not-s3"),
+        pytest.param("https://s3.amazonaws.com.example.net/x?X-Amz-Signature=1",
+                     "expected an S3 endpoint", id="s3-lookalike"),
+        pytest.param("https://bucket.s3.amazonaws.com@example.net/x?X-Amz-Signature=1",
+                     "expected an S3 endpoint", id="user-info"),
+        pytest.param(f"https://{RESPONSE_HOST}/x", "has no X-Amz-Signature", id="not-presigned"),
+        pytest.param("", "expected CloudFormation's presigned URL", id="empty"),
+        pytest.param(None, "expected CloudFormation's presigned URL", id="missing"),
+    ],
+)  # fmt: skip
+def test_a_response_url_other_than_an_https_presigned_s3_url_is_refused_before_anything_runs(
+    url: str | None, complaint: str
+) -> None:
+    sent = Recorder()
+    connections = _Connections()
+    returned = handle({**event("Create", DispatcherUser="x"), "ResponseURL": url},
+                      connect=connections, send=sent)  # fmt: skip
+    assert (sent.sent, connections.calls) == ([], 0)
+    assert returned["Status"] == "FAILED"
+    assert returned["Sent"] is False
+    assert complaint in returned["Reason"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/a?Signature=x&Expires=1",
+        "https://cloudformation-custom-resource-response-euwest1.s3.eu-west-1.amazonaws.com/a"
+        "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab",
+        "https://cloudformation-custom-resource-response-cnnorth1.s3.cn-north-1.amazonaws.com.cn/a"
+        "?X-Amz-Signature=ab",
+        "https://s3.us-gov-west-1.amazonaws.com/bucket/a?X-Amz-Signature=ab",
+        "https://s3-external-1.amazonaws.com/bucket/a?X-Amz-Signature=ab",
+    ],
+)
+def test_every_form_of_presigned_s3_url_is_accepted(url: str) -> None:
+    assert migrate_resource.check_response_url(url) == url
+
+
+def test_a_physical_resource_id_over_1_kb_is_refused_unanswered() -> None:
+    sent = Recorder()
+    request = {**event("Update", DispatcherUser="x"), "PhysicalResourceId": "p" * 1025}
+    returned = handle(request, connect=_Connections(), send=sent)
+    assert sent.sent == []
+    assert (
+        returned["Reason"] == "ValueError: PhysicalResourceId is 1025 bytes; expected at most 1024"
+    )
+
+
+def test_ids_that_leave_no_room_for_a_response_are_refused_unanswered() -> None:
+    sent = Recorder()
+    request = {**event("Delete"), "StackId": "s" * 4096}
+    returned = handle(request, connect=_Connections(), send=sent)
+    assert sent.sent == []
+    assert "no room for a response of 4096 bytes" in returned["Reason"]
+
+
+@pytest.mark.parametrize("filler", ["x", "é", "\u2028", "\ud800"], ids=["ascii", "latin",
+                         "line-separator", "lone-surrogate"])  # fmt: skip
+def test_the_response_body_never_exceeds_4096_bytes(filler: str) -> None:
+    def fail_at_length() -> psycopg.Connection[Any]:
+        raise RuntimeError(filler * 20_000)
+
+    sent = Recorder()
+    request = {**event("Create", DispatcherUser="x"), "StackId": STACK_ID + "-" + "s" * 2500,
+               "PhysicalResourceId": "p" * 1024}  # fmt: skip
+    handle(request, connect=fail_at_length, send=sent)
+    response = sent.only
+    assert response["Status"] == "FAILED"
+    assert migrate_resource.response_size(response) <= 4096
+    # As much of the reason as fits: one more character would not.
+    reason = response["Reason"]
+    assert reason == ("RuntimeError: " + filler * 20_000)[: len(reason)]
+    one_more = ("RuntimeError: " + filler * 20_000)[: len(reason) + 1]
+    assert migrate_resource.response_size({**response, "Reason": one_more}) > 4096
+
+
+def test_a_step_that_outlasts_its_time_is_answered_failed_before_the_timeout() -> None:
+    release = threading.Event()
+
+    def hang() -> psycopg.Connection[Any]:
+        release.wait(30)
+        raise AssertionError("released")
+
+    sent = Recorder()
+    started = time.monotonic()
+    try:
+        handle(event("Create", DispatcherUser="x"), connect=hang, send=sent, time_limit_s=0.5)
+    finally:
+        release.set()
+    assert time.monotonic() - started < 5
+    assert sent.only["Status"] == "FAILED"
+    assert sent.only["Reason"].startswith(
+        "MigrationStepTimeoutError: the migration step did not finish within 0.5 s"
+    )
+
+
+def test_a_bad_setting_is_answered_failed_not_raised(
+    presigned_url: list[Any], monkeypatch: pytest.MonkeyPatch, login: str
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "host=127.0.0.1 port=1 dbname=duly")
+    monkeypatch.setenv("DB_SSLMODE", "sometimes")
+    url = presigned_url.pop()
+    returned = migrate_resource.handler(
+        {**event("Update", DispatcherUser=login), "ResponseURL": url}, _LambdaContext()
+    )
+    ((_, _, body),) = presigned_url
+    assert body == returned
+    assert body["Status"] == "FAILED"
+    assert body["Reason"].startswith("ConfigurationError: DB_SSLMODE='sometimes'; expected one of")
+
+
+def test_the_migration_step_holds_no_sql_text_of_its_own() -> None:
+    source = inspect.getsource(migrate_resource)
+    for keyword in ("SELECT ", "INSERT ", "ALTER ROLE", "CREATE ROLE", "GRANT ", "REVOKE "):
+        assert keyword not in source, keyword
