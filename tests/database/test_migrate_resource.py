@@ -386,7 +386,7 @@ def two_stacks(server_dsn: str) -> Iterator[list[tuple[str, str]]]:
     yield stacks
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         for url, login in stacks:
-            name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+            name = str(psycopg.conninfo.conninfo_to_dict(url)["dbname"])
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(login)))
 
@@ -408,7 +408,7 @@ def test_a_stacks_login_reaches_only_its_own_database(
         _as(a_url, b_login)
     # Even where CONNECT is open again (a database restored without its
     # database-level grants), A's login holds no right on B's tables.
-    b_name = psycopg.conninfo.conninfo_to_dict(b_url)["dbname"]
+    b_name = str(psycopg.conninfo.conninfo_to_dict(b_url)["dbname"])
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(
             sql.SQL("GRANT CONNECT ON DATABASE {} TO PUBLIC").format(sql.Identifier(b_name))
@@ -467,7 +467,7 @@ def test_a_migration_that_cannot_close_the_database_to_public_fails(
 ) -> None:
     # A migrating role that owns the tables but not the database: its REVOKE
     # only warns, so the migration checks and refuses.
-    name = psycopg.conninfo.conninfo_to_dict(empty_url)["dbname"]
+    name = str(psycopg.conninfo.conninfo_to_dict(empty_url)["dbname"])
     migrator = f"duly_migrator_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(sql.Identifier(migrator)))
