@@ -6,11 +6,17 @@ a recorder, and each test asserts what would have been sent.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import http.server
 import inspect
 import json
+import re
+import shutil
 import socket
 import ssl
+import tempfile
 import threading
 import time
 import uuid
@@ -30,7 +36,7 @@ from psycopg.conninfo import make_conninfo
 
 import tls_server
 from conftest import database_dsn
-from dispatch_fn import dispatch, migrate_resource
+from dispatch_fn import _scram, dispatch, migrate_resource
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.events import parse_event
 from dispatch_fn.invocation import handle as run_handler
@@ -696,3 +702,164 @@ def test_the_migration_step_holds_no_sql_text_of_its_own() -> None:
     source = inspect.getsource(migrate_resource)
     for keyword in ("SELECT ", "INSERT ", "ALTER ROLE", "CREATE ROLE", "GRANT ", "REVOKE "):
         assert keyword not in source, keyword
+
+
+# --- The login's password reaches the server only as a SCRAM-SHA-256 verifier ---
+
+_VERIFIER = re.compile(
+    r"SCRAM-SHA-256\$(?P<iterations>\d+):(?P<salt>[A-Za-z0-9+/=]+)"
+    r"\$(?P<stored>[A-Za-z0-9+/=]+):(?P<server>[A-Za-z0-9+/=]+)"
+)
+
+
+def _matches_password(verifier: str, password: bytes) -> bool:
+    """RFC 5802's keys, recomputed from the salt and iterations the verifier itself names."""
+    parts = _VERIFIER.fullmatch(verifier)
+    assert parts is not None, verifier
+    salt = base64.b64decode(parts["salt"])
+    salted = hashlib.pbkdf2_hmac("sha256", password, salt, int(parts["iterations"]))
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    return (base64.b64decode(parts["stored"]), base64.b64decode(parts["server"])) == (
+        hashlib.sha256(client_key).digest(),
+        server_key,
+    )
+
+
+def test_the_verifier_answers_rfc_7677s_own_exchange() -> None:
+    # RFC 7677, section 3: user "user", password "pencil". The client's proof
+    # XOR its signature is ClientKey, whose hash is StoredKey; the server's
+    # signature is keyed with ServerKey.
+    verifier = _scram.verifier("pencil", salt=base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="))
+    parts = _VERIFIER.fullmatch(verifier)
+    assert parts is not None
+    assert (parts["iterations"], parts["salt"]) == ("4096", "W22ZaJ0SNY7soEsUEjb6gQ==")
+    nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+    auth_message = (
+        f"n=user,r=rOprNGfwEbeRWgbNEkqO,r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096,"
+        f"c=biws,r={nonce}"
+    ).encode()
+    stored_key = base64.b64decode(parts["stored"])
+    proof = base64.b64decode("dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    signature = hmac.new(stored_key, auth_message, hashlib.sha256).digest()
+    client_key = bytes(p ^ s for p, s in zip(proof, signature, strict=True))
+    assert hashlib.sha256(client_key).digest() == stored_key
+    server_signature = hmac.new(
+        base64.b64decode(parts["server"]), auth_message, hashlib.sha256
+    ).digest()
+    assert base64.b64encode(server_signature) == b"6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+@pytest.mark.parametrize(
+    ("given", "prepared"),
+    [
+        pytest.param("plain ascii\x07", "plain ascii\x07", id="ascii-kept-as-is"),
+        pytest.param("ﬁsh\u00adⅨ", "fishIX", id="nfkc-and-mapped-to-nothing"),
+        pytest.param("a\u00a0b", "a b", id="non-ascii-space"),
+        pytest.param("bad\u200ebidi-é", "bad\u200ebidi-é", id="prohibited-falls-back-to-raw"),
+    ],
+)
+def test_saslprep_prepares_the_password_as_postgresql_does(given: str, prepared: str) -> None:
+    assert _scram.prepared_password(given) == prepared.encode()
+
+
+class _Traced(psycopg.Connection[Any]):
+    """A connection whose client messages libpq writes to a file until it closes."""
+
+    def close(self) -> None:
+        if not self.closed:
+            # Flushes libpq's buffered trace: PQfinish alone does not.
+            self.pgconn.untrace()
+        super().close()
+
+
+def _traced_connector(url: str, trace: Path) -> Any:
+    """Connects as ``connector`` does, recording every message the client sends."""
+
+    def connect() -> psycopg.Connection[Any]:
+        conn = _Traced.connect(url, autocommit=True)
+        out = trace.open("w")
+        conn.pgconn.trace(out.fileno())
+        _TRACES.append(out)
+        return conn
+
+    return connect
+
+
+_TRACES: list[Any] = []
+
+
+def test_the_password_reaches_the_server_only_as_its_scram_verifier(
+    db_url: str, login: str, tmp_path: Path
+) -> None:
+    password = "plain-text-never-sent"  # noqa: S105 - the secret under test
+    secret = {"username": login, "password": password, "host": "h", "port": 5432, "dbname": "d"}
+    sent = Recorder()
+    trace = tmp_path / "client.trace"
+    handle(event("Create", DispatcherAuth="password", DispatcherSecretArn="arn:secret"),
+           connect=_traced_connector(db_url, trace), send=sent,
+           read_secret=lambda _: json.dumps(secret))  # fmt: skip
+    for out in _TRACES:
+        out.close()
+    _TRACES.clear()
+    assert sent.only["Status"] == "SUCCESS", sent.only["Reason"]
+    # One message per timestamped line, with any lines of its text that follow.
+    messages = re.split(r"\n(?=\d{4}-\d\d-\d\d \d)", trace.read_text())
+    sent_by_client = [message for message in messages if "\tF\t" in message]
+    assert sent_by_client, "the trace recorded nothing"
+    assert not [line for line in sent_by_client if password in line]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT rolpassword FROM pg_authid WHERE rolname = %s", (login,)
+        ).fetchone()
+    assert row is not None
+    stored = str(row[0])
+    assert stored.startswith("SCRAM-SHA-256$4096:")
+    # What the server stores is exactly what the client computed and sent.
+    assert [line for line in sent_by_client if "ALTER ROLE" in line and stored in line]
+    assert _matches_password(stored, password.encode())
+    assert not _matches_password(stored, b"another password")
+
+
+@pytest.fixture(scope="module")
+def scram_server() -> Iterator[tls_server.TlsServer]:
+    """A server that authenticates every TCP login by SCRAM-SHA-256 (over TLS)."""
+    base = Path(tempfile.mkdtemp(prefix="duly-scram-"))
+    server = tls_server.start(base)
+    yield server
+    tls_server.stop(server)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _scram_url(server: tls_server.TlsServer, **fields: str) -> str:
+    given = {"user": "postgres", "password": tls_server.PASSWORD, "dbname": "postgres", **fields}
+    return make_conninfo(
+        host=tls_server.SERVER_NAME, hostaddr=tls_server.LOOPBACK, port=str(server.port),
+        sslmode="verify-full", sslrootcert=str(server.trusted_ca), **given,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "password",
+    ["Secrets-Manager-made/P4ss", "ﬁsh\u00adⅨ-wört", "a\u00a0b", "bad\u200ebidi-é"],
+    ids=["ascii", "nfkc", "non-ascii-space", "prohibited"],
+)
+def test_the_server_accepts_the_password_by_scram_authentication(
+    scram_server: tls_server.TlsServer, password: str
+) -> None:
+    name = f"duly_scram_{uuid.uuid4().hex[:8]}"
+    user = f"duly_dispatch_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_scram_url(scram_server), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    secret = {"username": user, "password": password, "host": "h", "port": 5432, "dbname": name}
+    sent = Recorder()
+    handle(event("Create", DispatcherAuth="password", DispatcherSecretArn="arn:secret"),
+           connect=connector(_scram_url(scram_server, dbname=name)), send=sent,
+           read_secret=lambda _: json.dumps(secret))  # fmt: skip
+    assert sent.only["Status"] == "SUCCESS", sent.only["Reason"]
+    # libpq answers the server's SCRAM challenge from the password: only the
+    # right one, prepared as the client prepared it, gets in.
+    with psycopg.connect(_scram_url(scram_server, user=user, password=password, dbname=name)) as c:
+        assert c.execute("SELECT current_user").fetchone() == (user,)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(_scram_url(scram_server, user=user, password=password + "x", dbname=name))
