@@ -19,6 +19,7 @@ import ssl
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -340,6 +341,9 @@ def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[l
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    # urlopen keeps its first opener, and that opener's TLS context, for the
+    # whole process: without a fresh one, this test's CA would not be trusted.
+    urllib.request.install_opener(None)
     resolve = socket.getaddrinfo
 
     def to_the_stand_in(host: Any, *args: Any, **kwargs: Any) -> Any:
@@ -349,6 +353,7 @@ def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[l
     port = server.server_address[1]
     received.append(f"https://{STAND_IN_HOST}:{port}/response?X-Amz-Signature=ab")
     yield received
+    urllib.request.install_opener(None)
     server.shutdown()
     server.server_close()
 

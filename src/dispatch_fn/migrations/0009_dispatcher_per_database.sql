@@ -22,14 +22,20 @@ DECLARE
     relation record;
     column_grant record;
 BEGIN
-    grantee := format(
-        'duly_dispatcher_%s_%s',
-        left(regexp_replace(lower(current_database()), '[^a-z0-9_]', '_', 'g'), 32),
-        left(md5(random()::text || clock_timestamp()::text), 8)
-    );
-    EXECUTE format('CREATE ROLE %I NOLOGIN', grantee);
+    -- Applied again only where the ledger was lost: this database's role stays its role.
+    IF to_regprocedure('duly_dispatcher_role()') IS NOT NULL THEN
+        EXECUTE 'SELECT duly_dispatcher_role()' INTO grantee;
+    END IF;
+    IF grantee IS NULL OR to_regrole(quote_ident(grantee)) IS NULL THEN
+        grantee := format(
+            'duly_dispatcher_%s_%s',
+            left(regexp_replace(lower(current_database()), '[^a-z0-9_]', '_', 'g'), 32),
+            left(md5(random()::text || clock_timestamp()::text), 8)
+        );
+        EXECUTE format('CREATE ROLE %I NOLOGIN', grantee);
+    END IF;
     EXECUTE format(
-        'CREATE FUNCTION duly_dispatcher_role() RETURNS name LANGUAGE sql IMMUTABLE'
+        'CREATE OR REPLACE FUNCTION duly_dispatcher_role() RETURNS name LANGUAGE sql IMMUTABLE'
         ' AS %L', format('SELECT %L::name', grantee)
     );
     REVOKE EXECUTE ON FUNCTION duly_dispatcher_role() FROM PUBLIC;
