@@ -33,7 +33,7 @@ from dispatch_fn.settings import Settings
 from support import Invoke
 
 _CONNECT_TIMEOUT_S = 10
-# A login in the dispatcher's role (migration 0005), as the stack's migration step creates.
+# A login in the database's dispatcher role (migration 0009), as the migration step creates.
 DISPATCHER_LOGIN = "duly_dispatcher_test"
 _DISPATCHER_PASSWORD = "dispatcher-test-password"  # noqa: S105 - a test login's password
 
@@ -131,14 +131,30 @@ def db_url(server_dsn: str, template_database: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def dispatcher_login(server_dsn: str, template_database: str) -> str:
-    """A login role that is a member of ``duly_dispatcher`` and nothing else."""
+def dispatcher_role(server_dsn: str, template_database: str) -> str:
+    """The dispatcher role of the migrated template (0009), which its clones share."""
+    with psycopg.connect(database_dsn(server_dsn, template_database), autocommit=True) as conn:
+        row = conn.execute("SELECT duly_dispatcher_role()").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+@pytest.fixture(scope="session")
+def dispatcher_login(server_dsn: str, dispatcher_role: str) -> str:
+    """A login role that is a member of the database's dispatcher role and nothing else."""
     with _admin(server_dsn) as admin:
         admin.execute(
             sql.SQL(
-                "DO $$ BEGIN CREATE ROLE {} LOGIN PASSWORD {} IN ROLE duly_dispatcher;"
+                "DO $$ BEGIN CREATE ROLE {} LOGIN PASSWORD {};"
                 " EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
             ).format(sql.Identifier(DISPATCHER_LOGIN), sql.Literal(_DISPATCHER_PASSWORD))
+        )
+        # Granted apart from CREATE: a login left by an earlier session on the
+        # same DATABASE_URL server joins this session's template role too.
+        admin.execute(
+            sql.SQL("GRANT {} TO {}").format(
+                sql.Identifier(dispatcher_role), sql.Identifier(DISPATCHER_LOGIN)
+            )
         )
     return DISPATCHER_LOGIN
 

@@ -8,6 +8,7 @@ invocations; one found closed or broken is replaced before the next run uses it.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ _KEEPALIVE_INTERVAL_S = 10
 _KEEPALIVE_COUNT = 3
 # The deployed default: encrypt, and check the certificate's chain and host name.
 DEFAULT_SSLMODE: Final = "verify-full"
+# Modes that retry (or start) without TLS: never paired with a root certificate.
+_FALLBACK_SSL_MODES: Final = ("disable", "allow", "prefer")
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -143,15 +146,46 @@ def _iam_conninfo(settings: Settings) -> str:
 
 
 def _with_tls(conninfo: str, settings: Settings) -> str:
-    """``conninfo`` with the configured sslmode and CA bundle, whatever it said before."""
+    """``conninfo`` with the configured sslmode and CA bundle, whatever it said before.
+
+    A root certificate, from ``DB_SSLROOTCERT`` or in a ``DATABASE_URL``, means
+    ``verify-full`` unless a mode that still encrypts is named: libpq's own
+    default (``prefer``) checks the certificate and, when that fails, connects
+    again in plain text without a word. Every connection to another machine
+    names its mode, so ``PGSSLMODE`` or libpq's default never choose one.
+    """
     params = conninfo_to_dict(conninfo)
-    if settings.sslmode is not None:
-        params["sslmode"] = settings.sslmode
-    elif not settings.database_url:
-        params.setdefault("sslmode", DEFAULT_SSLMODE)
     if settings.sslrootcert is not None:
         params["sslrootcert"] = str(_ca_bundle(settings.sslrootcert))
+    mode = settings.sslmode or params.get("sslmode")
+    if mode is None:
+        if params.get("sslrootcert") or not settings.database_url or not _is_local(params):
+            params["sslmode"] = DEFAULT_SSLMODE
+    else:
+        if params.get("sslrootcert") and mode in _FALLBACK_SSL_MODES:
+            source = "DB_SSLMODE" if settings.sslmode else "DATABASE_URL's sslmode"
+            raise ConfigurationError(
+                f"{source}={mode!r} with a root certificate: {mode} connects in plain text when "
+                "the certificate fails verification; expected verify-full (or leave it unset)"
+            )
+        params["sslmode"] = mode
     return make_conninfo("", **params)
+
+
+def _is_local(params: dict[str, Any]) -> bool:
+    """Whether every address libpq may try is this machine: a socket, localhost, loopback."""
+    targets = str(params.get("hostaddr") or params.get("host") or "").split(",")
+    return all(_local_address(target.strip()) for target in targets)
+
+
+def _local_address(target: str) -> bool:
+    # Empty means libpq's default: the Unix-domain socket.
+    if not target or target.startswith(("/", "@")) or target == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(target).is_loopback
+    except ValueError:
+        return False
 
 
 def _ca_bundle(configured: str) -> Path:

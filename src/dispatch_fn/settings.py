@@ -56,8 +56,9 @@ class Settings:
 
     database_url: str | None = None
     secret_arn: str | None = None
-    # None: DB_SSLMODE unset; a DATABASE_URL then keeps its own sslmode and
-    # every other source gets database.DEFAULT_SSLMODE (verify-full).
+    # None: DB_SSLMODE unset; a DATABASE_URL then keeps its own sslmode, and
+    # gets database.DEFAULT_SSLMODE (verify-full) when it names none and is
+    # not this machine, or a root certificate is given; so does every other source.
     sslmode: str | None = None
     sslrootcert: str | None = None
     auth: str = "password"

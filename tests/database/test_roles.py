@@ -1,7 +1,8 @@
-"""The dispatcher's database role (migration 0005): enough for a run, and nothing else.
+"""The dispatcher's database role (migrations 0005 and 0009): enough for a run, nothing else.
 
-Runs log in as ``duly_dispatcher_test``, a member of ``duly_dispatcher`` only;
-the test's own ``conn`` is the owner that applied the migrations.
+Runs log in as ``duly_dispatcher_test``, a member of the database's own
+dispatcher role (``duly_dispatcher_role()``) only; the test's own ``conn`` is
+the owner that applied the migrations.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dispatch_fn.events import parse_event
 from dispatch_fn.invocation import run_request
 from support import CLOCK, Conn, Invoke, duty, insert_duties, last_dispatched, task_keys
 
-ROLE = "duly_dispatcher"
+SHARED_ROLE = "duly_dispatcher"
 
 
 @pytest.fixture
@@ -34,13 +35,15 @@ def _run_one(conn: Conn, as_dispatcher: Conn) -> None:
     dispatch.run([as_dispatcher], request)
 
 
-def test_the_login_is_the_dispatcher_role_and_nothing_more(as_dispatcher: Conn) -> None:
+def test_the_login_is_the_dispatcher_role_and_nothing_more(
+    as_dispatcher: Conn, dispatcher_role: str
+) -> None:
     row = as_dispatcher.execute(
         "SELECT current_user, r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolbypassrls,"
         " array(SELECT m.roleid::regrole::text FROM pg_auth_members m WHERE m.member = r.oid)"
         " FROM pg_roles r WHERE r.rolname = current_user"
     ).fetchone()
-    assert row == ("duly_dispatcher_test", False, False, False, False, [ROLE])
+    assert row == ("duly_dispatcher_test", False, False, False, False, [dispatcher_role])
 
 
 def test_a_run_as_the_dispatcher_role_creates_tasks_and_advances_duties(
@@ -88,11 +91,11 @@ def test_the_dispatcher_role_is_refused_everything_a_run_does_not_do(
     assert task_keys(conn) == ["2026-08", "2026-W34", "2026-W35"]
 
 
-def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn) -> None:
+def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn, dispatcher_role: str) -> None:
     tables = conn.execute(
         "SELECT table_name, privilege_type FROM information_schema.table_privileges"
         " WHERE grantee = %s ORDER BY 1, 2",
-        (ROLE,),
+        (dispatcher_role,),
     ).fetchall()
     expected = [("duly_duty", "SELECT"), ("duly_task", "INSERT"), ("duly_task", "SELECT")]
     ledger = conn.execute("SELECT to_regclass('duly_dispatch_run') IS NOT NULL").fetchone()
@@ -106,20 +109,20 @@ def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn) -> None:
     updates = conn.execute(
         "SELECT table_name, column_name FROM information_schema.column_privileges"
         " WHERE grantee = %s AND privilege_type = 'UPDATE' AND table_name <> 'duly_dispatch_run'",
-        (ROLE,),
+        (dispatcher_role,),
     ).fetchall()
     assert sorted(tuple(row) for row in updates) == [
         ("duly_dispatch_set_aside", "repaid_by"),
         ("duly_duty", "last_dispatched_period"),
     ]
     owned = conn.execute(
-        "SELECT count(*) FROM pg_class WHERE relowner = %s::regrole", (ROLE,)
+        "SELECT count(*) FROM pg_class WHERE relowner = %s::regrole", (dispatcher_role,)
     ).fetchone()
     assert owned == (0,)
     sequences = conn.execute(
         "SELECT count(*) FROM pg_class c"
         " WHERE CASE WHEN c.relkind = 'S' THEN has_sequence_privilege(%s, c.oid, 'USAGE') END",
-        (ROLE,),
+        (dispatcher_role,),
     ).fetchone()
     assert sequences == (0,)
 
@@ -129,3 +132,17 @@ def test_the_dispatcher_role_may_call_the_period_order_function(as_dispatcher: C
     row = as_dispatcher.execute("SELECT duly_period_first_day('2026-W46')").fetchone()
     assert row is not None
     assert str(row[0]) == "2026-11-09"
+
+
+def test_the_cluster_wide_role_holds_nothing_in_a_migrated_database(conn: Conn) -> None:
+    # 0005's grants moved to the database's own role (0009): a login left in
+    # duly_dispatcher reaches no table here.
+    held = conn.execute(
+        "SELECT count(*) FROM information_schema.table_privileges WHERE grantee = %s",
+        (SHARED_ROLE,),
+    ).fetchone()
+    columns = conn.execute(
+        "SELECT count(*) FROM information_schema.column_privileges WHERE grantee = %s",
+        (SHARED_ROLE,),
+    ).fetchone()
+    assert (held, columns) == ((0,), (0,))

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tls_server
-from dispatch_fn.database import ConnectionCache, IamLogin, connect
+from dispatch_fn.database import ConnectionCache, IamLogin, connect, conninfo_for
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
 from tls_server import LOOPBACK, PASSWORD, SERVER_NAME, TlsServer
@@ -161,3 +161,87 @@ def test_require_with_a_ca_bundle_still_checks_the_chain(tls: TlsServer) -> None
     )
     with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
         connect(settings)
+
+
+@pytest.fixture(scope="module")
+def tls_or_plain() -> Iterator[TlsServer]:
+    """A server that speaks TLS but also accepts plain text: where a silent fallback would land."""
+    base = Path(tempfile.mkdtemp(prefix="duly-tls-plain-"))
+    server = tls_server.start(base)
+    hba = server.data_dir / "pg_hba.conf"
+    hba.write_text(
+        "local all all trust\n"
+        "hostssl all all 127.0.0.1/32 scram-sha-256\n"
+        "hostnossl all all 127.0.0.1/32 scram-sha-256\n"
+    )
+    with psycopg.connect(_url(server, sslmode="verify-full", sslrootcert=str(server.trusted_ca)),
+                         autocommit=True) as admin:  # fmt: skip
+        admin.execute("SELECT pg_reload_conf()")
+    # The fallback is real here: a plain-text connection is let in.
+    with psycopg.connect(_url(server, sslmode="disable")) as plain:
+        assert not _encrypted(plain)
+    yield server
+    tls_server.stop(server)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_root_certificate_without_sslmode_means_verify_full_not_a_plain_text_fallback(
+    tls_or_plain: TlsServer,
+) -> None:
+    environ = {"DATABASE_URL": _url(tls_or_plain), "DB_SSLROOTCERT": str(tls_or_plain.unknown_ca)}
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        connect(Settings.from_environ(environ)).close()
+    # The right CA and the right name: verified, and encrypted.
+    environ["DB_SSLROOTCERT"] = str(tls_or_plain.trusted_ca)
+    with connect(Settings.from_environ(environ)) as conn:
+        assert _encrypted(conn)
+    environ["DATABASE_URL"] = _url(tls_or_plain, host="not-the-db.example")
+    with pytest.raises(psycopg.OperationalError, match="does not match host name"):
+        connect(Settings.from_environ(environ)).close()
+
+
+def test_a_database_url_carrying_sslrootcert_without_sslmode_means_verify_full(
+    tls_or_plain: TlsServer,
+) -> None:
+    url = _url(tls_or_plain, sslrootcert=str(tls_or_plain.unknown_ca))
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        connect(Settings.from_environ({"DATABASE_URL": url})).close()
+    url = _url(tls_or_plain, host="not-the-db.example", sslrootcert=str(tls_or_plain.trusted_ca))
+    with pytest.raises(psycopg.OperationalError, match="does not match host name"):
+        connect(Settings.from_environ({"DATABASE_URL": url})).close()
+
+
+@pytest.mark.parametrize("mode", ["disable", "allow", "prefer"])
+def test_a_mode_that_falls_back_to_plain_text_is_refused_with_a_root_certificate(
+    tls_or_plain: TlsServer, mode: str
+) -> None:
+    from_settings = {"DATABASE_URL": _url(tls_or_plain), "DB_SSLMODE": mode,
+                     "DB_SSLROOTCERT": str(tls_or_plain.trusted_ca)}  # fmt: skip
+    with pytest.raises(ConfigurationError, match=f"DB_SSLMODE='{mode}' with a root certificate"):
+        connect(Settings.from_environ(from_settings))
+    in_the_url = {"DATABASE_URL": _url(tls_or_plain, sslmode=mode,
+                                       sslrootcert=str(tls_or_plain.trusted_ca))}  # fmt: skip
+    with pytest.raises(ConfigurationError, match=f"sslmode='{mode}' with a root certificate"):
+        connect(Settings.from_environ(in_the_url))
+
+
+def test_a_database_url_to_another_machine_without_tls_settings_is_verify_full() -> None:
+    remote = conninfo_for(Settings(database_url="host=db.example.com dbname=duly user=u"))
+    assert conninfo_to_dict(remote)["sslmode"] == "verify-full"
+    # Named explicitly, a mode is kept: the downgrade is the operator's, in writing.
+    chosen = conninfo_for(Settings(database_url="host=db.example.com dbname=duly sslmode=require"))
+    assert conninfo_to_dict(chosen)["sslmode"] == "require"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "host=/tmp/duly dbname=duly",
+        "host=localhost dbname=duly",
+        "host=127.0.0.1,::1 dbname=duly",
+        "host=db.duly.test hostaddr=127.0.0.1 dbname=duly",
+        "dbname=duly",
+    ],
+)
+def test_a_database_url_on_this_machine_keeps_libpqs_default(url: str) -> None:
+    assert "sslmode" not in conninfo_to_dict(conninfo_for(Settings(database_url=url)))

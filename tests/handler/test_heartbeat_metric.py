@@ -107,7 +107,10 @@ def test_every_metric_an_alarm_or_the_dashboard_watches_is_published(
     published |= set(_published(capfd))
     # A run that fails: the dispatcher's role (this test's database only) loses INSERT.
     insert_duties(conn, [duty("d2", frequency="weekly")])
-    conn.execute("REVOKE INSERT ON duly_task FROM duly_dispatcher")
+    conn.execute(
+        "DO $$ BEGIN EXECUTE format('REVOKE INSERT ON duly_task FROM %I', duly_dispatcher_role());"
+        " END $$"
+    )
     with pytest.raises(RunFailedError):
         deployed({"scheduled_time": "2026-09-21T01:00:00Z"})
     failed = _published(capfd)

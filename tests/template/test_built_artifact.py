@@ -146,7 +146,7 @@ def test_the_built_migration_step_answers_cloudformation_against_the_database(
     login = "duly_dispatch_built_probe"
     event = {
         "RequestType": "Update",
-        "ResponseURL": "https://example.invalid/response",
+        "ResponseURL": "https://duly-test.s3.eu-west-1.amazonaws.com/r?X-Amz-Signature=0",
         "StackId": "stack",
         "RequestId": "req",
         "LogicalResourceId": "SchemaMigration",

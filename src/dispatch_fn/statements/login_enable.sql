@@ -1,0 +1,1 @@
+ALTER ROLE {login} LOGIN

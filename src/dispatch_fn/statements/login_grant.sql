@@ -1,0 +1,1 @@
+GRANT {role} TO {login}

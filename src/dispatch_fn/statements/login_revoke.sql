@@ -1,0 +1,1 @@
+REVOKE {role} FROM {login}
