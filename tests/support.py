@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime
@@ -198,3 +201,16 @@ def record_statement_rows(conn: psycopg.Connection[Any]) -> Callable[[], list[in
         " FOR EACH STATEMENT EXECUTE FUNCTION count_page_rows()"
     )
     return lambda: [int(row[0]) for row in conn.execute("SELECT n FROM page_rows ORDER BY at")]
+
+
+def cli(*argv: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m dispatch_fn ARGV`` in a child process, with ``env`` added to this one's."""
+    return subprocess.run(
+        [sys.executable, "-m", "dispatch_fn", *argv],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env},
+        timeout=120,
+    )

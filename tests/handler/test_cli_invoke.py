@@ -6,10 +6,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from psycopg import sql
 from dispatch_fn import app, invoke_cli
 from dispatch_fn.__main__ import main
 from dispatch_fn.exit_status import ExitStatus
-from support import EVENTS_DIR, Conn, duty, insert_duties, task_count
+from support import EVENTS_DIR, Conn, cli, duty, insert_duties, task_count
 
 
 class Terminal(io.StringIO):
@@ -37,18 +35,6 @@ def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     yield db_url
     app._connections.discard()
-
-
-def _command(*argv: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dispatch_fn", *argv],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **env},
-        timeout=120,
-    )
 
 
 def _one_line_error(completed: subprocess.CompletedProcess[str]) -> str:
@@ -76,14 +62,14 @@ def _closed_port() -> int:
 def test_an_event_on_standard_input_runs_like_a_file(conn: Conn, database: str) -> None:
     insert_duties(conn, [duty("d1")])
     event = (EVENTS_DIR / "backfill-13-months.json").read_text()
-    completed = _command("invoke", "-", stdin=event, DATABASE_URL=database)
+    completed = cli("invoke", "-", stdin=event, DATABASE_URL=database)
     assert completed.returncode == ExitStatus.OK, completed.stderr
     assert json.loads(completed.stdout)["tasks_created"] == task_count(conn) == 13
 
 
 def test_a_refused_event_exits_2_with_one_line(conn: Conn, database: str) -> None:
     insert_duties(conn, [duty("d1")])
-    completed = _command("invoke", "-", stdin='{"to": "2026-01-01"}', DATABASE_URL=database)
+    completed = cli("invoke", "-", stdin='{"to": "2026-01-01"}', DATABASE_URL=database)
     assert completed.returncode == ExitStatus.REFUSED
     assert "event refused: 'to' without 'from'" in _one_line_error(completed)
     assert task_count(conn) == 0
@@ -91,13 +77,13 @@ def test_a_refused_event_exits_2_with_one_line(conn: Conn, database: str) -> Non
 
 @pytest.mark.parametrize("text", ["", "{not json", "[1, 2"])
 def test_an_event_that_is_not_json_exits_2(database: str, text: str) -> None:
-    completed = _command("invoke", "-", stdin=text, DATABASE_URL=database)
+    completed = cli("invoke", "-", stdin=text, DATABASE_URL=database)
     assert completed.returncode == ExitStatus.REFUSED
     assert "cannot read event '-'" in _one_line_error(completed)
 
 
 def test_a_missing_event_file_exits_2(database: str, tmp_path: Path) -> None:
-    completed = _command("invoke", str(tmp_path / "absent.json"), DATABASE_URL=database)
+    completed = cli("invoke", str(tmp_path / "absent.json"), DATABASE_URL=database)
     assert completed.returncode == ExitStatus.REFUSED
     assert "absent.json" in _one_line_error(completed)
 
@@ -110,14 +96,14 @@ def test_a_missing_event_file_exits_2(database: str, tmp_path: Path) -> None:
     ],
 )
 def test_a_configuration_error_exits_3(database: str, name: str, value: str, named: str) -> None:
-    completed = _command("invoke", str(EVENTS_DIR / "scheduler.json"), **{name: value})
+    completed = cli("invoke", str(EVENTS_DIR / "scheduler.json"), **{name: value})
     assert completed.returncode == ExitStatus.CONFIGURATION
     assert named in _one_line_error(completed)
 
 
 def test_a_database_that_cannot_be_reached_exits_4(database: str) -> None:
     url = f"postgresql://duly@127.0.0.1:{_closed_port()}/duly"
-    completed = _command("invoke", str(EVENTS_DIR / "scheduler.json"), DATABASE_URL=url)
+    completed = cli("invoke", str(EVENTS_DIR / "scheduler.json"), DATABASE_URL=url)
     assert completed.returncode == ExitStatus.DATABASE_UNREACHABLE
     assert "database unreachable: connection failed" in _one_line_error(completed)
 
@@ -145,7 +131,7 @@ def unmigrated(server_dsn: str, template_database: str) -> Iterator[str]:
 
 
 def test_a_run_that_fails_exits_5(unmigrated: str) -> None:
-    completed = _command("invoke", str(EVENTS_DIR / "scheduler.json"), DATABASE_URL=unmigrated)
+    completed = cli("invoke", str(EVENTS_DIR / "scheduler.json"), DATABASE_URL=unmigrated)
     assert completed.returncode == ExitStatus.FAILED
     assert "run failed: run failed after 0 committed page(s)" in _one_line_error(completed)
     assert 'relation "duly_duty" does not exist' in completed.stderr
@@ -153,7 +139,7 @@ def test_a_run_that_fails_exits_5(unmigrated: str) -> None:
 
 def test_help_lists_the_environment_and_the_exit_statuses() -> None:
     for argv in (["--help"], ["invoke", "--help"]):
-        completed = _command(*argv)
+        completed = cli(*argv)
         assert completed.returncode == 0
         for variable in ("DATABASE_URL", "DB_SECRET_ARN", "DISPATCH_WORKERS", "DULY_PGDATA"):
             assert variable in completed.stdout, (argv, variable)

@@ -9,11 +9,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +20,7 @@ import pytest
 from dispatch_fn import app, invocation, invoke_cli
 from dispatch_fn.exit_status import ExitStatus
 from dispatch_fn.progress import Progress
-from support import CLOCK, EVENTS_DIR, Conn, duty, insert_duties, task_count
+from support import CLOCK, EVENTS_DIR, Conn, cli, duty, insert_duties, task_count
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,18 +31,6 @@ def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     yield db_url
     app._connections.discard()
-
-
-def _command(*argv: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dispatch_fn", *argv],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **env},
-        timeout=120,
-    )
 
 
 def _one_line(stderr: str) -> str:
@@ -103,7 +88,7 @@ def test_every_command_exits_database_unreachable_with_one_line_when_the_databas
     argv: list[str],
 ) -> None:
     url = f"postgresql://duly@127.0.0.1:{_closed_port()}/duly"
-    completed = _command(*argv, DATABASE_URL=url)
+    completed = cli(*argv, DATABASE_URL=url)
     assert completed.returncode == ExitStatus.DATABASE_UNREACHABLE, completed.stderr
     assert "database unreachable" in _one_line(completed.stderr)
 
@@ -112,21 +97,21 @@ def test_every_command_exits_database_unreachable_with_one_line_when_the_databas
 def test_every_command_exits_configuration_for_a_database_url_libpq_cannot_use(
     argv: list[str],
 ) -> None:
-    completed = _command(*argv, DATABASE_URL="nonsense=1")
+    completed = cli(*argv, DATABASE_URL="nonsense=1")
     assert completed.returncode == ExitStatus.CONFIGURATION, completed.stderr
     assert 'invalid connection option "nonsense"' in _one_line(completed.stderr)
 
 
 def test_explain_of_an_unknown_duty_has_a_status_of_its_own(conn: Conn, database: str) -> None:
     insert_duties(conn, [duty("d1")])
-    completed = _command("explain", "nobody", "--now", CLOCK)
+    completed = cli("explain", "nobody", "--now", CLOCK)
     assert completed.returncode == ExitStatus.UNKNOWN_DUTY
     assert "unknown" in completed.stdout
-    assert _command("explain", "d1", "--now", CLOCK).returncode == ExitStatus.OK
+    assert cli("explain", "d1", "--now", CLOCK).returncode == ExitStatus.OK
 
 
 def test_explain_refuses_a_bad_clock_with_the_refused_status(database: str) -> None:
-    completed = _command("explain", "d1", "--to", "2026-01-01")
+    completed = cli("explain", "d1", "--to", "2026-01-01")
     assert completed.returncode == ExitStatus.REFUSED
     assert "'to' without 'from'" in _one_line(completed.stderr)
 
@@ -135,7 +120,7 @@ def test_invoke_exits_degraded_for_a_run_that_faulted_a_duty(
     conn: Conn, database: str, tmp_path: Path
 ) -> None:
     insert_duties(conn, [duty("d1"), duty("mars", timezone="Mars/Olympus")])
-    completed = _command("invoke", _event_file(tmp_path, {"now": CLOCK}))
+    completed = cli("invoke", _event_file(tmp_path, {"now": CLOCK}))
     assert completed.returncode == ExitStatus.DEGRADED, completed.stderr
     report = json.loads(completed.stdout)
     assert (report["complete"], report["degraded"]) == (True, True)
@@ -172,7 +157,7 @@ def test_a_scope_that_matches_no_duty_is_said_plainly(
     conn: Conn, database: str, tmp_path: Path, scope: dict[str, Any]
 ) -> None:
     insert_duties(conn, [duty("d1")])
-    completed = _command("invoke", _event_file(tmp_path, {"now": CLOCK, **scope}))
+    completed = cli("invoke", _event_file(tmp_path, {"now": CLOCK, **scope}))
     assert completed.returncode == ExitStatus.NO_DUTY_IN_SCOPE, completed.stderr
     report = json.loads(completed.stdout)
     assert report["scope_matched"] is False
@@ -185,11 +170,11 @@ def test_a_scope_that_matches_a_duty_and_an_unscoped_run_say_so(
     conn: Conn, database: str, tmp_path: Path
 ) -> None:
     insert_duties(conn, [duty("d1"), duty("d2", organization_id="org-2")])
-    scoped = _command("invoke", _event_file(tmp_path, {"now": CLOCK, "organization_id": "org-2"}))
+    scoped = cli("invoke", _event_file(tmp_path, {"now": CLOCK, "organization_id": "org-2"}))
     assert scoped.returncode == ExitStatus.OK, scoped.stderr
     assert json.loads(scoped.stdout)["scope_matched"] is True
     assert json.loads(scoped.stdout)["scope_note"] is None
-    unscoped = _command("invoke", _event_file(tmp_path, {"now": CLOCK}))
+    unscoped = cli("invoke", _event_file(tmp_path, {"now": CLOCK}))
     assert unscoped.returncode == ExitStatus.OK, unscoped.stderr
     assert json.loads(unscoped.stdout)["scope_matched"] is None
 
@@ -225,7 +210,7 @@ def test_ctrl_c_during_a_local_run_marks_its_ledger_row_failed_interrupted(
 
 
 def test_help_and_the_docs_list_every_exit_status() -> None:
-    completed = _command("invoke", "--help")
+    completed = cli("invoke", "--help")
     assert completed.returncode == 0
     readme = (ROOT / "README.md").read_text("utf-8")
     handler_doc = (ROOT / "docs" / "handler.md").read_text("utf-8")

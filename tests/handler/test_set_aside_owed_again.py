@@ -35,6 +35,10 @@ def holder(db_url: str) -> Iterator[Conn]:
         other.rollback()
 
 
+def _lock(holder: Conn) -> None:
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+
+
 def _daily_duties(conn: Conn) -> None:
     insert_duties(conn, [duty(f"d{n}", frequency="daily", lead_days=0) for n in range(5)])
 
@@ -52,7 +56,7 @@ def test_a_duty_locked_during_a_run_gets_that_period_from_the_next_run(
 ) -> None:
     _daily_duties(conn)
     invoke(_clock(FIRST), lock_timeout_ms=200)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
 
     locked_run = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
     holder.rollback()
@@ -85,7 +89,7 @@ def test_a_set_aside_duty_is_owed_every_clock_it_missed_since_within_the_catch_u
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     invoke(_clock(FIRST), lock_timeout_ms=200)
     holder.rollback()
     # A scoped run is not the scheduled chain: it owes no catch-up, but it is a
@@ -104,7 +108,7 @@ def test_a_duty_locked_again_while_it_is_repaid_stays_owed(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     invoke(_clock(FIRST), lock_timeout_ms=200)
     again = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
     holder.rollback()
@@ -119,7 +123,7 @@ def test_a_dry_run_neither_sets_aside_for_later_nor_repays(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     invoke(_clock(FIRST), lock_timeout_ms=200)
     holder.rollback()
 
@@ -134,7 +138,7 @@ def test_a_run_with_set_aside_duties_emits_the_set_aside_metric(
     conn: Conn, holder: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _daily_duties(conn)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     metrics = Metrics(namespace="Duly", service="duly-dispatcher")
 
     invoke(_clock(FIRST), lock_timeout_ms=200, metrics=metrics)
@@ -171,7 +175,7 @@ def test_a_duty_set_aside_by_a_catching_up_run_is_owed_the_clocks_it_caught_up(
 ) -> None:
     _daily_duties(conn)
     invoke(_clock(FIRST), lock_timeout_ms=200)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     # Two days missed: this run catches up -28 and -29, but not for the locked duty.
     caught = invoke(_clock(FIRST + 3 * DAY), lock_timeout_ms=200)
     holder.rollback()
@@ -190,7 +194,7 @@ def test_a_catching_up_run_s_clocks_are_owed_even_past_the_next_runs_bound(
 ) -> None:
     _daily_duties(conn)
     invoke(_clock(FIRST), lock_timeout_ms=200)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     # Seven days caught up, the earliest of them eight days before the next run.
     invoke(_clock(FIRST + 8 * DAY), lock_timeout_ms=200)
     holder.rollback()
@@ -204,7 +208,7 @@ def test_a_set_aside_duty_paused_since_stays_owed_until_it_is_dispatched_again(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     invoke(_clock(FIRST), lock_timeout_ms=200)
     holder.rollback()
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
@@ -224,7 +228,7 @@ def test_a_duty_set_aside_by_a_backfill_is_owed_that_window(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    _lock(holder)
     window = {"from": "2026-11-01", "to": "2026-11-05"}
     backfill = invoke({**_clock(FIRST), **window}, lock_timeout_ms=200)
     holder.rollback()
