@@ -16,20 +16,29 @@ it implements, from SPEC §4 and §9:
   no more than ``DISPATCH_CATCH_UP_DAYS`` back, when ``L``, the latest clock of
   an earlier run whose clock was not after the wall clock when it started, is
   more than a day before ``t``. A manual run at a future clock is never ``L``.
+  Every run here completes (no deadline, no failure); one that sets a duty
+  aside still counts, as a degraded run is not an incomplete one (§9).
+- A manual ``{"now"}`` run is a scheduled run replayed at that clock (§5), so
+  the same rules hold for it, catch-up included. Its past clock lies before
+  the chain's latest clock (or its first), so the chain never goes back.
 - Covering clock ``c`` owes ``plan_dispatch([duty], c)`` and (§4 step 4)
   every period that became owed in ``(c - 24 h, c]``: the earlier of its start
   and the start of its ``visible_from`` day lies there. The model finds those
   by planning at the start of each local day in that span, so a local day
   that is never "today" at 01:00 UTC (Nuuk's 2026-03-28) is still owed.
-- A duty set aside by a run (its row locked) is covered by the next run
-  instead: every clock that run would have covered for it is carried over.
+- A duty set aside by a run (its row locked) is covered by the next run,
+  whatever its clock, instead: every clock that run would have covered for it
+  is carried over, since no later catch-up reaches back past a completed run
+  ("a duty is never left with a period that no later run will create").
   Where SPEC §9 leaves room, the model only allows and does not require: a
   carried clock that is neither the latest set-aside run's own clock ("what
   that clock owed them") nor within ``DISPATCH_CATCH_UP_DAYS`` of the covering
   run's clock ("every clock they missed since, within …"), and the carried
   clocks of a duty paused when the next run comes.
 - A duty paused at a run is not covered by it, so a span where it was paused
-  at every covering run gets nothing.
+  at every covering run gets nothing. A duty added or un-paused during an
+  outage is covered at every missed clock of the run that catches it up, as
+  the run cannot know when it became active.
 
 The tasks must hold every required row, no row that is neither required nor
 allowed, each identity once, with the planner's columns; and
@@ -82,7 +91,7 @@ DAY: Final = timedelta(days=1)
 INTERVAL: Final = timedelta(hours=24)
 CATCH_UP: Final = timedelta(days=DEFAULT_CATCH_UP_DAYS)
 # The scheduled chain starts here and runs past Nuuk's 03-29 and Lord_Howe's 04-05.
-FIRST_DAYS: Final = st.dates(date(2026, 3, 20), date(2026, 3, 27))
+FIRST_DAYS: Final = st.dates(date(2026, 3, 24), date(2026, 3, 28))
 SCHEDULE_HOUR: Final = time(1, tzinfo=UTC)
 ZONES: Final = (
     "America/Nuuk",
@@ -92,7 +101,7 @@ ZONES: Final = (
     "America/Scoresbysund",
 )
 FREQUENCIES: Final = ("daily", "weekly", "monthly")
-LEADS: Final = (0, 2, 5)
+LEADS: Final = (0, 3)
 ANCHORS: Final = ("period_start", "period_end")
 ENVELOPES: Final = ("now", "scheduled_time", "detail-type")
 MAX_DUTIES: Final = 8
@@ -207,7 +216,7 @@ class OwedMachine(RuleBasedStateMachine):
         )
         self._definitions: dict[str, dict[str, Any]] = {}
         self._status: dict[str, str] = {}
-        self._next_clock = datetime.combine(date(2026, 3, 20), SCHEDULE_HOUR)
+        self._next_clock = datetime.combine(date(2026, 3, 24), SCHEDULE_HOUR)
         self._last_scheduled: datetime | None = None
         self._skipped_days = 0
         # (clock, counts for catch-up): every run issued, all of them completed.
