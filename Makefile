@@ -32,8 +32,8 @@ lock:       ## re-resolve the hashed dependency pins after editing pyproject.tom
 fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real PostgreSQL
 	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/handler/test_handler_fuzz.py -q -p no:logging --hypothesis-show-statistics'
 
-soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept) and 30 SIGKILLs
-	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/database/test_dispatch_processes.py -k "soak or sigkill" -q -s -p no:cacheprovider'
+soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept), 30 SIGKILLs, and the owed-periods state machine at soak size
+	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/database/test_dispatch_processes.py -k "soak or sigkill" -q -s -p no:cacheprovider && DULY_SOAK=1 .venv/bin/pytest tests/database/test_owed_state_machine.py -q -p no:cacheprovider -p no:logging'
 
 # `sam build` (template.yaml, BuildMethod makefile) runs this in a copy of src/.
 _here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))

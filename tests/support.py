@@ -6,13 +6,17 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 if TYPE_CHECKING:  # the pure layers import this module without the run loop
     from dispatch_fn.dispatch import RunReport
@@ -214,3 +218,26 @@ def cli(*argv: str, stdin: str | None = None, **env: str) -> subprocess.Complete
         env={**os.environ, **env},
         timeout=120,
     )
+
+
+@contextmanager
+def cloned_database(server_dsn: str, template: str) -> Iterator[str]:
+    """A fresh database cloned from ``template`` on ``server_dsn``, dropped on leaving.
+
+    For tests that need a new database per hypothesis example, where the
+    function-scoped ``db_url`` fixture would give one per test.
+    """
+    name = f"duly_x_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        )
+    try:
+        yield make_conninfo(server_dsn, dbname=name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -236,16 +236,13 @@ class OwedAgain:
         days: int,
         interval: timedelta = SCHEDULE_INTERVAL,
     ) -> OwedAgain | None:
-        """What a run at ``now`` owes ``set_aside``; None if nothing is owed yet.
+        """What a run at ``now`` owes ``set_aside``; None if nothing is set aside.
 
-        A group set aside at this very clock (a replayed event) or a later
-        one is not owed yet: it stays owed until a run comes after it.
+        The next run owes them whatever its clock (SPEC §9): a replay of an
+        older clock, or of the same one, still owes what the setting-aside
+        run's clocks owed them.
         """
-        owed = tuple(
-            Repayment(each, _chain(each, now, days, interval))
-            for each in set_aside
-            if each.clock < now
-        )
+        owed = tuple(Repayment(each, _chain(each, now, days, interval)) for each in set_aside)
         return cls(owed) if owed else None
 
     @property
