@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from dispatch_fn._bounded import quote
+from dispatch_fn._bounded import MAX_EVENT_BYTES, quote
 from dispatch_fn._calendar import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import EventError
 from dispatch_fn.plan import Window
@@ -32,12 +32,10 @@ MANUAL_FIELDS: Final = (
 # Longer than any id duly_task's unique index can hold (2,704 bytes a row), so
 # no real duty or organisation is shut out, and a megabyte never reaches SQL.
 MAX_ID_CHARS: Final = 2048
-# A run's continuation carries its scope in an asynchronous Invoke, whose
-# payload is at most 1 MB today, 256 KB until 2025 and in some partitions
-# still: the smaller, everywhere. A scope that would not fit is refused here,
-# before anything runs, with room kept for the event's other fields (a
-# resume_after of the longest id among them).
-MAX_EVENT_BYTES: Final = 256 * 1024
+# A run's continuation carries its scope in an asynchronous Invoke
+# (MAX_EVENT_BYTES). A scope that would not fit is refused here, before
+# anything runs, with room kept for the event's other fields (a resume_after
+# of the longest id among them).
 MAX_SCOPE_BYTES: Final = MAX_EVENT_BYTES - 16 * 1024
 _DATE_SHAPE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 _INSTANT_EXAMPLE: Final = "'2026-11-29T01:00:00Z'"
