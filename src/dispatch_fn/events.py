@@ -36,6 +36,9 @@ MAX_ID_CHARS: Final = 2048
 # (MAX_EVENT_BYTES). A scope that would not fit is refused here, before
 # anything runs, with room kept for the event's other fields (a resume_after
 # of the longest id among them).
+# The run-ledger query's page of rows (SPEC §5).
+DEFAULT_RUNS_LIMIT: Final = 20
+MAX_RUNS_LIMIT: Final = 100
 MAX_SCOPE_BYTES: Final = MAX_EVENT_BYTES - 16 * 1024
 _DATE_SHAPE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 _INSTANT_EXAMPLE: Final = "'2026-11-29T01:00:00Z'"
@@ -164,6 +167,58 @@ class ManualEvent(BaseModel):
     continuation: Continuation = 0
 
 
+class RunsQueryEvent(BaseModel):
+    """``{"query": "runs", "limit"?}``: the run ledger, newest first (SPEC §5)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: Literal["runs"]
+    limit: int = Field(default=DEFAULT_RUNS_LIMIT, ge=1, le=MAX_RUNS_LIMIT, strict=True)
+
+
+class ExplainQueryEvent(BaseModel):
+    """``{"query": "explain", "duty_id", "now"?, "from"?, "to"?}``: one duty's verdicts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    query: Literal["explain"]
+    duty_id: Identifier
+    now: Instant | None = None
+    from_date: StrictDate | None = Field(default=None, alias="from")
+    to_date: StrictDate | None = Field(default=None, alias="to")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A read-only question to the function (SPEC §5): it writes nothing and runs nothing."""
+
+    kind: Literal["runs", "explain"]
+    limit: int = DEFAULT_RUNS_LIMIT
+    duty_id: str | None = None
+    now: datetime | None = None
+    window: Window | None = None
+
+
+def is_query(event: object) -> bool:
+    """Whether ``event`` asks a read-only question rather than for a run."""
+    return isinstance(event, Mapping) and "query" in event
+
+
+def parse_query(event: Mapping[str, Any], *, current_time: datetime, max_window_days: int) -> Query:
+    """The question a ``{"query": ...}`` event asks; raise ``EventError`` if it is not one."""
+    _refuse_surrogates(event)
+    kind = event.get("query")
+    if kind == "runs":
+        return Query("runs", limit=_validate(RunsQueryEvent, event).limit)
+    if kind == "explain":
+        asked = _validate(ExplainQueryEvent, event)
+        now = asked.now or current_time
+        return Query(
+            "explain", duty_id=asked.duty_id, now=now, window=_window(asked, now, max_window_days)
+        )
+    raise EventError(f"query: {quote(kind)}; expected 'runs' or 'explain'")
+
+
 def parse_event(
     event: object,
     *,
@@ -177,13 +232,7 @@ def parse_event(
     """
     if not isinstance(event, Mapping):
         raise EventError(f"event must be a JSON object, got {quote(event)}")
-    if (where := _not_utf8(event)) is not None:
-        # JSON's "\\ud800" escape decodes to a lone surrogate, which PostgreSQL
-        # text, the ledger and every log line refuse; refused here, not there.
-        raise EventError(
-            f"{where}: holds a lone surrogate (such as '\\ud800'), which is not Unicode "
-            "text: UTF-8 cannot encode it, so no id or field can hold it"
-        )
+    _refuse_surrogates(event)
     envelopes = [name for name in ("detail-type", "scheduled_time") if name in event]
     if len(envelopes) > 1:
         raise EventError(
@@ -233,7 +282,9 @@ def _check_scope_fits(manual: ManualEvent) -> None:
         )
 
 
-def _window(manual: ManualEvent, now: datetime, max_window_days: int) -> Window | None:
+def _window(
+    manual: ManualEvent | ExplainQueryEvent, now: datetime, max_window_days: int
+) -> Window | None:
     if manual.from_date is None:
         if manual.to_date is not None:
             raise EventError(
@@ -263,6 +314,16 @@ def _latest_today(now: datetime) -> date:
         return (now + _LATEST_OFFSET).date()
     except OverflowError:  # past 9999-12-31, which is then everyone's last day
         return LAST_DAY
+
+
+def _refuse_surrogates(event: Mapping[Any, Any]) -> None:
+    if (where := _not_utf8(event)) is not None:
+        # JSON's "\\ud800" escape decodes to a lone surrogate, which PostgreSQL
+        # text, the ledger and every log line refuse; refused here, not there.
+        raise EventError(
+            f"{where}: holds a lone surrogate (such as '\\ud800'), which is not Unicode "
+            "text: UTF-8 cannot encode it, so no id or field can hold it"
+        )
 
 
 def _not_utf8(event: Mapping[Any, Any]) -> str | None:

@@ -111,9 +111,15 @@ def of_report(report: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:
     Incomplete first (duties were not reached), then degraded (reached, some
     refused), then a scope that matched nothing.
     """
+    if "mode" not in report and ("runs" in report or "explain" in report):
+        # A read-only query's answer (SPEC §5), not a run's report.
+        explained = report.get("explain")
+        if isinstance(explained, Mapping) and explained.get("found") is False:
+            return ExitStatus.UNKNOWN_DUTY, f"no duty {explained.get('duty_id')!r}"
+        return ExitStatus.OK, None
     run = f"run {report.get('run_id')}"
     if not report.get("complete", False):
-        stop = report.get("hand_off_error")
+        stop = report.get("incomplete_reason") or report.get("hand_off_error")
         why = f" ({stop})" if stop else ""
         return ExitStatus.INCOMPLETE, (
             f"{run} incomplete{why}: dispatched up to duty id {report.get('last_duty_id')!r}; "
@@ -122,9 +128,10 @@ def of_report(report: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:
     if report.get("degraded", False):
         counts = report.get("fault_counts") or {}
         faults = sum(counts.values()) if isinstance(counts, Mapping) else 0
+        aside = report.get("set_aside_count", 0)
         return ExitStatus.DEGRADED, (
             f"{run} degraded: it did not dispatch every duty it read ({faults} counted as "
-            "faults); the report says which"
+            f"faults, {aside} set aside for the next run); the report says which"
         )
     if report.get("scope_matched") is False:
         return ExitStatus.NO_DUTY_IN_SCOPE, str(report.get("scope_note"))

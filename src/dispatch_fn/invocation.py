@@ -25,13 +25,13 @@ from aws_lambda_powertools.logging.lambda_context import build_lambda_context_mo
 from aws_lambda_powertools.metrics import MetricUnit
 from psycopg import sql
 
-from dispatch_fn import continuation, dispatch, recorded
+from dispatch_fn import continuation, dispatch, queries, recorded
 from dispatch_fn._bounded import clip, scope_echo
 from dispatch_fn._pages import Deadline
 from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
-from dispatch_fn.events import EventRequest, parse_event
+from dispatch_fn.events import EventRequest, is_query, parse_event, parse_query
 from dispatch_fn.explain import MAX_EXPLAINED, explain_each
 from dispatch_fn.lambda_context import as_lambda_context
 from dispatch_fn.plan import SCHEDULE_INTERVAL
@@ -90,6 +90,10 @@ def handle(
     """
     started = time.monotonic()
     start_log_state(context)
+    if is_query(event):
+        return _answer(
+            event, settings=settings, connections=connections, clock=clock, metrics=metrics
+        )
     try:
         parsed = parse_event(
             event,
@@ -151,11 +155,41 @@ def handle(
         )
         result.update(_within_budget(explained, len(set(duty_ids))))
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
-    _emit_metrics(metrics, result)
+    if not request.dry_run:
+        # A dry run moves no alarm (SPEC §5): the alarms watch real runs only.
+        _emit_metrics(metrics, result)
     # The explanation is the response's, not the log's: it grows with the window.
     logged = {key: value for key, value in result.items() if key != "explain"}
     logger.info("run finished", extra={"report": logged})
     return result
+
+
+def _answer(
+    event: Any,
+    *,
+    settings: Settings,
+    connections: ConnectionSource,
+    clock: Clock,
+    metrics: Metrics | None,
+) -> dict[str, Any]:
+    """A read-only query's answer: nothing written, no run metric (SPEC §5)."""
+    try:
+        query = parse_query(event, current_time=clock(), max_window_days=settings.max_window_days)
+    except EventError as refused:
+        _add(metrics, "RefusedEvents", MetricUnit.Count, 1)
+        logger.warning("query refused", extra={"problem": str(refused)})
+        raise
+    try:
+        conns = connections.get(settings)
+        answered = queries.answer(
+            conns[0], query, interval=timedelta(hours=settings.schedule_interval_hours)
+        )
+    except (*_CONNECT_FAILURES, psycopg.Error):
+        connections.discard()
+        logger.exception("query failed", extra={"query": query.kind})
+        raise
+    logger.info("query answered", extra={"query": query.kind})
+    return answered
 
 
 def start_log_state(context: Any) -> None:

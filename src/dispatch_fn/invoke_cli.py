@@ -102,7 +102,7 @@ def run(
         report = _invoke(event, args, stderr)
     except exit_status.EXPECTED as exc:
         return exit_status.say_failure(stderr, exc)
-    if args.json or not stdout.isatty():
+    if args.json or not stdout.isatty() or "mode" not in report:  # a query: JSON alone
         print(json.dumps(report, indent=2), file=stdout)
     else:
         print("\n".join(_summary(report)), file=stdout)

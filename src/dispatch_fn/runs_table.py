@@ -1,4 +1,4 @@
-"""``python -m dispatch_fn runs``: the run ledger as a table, or as JSON for machines."""
+"""The run ledger as ``python -m dispatch_fn runs`` shows it: a table, or JSON for machines."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ def render(conn: Connection, *, limit: int, as_json: bool) -> str:
     """The ``limit`` newest runs as an aligned text table, or as a JSON array."""
     rows = ledger.recent(conn, limit)
     if as_json:
-        return json.dumps([_json_row(row) for row in rows], indent=2)
+        return json.dumps([json_row(row) for row in rows], indent=2)
     if not rows:
         return "no runs recorded yet"
     return _table([_text_row(row) for row in rows])
 
 
-def _json_row(row: ledger.LedgerRow) -> dict[str, Any]:
+def json_row(row: ledger.LedgerRow) -> dict[str, Any]:
+    """One run as ``runs --json`` and the ``runs`` query give it."""
     fields = {name: _plain(value) for name, value in row.fields.items()}
     fields["status"] = row.shown_status
     fields["duration_s"] = _seconds(row.fields["started_at"], row.fields["finished_at"])

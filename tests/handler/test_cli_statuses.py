@@ -220,3 +220,15 @@ def test_help_and_the_docs_list_every_exit_status() -> None:
         row = re.compile(rf"^\| `?{status.value}`? \| `{status.name}` \|", re.MULTILINE)
         assert row.search(readme), status
         assert row.search(handler_doc), status
+
+
+def test_invoke_answers_a_query_event_as_json_with_the_explain_status(
+    conn: Conn, database: str, tmp_path: Path
+) -> None:
+    insert_duties(conn, [duty("d1")])
+    runs = cli("invoke", _event_file(tmp_path, {"query": "runs"}))
+    missing = cli("invoke", _event_file(tmp_path, {"query": "explain", "duty_id": "nobody"}))
+
+    assert (runs.returncode, json.loads(runs.stdout)) == (ExitStatus.OK, {"runs": []})
+    assert missing.returncode == ExitStatus.UNKNOWN_DUTY
+    assert json.loads(missing.stdout) == {"explain": {"duty_id": "nobody", "found": False}}

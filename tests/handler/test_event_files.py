@@ -17,7 +17,7 @@ def demo_org(conn: Conn) -> Conn:
 def test_every_event_file_has_a_test_here() -> None:
     covered = {
         "scheduler.json", "scheduled-event.json", "console.json", "backfill-13-months.json",
-        "backfill-dry-run.json", "backfill-scoped.json",
+        "backfill-dry-run.json", "backfill-scoped.json", "query-runs.json", "query-explain.json",
     }  # fmt: skip
     assert {path.name for path in EVENTS_DIR.glob("*.json")} == covered
 
@@ -56,3 +56,12 @@ def test_the_scoped_backfill_touches_only_its_duties(demo_org: Conn, invoke: Inv
     assert [row[0] for row in touched] == sorted(event["duty_ids"])
     assert report["duties_read"] == len(event["duty_ids"])
     assert report["tasks_created"] == task_count(demo_org) == 13 + 5  # months + quarters
+
+
+def test_the_query_payloads_answer_without_running(demo_org: Conn, invoke: Invoke) -> None:
+    invoke(load_event("scheduler.json"))
+    runs = invoke(load_event("query-runs.json"))
+    explained = invoke(load_event("query-explain.json"))
+    assert [run["mode"] for run in runs["runs"]] == ["scheduled"]
+    assert explained["explain"]["duty_id"] == "duty-gb-vat-quarterly"
+    assert explained["explain"]["found"] is True
