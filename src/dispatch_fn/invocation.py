@@ -155,8 +155,11 @@ def handle(
         )
         result.update(_within_budget(explained, len(set(duty_ids))))
     result["duration_ms"] = round((time.monotonic() - started) * 1000)
-    if not request.dry_run:
-        # A dry run moves no alarm (SPEC §5): the alarms watch real runs only.
+    if request.dry_run:
+        # A dry run moves no alarm (SPEC §5): none watches this count, and the
+        # run metrics the alarms watch are real runs' alone.
+        _add(metrics, "DryRuns", MetricUnit.Count, 1)
+    else:
         _emit_metrics(metrics, result)
     # The explanation is the response's, not the log's: it grows with the window.
     logged = {key: value for key, value in result.items() if key != "explain"}
@@ -188,6 +191,8 @@ def _answer(
         connections.discard()
         logger.exception("query failed", extra={"query": query.kind})
         raise
+    # Not a run metric: no alarm watches it (SPEC §5).
+    _add(metrics, "QueriesAnswered", MetricUnit.Count, 1)
     logger.info("query answered", extra={"query": query.kind})
     return answered
 

@@ -25,6 +25,8 @@ EXPECTED_FILES = {
     "backfill-13-months.json",
     "backfill-dry-run.json",
     "backfill-scoped.json",
+    "query-runs.json",
+    "query-explain.json",
 }
 
 
@@ -120,8 +122,18 @@ def test_scoped_backfill_names_one_organisation_and_some_duties(events_dir: Path
     assert all(isinstance(d, str) and d.startswith("duty-") for d in duty_ids)
 
 
+QUERIES = {"query-runs.json", "query-explain.json"}
+
+
 @pytest.mark.parametrize(
-    "name", sorted(EXPECTED_FILES - {"scheduler.json", "scheduled-event.json"})
+    "name", sorted(EXPECTED_FILES - {"scheduler.json", "scheduled-event.json"} - QUERIES)
 )
 def test_manual_payloads_use_only_fields_the_contract_accepts(events_dir: Path, name: str) -> None:
     assert set(_load(events_dir, name)) <= MANUAL_FIELDS
+
+
+def test_the_query_payloads_use_only_the_fields_each_query_accepts(events_dir: Path) -> None:
+    assert _load(events_dir, "query-runs.json") == {"query": "runs", "limit": 5}
+    explain = _load(events_dir, "query-explain.json")
+    assert explain["query"] == "explain"
+    assert set(explain) <= {"query", "duty_id", "now", "from", "to"}
