@@ -34,6 +34,8 @@ def test_the_runs_query_answers_the_ledger_newest_first_as_runs_json_does(
 def test_a_query_writes_nothing_and_emits_no_run_metric(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("d1", frequency="daily", lead_days=0)])
     metrics = Metrics(namespace="Duly", service="duly-dispatcher")
+    # Powertools' Metrics share one set across instances: start from none.
+    metrics.clear_metrics()
 
     invoke({"query": "runs"}, metrics=metrics)
     invoke({"query": "explain", "duty_id": "d1", "now": CLOCK}, metrics=metrics)
@@ -85,6 +87,8 @@ def test_a_dry_run_moves_no_alarm(conn: Conn, invoke: Invoke) -> None:
         conn, [duty("d1", frequency="daily", lead_days=0), duty("mars", timezone="Mars/x")]
     )
     metrics = Metrics(namespace="Duly", service="duly-dispatcher")
+    # Powertools' Metrics share one set across instances: start from none.
+    metrics.clear_metrics()
 
     dry = invoke({"now": CLOCK, "dry_run": True}, metrics=metrics)
 

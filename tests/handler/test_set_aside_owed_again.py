@@ -140,6 +140,7 @@ def test_a_run_with_set_aside_duties_emits_the_set_aside_metric(
     _daily_duties(conn)
     _lock(holder)
     metrics = Metrics(namespace="Duly", service="duly-dispatcher")
+    metrics.clear_metrics()  # one set shared by every instance
 
     invoke(_clock(FIRST), lock_timeout_ms=200, metrics=metrics)
 
