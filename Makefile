@@ -1,5 +1,8 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: demo stop-db test test-fast lint typecheck template bench lock fuzz soak build-DispatchFunction build-MigrationFunction
+.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-catch-up bench-large-backfill bench-cold-start bench-migration lock ca-bundle fuzz soak build-DispatchFunction build-MigrationFunction
+
+help:       ## list the targets
+	@grep -E '^[a-z][a-z-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
 
 demo:       ## set up on first use, then run the dispatcher end to end on an embedded PostgreSQL
 	./scripts/demo.sh
@@ -23,17 +26,32 @@ typecheck:  ## mypy, strict
 template:   ## sam validate, sam validate --lint, cfn-lint, sam build
 	./scripts/test.sh template
 
-bench:      ## performance benchmarks (not part of the gate); ARGS="--duties 20000" for a small N
+bench:      ## the engine and the dispatcher against PostgreSQL's floor (not a gate); ARGS="--duties 20000" for a small N
 	./scripts/bench.sh $(ARGS)
+
+bench-catch-up:        ## catching up missed days beside a daily run; ARGS as for bench.catch_up
+	./scripts/bench.sh catch-up $(ARGS)
+
+bench-large-backfill:  ## the largest backfill the window cap allows, in bounded pages
+	./scripts/bench.sh large-backfill $(ARGS)
+
+bench-cold-start:      ## the Lambda artifact's size and its import CPU
+	./scripts/bench.sh cold-start $(ARGS)
+
+bench-migration:       ## migrations 0003 and 0006 on a table of existing tasks
+	./scripts/bench.sh migration $(ARGS)
 
 lock:       ## re-resolve the hashed dependency pins after editing pyproject.toml
 	./scripts/lock.sh
 
+ca-bundle:  ## download Amazon's RDS CA bundle into the artifact's source (before the first deploy)
+	./scripts/fetch-rds-ca.sh
+
 fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real PostgreSQL
-	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/handler/test_handler_fuzz.py -q -p no:logging --hypothesis-show-statistics'
+	./scripts/fuzz.sh
 
 soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept), 30 SIGKILLs, and the owed-periods state machine at soak size
-	bash -c 'source scripts/env.sh && ensure_venv && DULY_SOAK=1 .venv/bin/pytest tests/database/test_dispatch_processes.py -k "soak or sigkill" -q -s -p no:cacheprovider && DULY_SOAK=1 .venv/bin/pytest tests/database/test_owed_state_machine.py -q -p no:cacheprovider -p no:logging'
+	./scripts/soak.sh
 
 # `sam build` (template.yaml, BuildMethod makefile) runs this in a copy of src/.
 _here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))

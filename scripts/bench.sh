@@ -1,11 +1,37 @@
 #!/usr/bin/env bash
-# Performance benchmarks (not part of the gate's timing): the period engine's
-# throughput, then the dispatcher against PostgreSQL's own floor (issue 5).
-# Arguments go to the dispatcher benchmark, e.g. ./scripts/bench.sh --duties 100000
+# Performance benchmarks, not part of the gate. Each prints figures measured side
+# by side in one run.
+#   ./scripts/bench.sh [ARGS]                   the period engine, then the dispatcher
+#                                               against PostgreSQL's floor (ARGS go to
+#                                               bench.dispatch, e.g. --duties 100000)
+#   ./scripts/bench.sh catch-up [ARGS]          catching up missed days vs a daily run
+#   ./scripts/bench.sh large-backfill [ARGS]    the largest backfill, in bounded pages
+#   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
+#   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
-if [ -f bench/periods.py ]; then
-    .venv/bin/python bench/periods.py
-fi
-.venv/bin/python -m bench.dispatch "$@"
+case "${1:-}" in
+catch-up)
+    shift
+    .venv/bin/python -m bench.catch_up "$@"
+    ;;
+large-backfill)
+    shift
+    .venv/bin/python -m bench.large_backfill "$@"
+    ;;
+cold-start)
+    shift
+    .venv/bin/python -m bench.cold_start "$@"
+    ;;
+migration)
+    shift
+    .venv/bin/python -m bench.late_after_migration "$@"
+    ;;
+*)
+    step "bench: the period engine"
+    .venv/bin/python -m bench.periods
+    step "bench: the dispatcher against PostgreSQL's floor"
+    .venv/bin/python -m bench.dispatch "$@"
+    ;;
+esac

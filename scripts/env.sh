@@ -51,6 +51,9 @@ find_python312() {
 PY312="$(find_python312)"
 export PY312
 
+# One heading per gate, so a failure in a long log is easy to find.
+step() { printf '\n=== %s\n' "$*"; }
+
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 
 # ensure_venv [lenient]: lenient only warns when the lock no longer satisfies

@@ -9,8 +9,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 ensure_sam
 
-step() { printf '\n=== %s\n' "$*"; }
-
 # No credentials, no profile, no telemetry: a gate that passes here passes in CI.
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE
 export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null

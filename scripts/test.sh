@@ -6,8 +6,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
-step() { printf '\n=== %s\n' "$*"; }
-
 lint() {
     step "ruff check"
     .venv/bin/ruff check .

@@ -29,6 +29,49 @@ def test_each_gate_has_a_target_of_its_own() -> None:
     assert {"lint", "typecheck", "test-fast", "test", "lock", "demo", "bench"} <= defined
 
 
+def test_help_lists_every_target_with_what_it_does() -> None:
+    done = subprocess.run(
+        ["make", "--no-print-directory", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+    described = set(re.findall(r"^([a-z][a-z-]*):.*## ", _makefile(), re.MULTILINE))
+    assert listed == described
+    assert {"help", "test", "bench", "fuzz", "soak"} <= listed
+
+
+def test_every_benchmark_is_run_by_a_target() -> None:
+    # A benchmark no target runs rots: its figures stop being reproducible.
+    runner = (ROOT / "scripts" / "bench.sh").read_text(encoding="utf-8")
+    benchmarks = {
+        path.stem
+        for path in (ROOT / "bench").glob("*.py")
+        if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
+    }
+    benchmarks |= {"dispatch"}
+    assert benchmarks, "no benchmark found"
+    for name in sorted(benchmarks):
+        assert f"-m bench.{name}" in runner, f"bench/{name} is run by no target"
+    for mode in re.findall(r"^([a-z-]+)\)$", runner, re.MULTILINE):
+        assert f"./scripts/bench.sh {mode}" in _makefile(), f"bench.sh {mode} has no target"
+
+
+def test_every_script_is_reached_from_the_makefile() -> None:
+    makefile = _makefile()
+    scripts = (ROOT / "scripts").glob("*.sh")
+    sourced = {"env.sh"}  # sourced by the others, never run alone
+    called = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / "scripts").glob("*.sh"))
+    for script in sorted(scripts):
+        if script.name in sourced:
+            continue
+        reached = f"scripts/{script.name}" in makefile or script.name in called
+        assert reached, f"scripts/{script.name} is run by no target"
+
+
 def test_the_pure_layers_collect_without_reaching_a_database() -> None:
     # A server nobody listens on: any attempt to reach it fails the run.
     env = {**os.environ, "DATABASE_URL": "host=/nonexistent-duly-socket-dir connect_timeout=1"}
