@@ -2,12 +2,13 @@
 
 Each honours ``DATABASE_URL``; without it they use the embedded PostgreSQL kept
 in the checkout's git-ignored ``.duly/`` directory, which keeps running between
-commands until ``stop-db``.
+commands until ``stop-db``. ``--version`` says the installed package's version.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -21,6 +22,8 @@ from dispatch_fn import embedded, exit_status, invoke_cli
 from dispatch_fn.exit_status import ExitStatus
 from dispatch_fn.migrate import apply_migrations
 
+# The distribution (pyproject.toml's name) whose metadata holds the version.
+_DISTRIBUTION = "duly-dispatcher"
 # Set to 1 to see the traceback of an unexpected error instead of its one line.
 _TRACEBACK_VARIABLE = "DULY_TRACEBACK"
 
@@ -111,8 +114,34 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if is_embedded:
         _migrate(dsn)
     with _connect(dsn, autocommit=True) as conn:
-        print(runs_table.render(conn, limit=args.limit, as_json=args.json))
+        print(
+            runs_table.render(
+                conn, limit=args.limit, as_json=args.json, mode=args.mode, status=args.status
+            )
+        )
     return ExitStatus.OK
+
+
+def _cmd_runs_show(args: argparse.Namespace) -> int:
+    from dispatch_fn import ledger, runs_table  # noqa: PLC0415 - only this command needs them
+
+    dsn, is_embedded = embedded.local_dsn()
+    if is_embedded:
+        _migrate(dsn)
+    with _connect(dsn, autocommit=True) as conn:
+        record = ledger.one(conn, args.run_id)
+    if record is None:
+        exit_status.say(sys.stderr, f"no run {args.run_id}", "`runs` lists the recorded ones")
+        return ExitStatus.UNKNOWN_RUN
+    print(runs_table.render_one(record, as_json=args.json))
+    return ExitStatus.OK
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version(_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (the package is not installed)"
 
 
 def _instant(text: str) -> datetime:
@@ -126,30 +155,66 @@ def _instant(text: str) -> datetime:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one sub-command per local task."""
+    from dispatch_fn.ledger import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
+
     parser = argparse.ArgumentParser(
         prog="python -m dispatch_fn",
-        description=__doc__,
+        description=invoke_cli.plain_help(__doc__),
         epilog=f"{invoke_cli.ENVIRONMENT}\n\n{exit_status.HELP}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("migrate", help="apply pending schema migrations").set_defaults(
-        run=_cmd_migrate
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="say the version"
     )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser(
+        "migrate",
+        help="apply the pending schema migrations (a second call does nothing)",
+        description="Apply the migrations in src/dispatch_fn/migrations/ that the database has"
+        " not had yet, in order; say which, or that the schema is up to date.",
+    ).set_defaults(run=_cmd_migrate)
     invoke_cli.register(commands)
-    demo = commands.add_parser("demo", help="seed a demo organisation and run the dispatcher")
+    demo = commands.add_parser(
+        "demo",
+        help="seed a demo organisation and run the dispatcher",
+        description="Seed org-demo's own duties (a duty you added to org-demo is kept), then"
+        " run a scheduled run, its re-run and a 13-month backfill twice, all scoped to org-demo,"
+        " and print what each did.",
+    )
     demo.add_argument(
         "--now", type=_instant, default=None, help="the demo's UTC clock (default: now)"
     )
     demo.set_defaults(run=_cmd_demo)
-    runs = commands.add_parser("runs", help="recent runs from the run ledger, newest first")
+    runs = commands.add_parser(
+        "runs",
+        help="recent runs from the run ledger, newest first; runs show ID: one run's record",
+        description="The run ledger, newest first: clock, mode, status, tasks created and"
+        " already there, faults, duration. 'runs show ID' gives one run's whole record.",
+    )
     runs.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+    runs.add_argument("--mode", choices=MODES, help="only runs of this mode")
+    runs.add_argument("--status", choices=SHOWN_STATUSES, help="only runs shown with this status")
     runs.add_argument("--json", action="store_true", help="JSON for machines")
     runs.set_defaults(run=_cmd_runs)
+    shown = runs.add_subparsers(dest="runs_command", metavar="show ID").add_parser(
+        "show",
+        help="one run's whole record: its ledger row, report and set-aside duties",
+        description="One run's whole record: every ledger field, the duties it set aside (and"
+        f" which run repaid each) and its report. Exit {ExitStatus.UNKNOWN_RUN.value}: no run"
+        " has that id.",
+    )
+    shown.add_argument(
+        "run_id", metavar="ID", type=_positive_int, help="the run's id (runs lists them)"
+    )
+    shown.add_argument("--json", action="store_true", help="JSON for machines")
+    shown.set_defaults(run=_cmd_runs_show)
     why = commands.add_parser(
         "explain",
         help="every candidate period of one duty and its verdict "
         f"(exit {ExitStatus.UNKNOWN_DUTY.value}: unknown)",
+        description="Every candidate period of one duty at the run's clock, with its verdict"
+        " (would_create, exists, not_owed and why), or the duty's skip or fault; judged by the"
+        " planner the run itself uses.",
     )
     why.add_argument("duty_id")
     why.add_argument("--now", help="the run's clock, an ISO instant (default: now)")
@@ -158,7 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("--json", action="store_true", help="machine-readable output")
     why.set_defaults(run=_cmd_explain)
     commands.add_parser(
-        "stop-db", help="stop the embedded PostgreSQL that the other commands leave running"
+        "stop-db",
+        help="stop the embedded PostgreSQL that the other commands leave running",
+        description="Stop the embedded PostgreSQL in .duly/pgdata (or $DULY_PGDATA) that the"
+        " other commands start and leave running, so tasks persist between them; its data stays."
+        f" Exit {ExitStatus.SERVER_BUSY.value}: another process still uses it.",
     ).set_defaults(run=_cmd_stop_db)
     return parser
 

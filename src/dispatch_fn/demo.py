@@ -1,10 +1,15 @@
 """``python -m dispatch_fn demo``: a small organisation, dispatched four times.
 
-Seeds ``org-demo`` (replacing any earlier demo rows), then runs the handler as
-the schedule would (at 01:00 UTC today, unless given another clock), the same
-run again, and a 13-month backfill twice, printing what each run did per zone
-and frequency, and which period Shanghai's and Los Angeles's duties got on the
-same UTC run.
+Seeds ``org-demo`` (replacing the demo's own earlier duties and their tasks),
+then runs the handler as the schedule would (at 01:00 UTC today, unless given
+another clock), the same run again, and a 13-month backfill twice, printing
+what each run did per zone and frequency, and which period Shanghai's and Los
+Angeles's duties got on the same UTC run.
+
+The demo may run on a database that holds real work (``DATABASE_URL``), so it
+keeps to its own rows: it deletes only the duties it seeds (by id) and their
+tasks, says which other duties ``org-demo`` holds and keeps them, and scopes
+every run to ``org-demo``, so no other organisation is dispatched.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ ORGANIZATION = "org-demo"
 # The duty the demo seeds broken on purpose, to show a fault: its runs are
 # degraded by that one duty, and by no other.
 _SEEDED_FAULTS: Final = frozenset({"duty-broken-zone"})
+# How many of the organisation's other duties the demo names when it keeps them.
+_OTHERS_SHOWN: Final = 5
 
 # Each duty: id, name, form, status, frequency, zone, anchor, offset, lead, effective window.
 _DUTIES: list[tuple[Any, ...]] = [
@@ -97,11 +104,32 @@ _COMPLIANCE_DUTIES: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
-def seed(conn: psycopg.Connection[Any]) -> None:
-    """Replace the demo organisation's duties and tasks with the fresh seed."""
+def seeded_ids() -> list[str]:
+    """The ids of the duties the demo seeds: the only duties it deletes."""
+    return [row[0] for row in _DUTIES] + [fields["id"] for fields in _COMPLIANCE_DUTIES]
+
+
+def seed(conn: psycopg.Connection[Any]) -> list[str]:
+    """Replace the demo's own duties and their tasks with the fresh seed.
+
+    Returns the ids of the other duties ``org-demo`` holds, which are kept.
+    """
+    own = seeded_ids()
     with conn.transaction():
-        conn.execute("DELETE FROM duly_task WHERE organization_id = %s", (ORGANIZATION,))
-        conn.execute("DELETE FROM duly_duty WHERE organization_id = %s", (ORGANIZATION,))
+        others = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT id FROM duly_duty WHERE organization_id = %s AND id <> ALL(%s) ORDER BY id",
+                (ORGANIZATION, own),
+            )
+        ]
+        conn.execute(
+            "DELETE FROM duly_task WHERE organization_id = %s AND duty_id = ANY(%s)",
+            (ORGANIZATION, own),
+        )
+        conn.execute(
+            "DELETE FROM duly_duty WHERE organization_id = %s AND id = ANY(%s)", (ORGANIZATION, own)
+        )
         with conn.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id,"
@@ -124,6 +152,7 @@ def seed(conn: psycopg.Connection[Any]) -> None:
                     ),
                     row,
                 )
+    return others
 
 
 def _tasks_by_group(conn: psycopg.Connection[Any]) -> Counter[tuple[str, str]]:
@@ -188,9 +217,11 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
     this_month = clock.date().replace(day=1)
     backfill_to = this_month - timedelta(days=1)
     backfill_from = date(backfill_to.year - 1, backfill_to.month, 1)  # 13 whole months
-    scheduled = {"now": clock.isoformat()}
+    # Scoped to the demo's organisation: an unscoped run would dispatch (and
+    # catch up) every organisation in the database.
+    scheduled = {"now": clock.isoformat(), "organization_id": ORGANIZATION}
     backfill = {"from": backfill_from.isoformat(), "to": backfill_to.isoformat(),
-                "now": clock.isoformat()}  # fmt: skip
+                "now": clock.isoformat(), "organization_id": ORGANIZATION}  # fmt: skip
     runs = [
         ("1. scheduled run", scheduled),
         ("2. the same run again", scheduled),
@@ -207,11 +238,13 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
     logger.setLevel(logging.WARNING)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            seed(conn)
+            others = seed(conn)
             print(
                 f"Seeded {ORGANIZATION}: {len(_DUTIES) + len(_COMPLIANCE_DUTIES)} duties in"
                 " 9 zones, every frequency, form, due anchor and roll."
             )
+            if others:
+                print(_kept_note(others))
             for title, event in runs:
                 before = _tasks_by_group(conn)
                 report = handle(
@@ -231,6 +264,15 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
         logger.setLevel(level)
         connections.discard()
     return reports
+
+
+def _kept_note(others: list[str]) -> str:
+    shown = ", ".join(others[:_OTHERS_SHOWN]) + (", ..." if len(others) > _OTHERS_SHOWN else "")
+    duties = "duty" if len(others) == 1 else "duties"
+    return (
+        f"Note: {ORGANIZATION} also holds {len(others)} {duties} the demo did not seed ({shown});"
+        " they and their tasks are kept, and the demo's runs dispatch them too."
+    )
 
 
 def exit_status_of(reports: list[dict[str, Any]]) -> tuple[ExitStatus, str | None]:

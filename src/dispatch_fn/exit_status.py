@@ -1,7 +1,7 @@
 """The local commands' exit statuses (SPEC §8), in one place.
 
-Every command (``migrate``, ``invoke``, ``demo``, ``runs``, ``explain``,
-``stop-db``) maps the same failure to the same status and says it in one line
+Every command (``migrate``, ``invoke``, ``demo``, ``runs``, ``runs show``,
+``explain``, ``stop-db``) maps the same failure to the same status and says it in one line
 on standard error, never a traceback. ``0`` means the command did what it was
 asked, and for a run: complete, not degraded, its scope matching a duty.
 """
@@ -41,6 +41,7 @@ class ExitStatus(IntEnum):
     UNKNOWN_DUTY = 8
     NO_DUTY_IN_SCOPE = 9
     SERVER_BUSY = 10
+    UNKNOWN_RUN = 11
     INTERRUPTED = 130
 
 
@@ -56,6 +57,7 @@ MEANINGS: Final[Mapping[ExitStatus, str]] = {
     ExitStatus.UNKNOWN_DUTY: "explain: no duty has that id",
     ExitStatus.NO_DUTY_IN_SCOPE: "the run's organization_id / duty_ids match no duty",
     ExitStatus.SERVER_BUSY: "stop-db: another process still uses the embedded server",
+    ExitStatus.UNKNOWN_RUN: "runs show: no run has that id",
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); its ledger row ends failed, 'interrupted'",
 }
 

@@ -9,7 +9,6 @@ demo and the tests bind it to their own settings, connections and clock.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -21,7 +20,6 @@ from typing import Any, Final, Protocol
 
 import psycopg
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging.lambda_context import build_lambda_context_model
 from aws_lambda_powertools.metrics import MetricUnit
 from psycopg import sql
 
@@ -54,8 +52,6 @@ EXPLAIN_BYTES: Final = 1_000_000
 PROGRESS_EVERY_S: Final = 5.0
 # Raised while opening connections: the secret, the server, the credentials.
 _CONNECT_FAILURES: Final = (ConfigurationError, psycopg.Error)
-# Invocations this process has handled: the first is the cold start.
-_invocations = itertools.count()
 
 
 class ConnectionSource(Protocol):
@@ -198,13 +194,23 @@ def _answer(
 
 
 def start_log_state(context: Any) -> None:
-    """Start this invocation's log keys: its Lambda context, and none of the last one's."""
-    # The logger outlives an invocation on a warm container.
-    logger.clear_state()
-    lambda_keys = build_lambda_context_model(as_lambda_context(context)).__dict__
-    logger.append_keys(
-        cold_start=next(_invocations) == 0, request_id=_request_id(context), **lambda_keys
+    """Start this invocation's log keys: its Lambda context, and none of the last one's.
+
+    Powertools' ``inject_lambda_context(clear_state=True)`` sets them, so its
+    cold-start rule (none under provisioned concurrency, as its ColdStart
+    metric counts) and its per-invocation sampling hold here too. ``handle``
+    is called by the CLI, the demo and tests as well as by Lambda, so the
+    decorator wraps the invocation's start rather than one entry point, on a
+    context that ``as_lambda_context`` completes (it reads four attributes).
+    """
+    logger.inject_lambda_context(_invocation_started, log_event=False, clear_state=True)(
+        None, as_lambda_context(context)
     )
+    logger.append_keys(request_id=_request_id(context))
+
+
+def _invocation_started(_event: object, _context: object) -> None:
+    """Nothing: the decorator's work is the log state it sets before calling this."""
 
 
 def failed_before_run(context: Any, metrics: Metrics | None) -> None:

@@ -1,8 +1,10 @@
 """A stand-in for Lambda's context object, for runs outside Lambda.
 
 Powertools reads the function's name, memory, ARN and request id from the
-context to stamp every log line and the cold-start metric; the CLI, the demo
-and tests have no such object (or a partial one), so they get this instead.
+context to stamp every log line (``Logger.inject_lambda_context``, which
+raises ``AttributeError`` on a context without them) and the cold-start
+metric; the CLI, the demo and tests have no such object (or a partial one),
+so they get this instead (docs/adr/0010-libraries-before-hand-rolled-code.md).
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ from dispatch_fn.store import Scope
 # a run still 'running' after this long was killed, not slow.
 FUNCTION_TIMEOUT: Final = timedelta(seconds=900)
 STATUSES: Final = ("running", "completed", "incomplete", "failed")
+# What ``runs`` shows: a run still running past the function's timeout is abandoned.
+SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
+MODES: Final = ("scheduled", "backfill")
 
 
 def _sql(name: str) -> sql.SQL:
@@ -177,8 +180,31 @@ def continued_run(conn: Connection, request: RunRequest) -> int | None:
     return None if row is None else int(row[0])
 
 
-def recent(conn: Connection, limit: int) -> list[LedgerRow]:
-    """The ``limit`` most recently started runs, newest first."""
+def recent(
+    conn: Connection, limit: int, *, mode: str | None = None, status: str | None = None
+) -> list[LedgerRow]:
+    """The ``limit`` most recently started runs, newest first; only of ``mode`` and ``status``
+    when given (``status`` as shown: ``abandoned`` is one)."""
+    params = {"limit": limit, "timeout": FUNCTION_TIMEOUT, "mode": mode, "status": status}
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(_sql("run_recent"), {"limit": limit, "timeout": FUNCTION_TIMEOUT})
+        cursor.execute(_sql("run_recent"), params)
         return [LedgerRow(dict(row)) for row in cursor.fetchall()]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run's whole ledger row, its report included, and the duties it set aside."""
+
+    row: LedgerRow
+    set_aside: list[dict[str, Any]]
+
+
+def one(conn: Connection, run_id: int) -> RunRecord | None:
+    """Run ``run_id``'s record, or None when no run has that id."""
+    params = {"id": run_id, "timeout": FUNCTION_TIMEOUT}
+    with conn.cursor(row_factory=dict_row) as cursor:
+        found = cursor.execute(_sql("run_one"), params).fetchone()
+        if found is None:
+            return None
+        set_aside = cursor.execute(_sql("run_set_aside_of"), params).fetchall()
+    return RunRecord(LedgerRow(dict(found)), [dict(row) for row in set_aside])

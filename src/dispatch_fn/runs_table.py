@@ -1,4 +1,8 @@
-"""The run ledger as ``python -m dispatch_fn runs`` shows it: a table, or JSON for machines."""
+"""The run ledger as ``python -m dispatch_fn runs`` shows it: a table, or JSON for machines.
+
+``runs show ID`` gives one run's whole record: its ledger row, its report and
+the duties it set aside.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +19,59 @@ _COLUMNS: Final = (
 )  # fmt: skip
 
 
-def render(conn: Connection, *, limit: int, as_json: bool) -> str:
-    """The ``limit`` newest runs as an aligned text table, or as a JSON array."""
-    rows = ledger.recent(conn, limit)
+def render(
+    conn: Connection,
+    *,
+    limit: int,
+    as_json: bool,
+    mode: str | None = None,
+    status: str | None = None,
+) -> str:
+    """The ``limit`` newest runs (of ``mode``, with ``status``) as a text table, or JSON."""
+    rows = ledger.recent(conn, limit, mode=mode, status=status)
     if as_json:
         return json.dumps([json_row(row) for row in rows], indent=2)
     if not rows:
-        return "no runs recorded yet"
+        given = [f"{name} {value}" for name, value in (("mode", mode), ("status", status)) if value]
+        return f"no runs with {' and '.join(given)}" if given else "no runs recorded yet"
     return _table([_text_row(row) for row in rows])
+
+
+def render_one(record: ledger.RunRecord, *, as_json: bool) -> str:
+    """One run's whole record: its ledger fields, its report and its set-aside duties."""
+    fields = json_row(record.row)
+    fields["set_aside"] = [
+        {name: _plain(value) for name, value in entry.items()} for entry in record.set_aside
+    ]
+    if as_json:
+        return json.dumps(fields, indent=2)
+    report = fields.pop("report")
+    set_aside = fields.pop("set_aside")
+    width = max(map(len, fields))
+    lines = [f"{name:<{width}}  {_shown(value)}" for name, value in fields.items()]
+    lines.append("")
+    if set_aside:
+        lines.append(f"set aside ({len(set_aside)}):")
+        lines.extend(
+            f"  {entry['duty_id']}  {entry['reason']}  owed from {entry['owed_from']}  "
+            + (f"repaid by run {entry['repaid_by']}" if entry["repaid_by"] else "still owed")
+            for entry in set_aside
+        )
+    else:
+        lines.append("set aside: none")
+    lines.append("")
+    lines.append("report:" if report is not None else "report: none (the run has not finished)")
+    if report is not None:
+        lines.append(json.dumps(report, indent=2))
+    return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def json_row(row: ledger.LedgerRow) -> dict[str, Any]:

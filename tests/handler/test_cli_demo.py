@@ -1,4 +1,5 @@
-"""`python -m dispatch_fn demo` shows the user's acceptance point: one UTC run, local periods."""
+"""`python -m dispatch_fn demo` shows the user's acceptance point: one UTC run, local periods;
+and it keeps to its own rows: nothing a user created is deleted or dispatched by it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from dispatch_fn import app
-from dispatch_fn.demo import run_demo
+from dispatch_fn.demo import ORGANIZATION, run_demo
+from support import Conn, duty, insert_duties, task_keys
 
 
 @pytest.fixture
@@ -35,3 +37,30 @@ def test_the_demo_shows_which_period_shanghai_and_los_angeles_got_on_one_utc_run
     # Each duty got its own local period, as a task.
     assert rows["duty-sh-daily"][-1] == "2026-12-01"
     assert rows["duty-sh-monthly"][-1] == "2026-12"
+
+
+def test_the_demo_keeps_what_a_user_created_in_the_demo_organisation(
+    quiet: None, db_url: str, conn: Conn, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+    insert_duties(conn, [duty("my-own-duty", organization_id=ORGANIZATION)])
+    run_demo(db_url, clock)
+    mine = task_keys(conn, "my-own-duty")
+    assert mine  # the demo's runs, scoped to org-demo, dispatch it too
+    capsys.readouterr()
+
+    run_demo(db_url, clock)  # seeding again replaces the demo's own rows only
+    assert conn.execute("SELECT count(*) FROM duly_duty WHERE id = 'my-own-duty'").fetchone() == (
+        1,
+    )
+    assert task_keys(conn, "my-own-duty") == mine
+    out = capsys.readouterr().out
+    assert f"{ORGANIZATION} also holds 1 duty the demo did not seed (my-own-duty)" in out
+
+
+def test_the_demo_dispatches_no_other_organisation(
+    quiet: None, db_url: str, conn: Conn, capsys: pytest.CaptureFixture[str]
+) -> None:
+    insert_duties(conn, [duty("elsewhere", organization_id="org-real")])
+    run_demo(db_url, datetime(2026, 12, 1, 1, 0, tzinfo=UTC))
+    assert task_keys(conn, "elsewhere") == []

@@ -47,15 +47,30 @@ app.lambda_handler({"from": "2026-01-01", "to": "2026-01-31", "now": sys.argv[1]
 """
 
 
+def _run_probe(database: str, probe: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", probe, CLOCK],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={
+            **os.environ,
+            "DATABASE_URL": database,
+            "POWERTOOLS_METRICS_DISABLED": "false",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            **env,
+        },
+    )
+
+
 def _json_lines(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 @pytest.fixture(scope="module")
-def warm_process(
-    server_dsn: str, template_database: str
-) -> Iterator[tuple[list[dict[str, Any]], ...]]:
-    """The logs and the metrics of the three invocations, from a fresh interpreter."""
+def probe_database(server_dsn: str, template_database: str) -> Iterator[str]:
+    """A database of its own, with one duty, for the probes' fresh interpreters."""
     name = f"duly_lc_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(
@@ -67,26 +82,20 @@ def warm_process(
     try:
         with psycopg.connect(database, autocommit=True) as conn:
             insert_duties(conn, [duty("d1")])
-        completed = subprocess.run(
-            [sys.executable, "-c", _PROBE, CLOCK],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-            env={
-                **os.environ,
-                "DATABASE_URL": database,
-                "POWERTOOLS_METRICS_DISABLED": "false",
-                "POWERTOOLS_LOG_LEVEL": "INFO",
-            },
-        )
-        assert completed.returncode == 0, completed.stderr
-        yield _json_lines(completed.stderr), _json_lines(completed.stdout)
+        yield database
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture(scope="module")
+def warm_process(probe_database: str) -> tuple[list[dict[str, Any]], ...]:
+    """The logs and the metrics of the three invocations, from a fresh interpreter."""
+    completed = _run_probe(probe_database, _PROBE)
+    assert completed.returncode == 0, completed.stderr
+    return _json_lines(completed.stderr), _json_lines(completed.stdout)
 
 
 def test_every_log_line_carries_the_lambda_context_and_the_cold_start_flag(
@@ -137,6 +146,20 @@ def test_the_cold_start_is_counted_once_per_process(
     assert [(blob["ColdStart"], blob["function_name"]) for blob in cold] == [
         ([1.0], "duly-dispatcher-prod")
     ]
+
+
+def test_under_provisioned_concurrency_no_invocation_is_a_cold_start(
+    probe_database: str,
+) -> None:
+    """The log lines' cold_start agrees with the ColdStart metric, which counts none there."""
+    completed = _run_probe(
+        probe_database, _PROBE, AWS_LAMBDA_INITIALIZATION_TYPE="provisioned-concurrency"
+    )
+    assert completed.returncode == 0, completed.stderr
+    logs = _json_lines(completed.stderr)
+    assert {line["function_request_id"] for line in logs} == {"req-1", "req-2", "req-3"}
+    assert {line["cold_start"] for line in logs} == {False}
+    assert not [blob for blob in _json_lines(completed.stdout) if "ColdStart" in blob]
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
--- ledger.recent: the newest runs for `python -m dispatch_fn runs`. A run still
--- 'running' after the function's timeout was killed: abandoned.
+-- ledger.recent: the newest runs for `python -m dispatch_fn runs`, optionally
+-- only those of one mode or one shown status. A run still 'running' after the
+-- function's timeout was killed: abandoned, and shown (and filtered) as such.
 SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_run, request_id,
        continues_run, continuation, status, started_at, finished_at, error,
        (report ->> 'tasks_created')::bigint AS tasks_created,
@@ -9,5 +10,9 @@ SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_r
        report -> 'catch_up' AS catch_up,
        status = 'running' AND started_at < clock_timestamp() - %(timeout)s AS abandoned
 FROM duly_dispatch_run
+WHERE (%(mode)s::text IS NULL OR mode = %(mode)s::text)
+  AND (%(status)s::text IS NULL
+       OR CASE WHEN status = 'running' AND started_at < clock_timestamp() - %(timeout)s
+               THEN 'abandoned' ELSE status END = %(status)s::text)
 ORDER BY started_at DESC, id DESC
 LIMIT %(limit)s
