@@ -63,7 +63,8 @@ RESPONSE_ATTEMPTS: Final = 3
 _RESPONSE_PAUSE_S: Final = 1.0
 # The secrets the step reads, over the same kind of route (an interface
 # endpoint or a NAT): seconds per attempt, not botocore's minute.
-_SECRET_CLIENT_TIMEOUTS: Final = {"connect_timeout": 3, "read_timeout": 10}
+_SECRET_CONNECT_TIMEOUT_S: Final = 3
+_SECRET_READ_TIMEOUT_S: Final = 10
 _SECRET_CLIENT_ATTEMPTS: Final = 3
 # Role attributes that are more than a dispatcher needs, by pg_roles column.
 _PRIVILEGED_ATTRIBUTES: Final = ("SUPERUSER", "CREATEROLE", "CREATEDB", "REPLICATION", "BYPASSRLS")
@@ -457,7 +458,8 @@ def _read_secret(arn: str) -> object:
     from botocore.config import Config  # noqa: PLC0415
 
     config = Config(
-        **_SECRET_CLIENT_TIMEOUTS,
+        connect_timeout=_SECRET_CONNECT_TIMEOUT_S,
+        read_timeout=_SECRET_READ_TIMEOUT_S,
         retries={"total_max_attempts": _SECRET_CLIENT_ATTEMPTS, "mode": "standard"},
     )
     client = boto3.client("secretsmanager", config=config)
