@@ -107,19 +107,53 @@ def test_a_longer_list_of_faults_than_a_report_holds_still_counts_each_added_dut
 # --- the bound, for every pair of fault sets ---------------------------------
 
 
-def _record(conn: Conn, clock: datetime, faulted: list[str]) -> int:
-    """A completed scheduled run at ``clock`` whose report lists ``faulted`` as a run would."""
-    run_id = ledger.start(
-        conn, dispatch.RunRequest(now=clock, scope=Scope()), request_id=None, continues_run=None
-    )
+def _record(
+    conn: Conn,
+    clock: datetime,
+    faulted: list[str],
+    *,
+    status: str = "completed",
+    continues: int | None = None,
+) -> int:
+    """A scheduled run at ``clock`` whose report lists ``faulted`` as a run would.
+
+    ``continues`` makes it the next link of that run's chain.
+    """
+    request = dispatch.RunRequest(now=clock, scope=Scope())
+    if continues is not None:
+        request = dispatch.RunRequest(now=clock, scope=Scope(), resume_after="m", continuation=1)
+    run_id = ledger.start(conn, request, request_id=None, continues_run=continues)
     listed = faulted[:FAULT_LIST_LIMIT]
     report = {
         "run_id": run_id,
         "faults": [{"duty_id": d, "reason": "invalid_cadence", "detail": "x"} for d in listed],
         "faults_omitted": len(faulted) - len(listed),
     }
-    ledger.finish(conn, run_id, "completed", report)
+    ledger.finish(conn, run_id, status, report)
     return run_id
+
+
+def _report(run_id: int, faulted: list[str]) -> dict[str, Any]:
+    listed = faulted[:FAULT_LIST_LIMIT]
+    return {"run_id": run_id, "faults": listed, "faults_omitted": len(faulted) - len(listed)}
+
+
+def test_every_link_of_the_previous_clocks_chain_counts_as_faulted_then(conn: Conn) -> None:
+    # Each link of a chain lists the faults of its own part of the duties.
+    first = _record(conn, _DAY_1, ["a", "b"], status="incomplete")
+    _record(conn, _DAY_1, ["x", "y"], continues=first)
+    now = ["a", "b", "x", "y", "z"]
+    run_id = _record(conn, _DAY_1 + timedelta(days=1), now)
+    assert new_faults.count(conn, _report(run_id, now)) == 1
+
+
+def test_a_clock_whose_chain_never_completed_is_not_the_previous_clock(conn: Conn) -> None:
+    _record(conn, _DAY_1, ["a"])
+    _record(conn, _DAY_1 + timedelta(days=1), ["a", "b"], status="incomplete")
+    now = ["a", "b"]
+    run_id = _record(conn, _DAY_1 + timedelta(days=2), now)
+    # Compared with day 1, the last clock that completed: b is new to it.
+    assert new_faults.count(conn, _report(run_id, now)) == 1
 
 
 _FAULT_SETS = st.lists(st.integers(0, 160), unique=True, max_size=140)
@@ -138,9 +172,7 @@ def test_new_faults_never_exceed_the_truly_new_and_equal_them_when_nothing_is_om
     shuffle.shuffle(ids_now)
     _record(conn, _DAY_1, ids_before)
     run_id = _record(conn, _DAY_1 + timedelta(days=1), ids_now)
-    listed = ids_now[:FAULT_LIST_LIMIT]
-    report = {"run_id": run_id, "faults": listed, "faults_omitted": len(ids_now) - len(listed)}
-    counted = new_faults.count(conn, report)
+    counted = new_faults.count(conn, _report(run_id, ids_now))
     truly_new = len(set(ids_now) - set(ids_before))
     assert 0 <= counted <= truly_new
     if len(ids_before) <= FAULT_LIST_LIMIT and len(ids_now) <= FAULT_LIST_LIMIT:
