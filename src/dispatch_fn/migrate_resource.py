@@ -8,8 +8,10 @@ other role; nothing pending is a success that changes nothing. Delete changes
 nothing at all: dropping the schema of a database full of tasks is never a
 side effect of deleting a stack. Every outcome, failures included, is sent to
 CloudFormation's presigned response URL with the reason, so a failed migration
-fails (and rolls back) the deploy instead of leaving it waiting. ADR 0004
-explains the design.
+fails (and rolls back) the deploy instead of leaving it waiting. That URL is
+S3's, reached from the VPC over a gateway endpoint or a NAT; without either
+route the send gives up within seconds and logs the answer it could not
+deliver and the route that is missing. ADR 0004 explains the design.
 
 The event is checked before anything runs: its response URL must be an https
 presigned S3 URL (the response names the database's endpoint and login), and
@@ -52,7 +54,8 @@ RESPONSE_LIMIT_BYTES: Final = 4096
 PHYSICAL_ID_LIMIT_BYTES: Final = 1024
 # The reason is what the console shows; longer ones are cut to this many characters.
 _REASON_LIMIT: Final = 1000
-# Statements end before Lambda's own timeout would kill the function silently.
+# Statements end before Lambda's own timeout would kill the function silently;
+# the margin also leaves the answer its time (under 20 s, RESPONSE_* below).
 _TIMEOUT_MARGIN_MS: Final = 60_000
 # The answer is one PUT of at most 4 KB to S3. Without a route to S3 (no gateway
 # endpoint, no NAT) each attempt hangs until its timeout: these bound the whole
