@@ -16,6 +16,13 @@ from dispatch_fn._pages import MAX_TIMEOUTS_PER_RUN
 from dispatch_fn.dispatch import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS, RunReport, RunRequest
 
 MAX_CONTINUATIONS: Final = 20
+# A hand-off is one small asynchronous invoke that Lambda accepts in
+# milliseconds. Without a route to the Lambda API (no interface endpoint, no
+# NAT) botocore's defaults would wait a minute per attempt over five attempts;
+# these make the run end incomplete, saying why, within seconds instead.
+HAND_OFF_CONNECT_TIMEOUT_S: Final = 3
+HAND_OFF_READ_TIMEOUT_S: Final = 10
+HAND_OFF_ATTEMPTS: Final = 2
 
 
 class HandOffError(RuntimeError):
@@ -99,7 +106,14 @@ def next_event(request: RunRequest, report: RunReport) -> dict[str, Any]:
 
 def hand_off(client: LambdaClient, function_arn: str, event: dict[str, Any]) -> None:
     """Invoke ``function_arn`` asynchronously with ``event``; raise ``HandOffError`` if refused."""
-    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - AWS path only
+    from botocore.exceptions import (  # noqa: PLC0415 - AWS path only
+        BotoCoreError,
+        ClientError,
+        ReadTimeoutError,
+    )
+    from botocore.exceptions import (  # noqa: PLC0415
+        ConnectionError as UnreachableError,  # connect timeouts and refused connections too
+    )
 
     try:
         response = client.invoke(
@@ -107,6 +121,12 @@ def hand_off(client: LambdaClient, function_arn: str, event: dict[str, Any]) -> 
             InvocationType="Event",
             Payload=json.dumps(event).encode("utf-8"),
         )
+    except (UnreachableError, ReadTimeoutError) as exc:
+        raise HandOffError(
+            f"invoking {function_arn!r} failed: the Lambda API did not answer ({exc}); the "
+            "function's subnets need a route to it: a Lambda interface endpoint "
+            "(NetworkRoutes=endpoints) or a NAT gateway (docs/deploy.md)"
+        ) from exc
     except (BotoCoreError, ClientError) as exc:
         raise HandOffError(f"invoking {function_arn!r} failed: {exc}") from exc
     status = response.get("StatusCode")
@@ -117,9 +137,15 @@ def hand_off(client: LambdaClient, function_arn: str, event: dict[str, Any]) -> 
 def lambda_client_for(function_arn: str) -> LambdaClient:
     """A boto3 Lambda client in the function's own region (from its ARN)."""
     import boto3  # noqa: PLC0415 - only a run that hands off needs it
+    from botocore.config import Config  # noqa: PLC0415
 
     parts = function_arn.split(":")
     if len(parts) < 7 or parts[2] != "lambda":  # arn:partition:lambda:region:...
         raise HandOffError(f"{function_arn!r} is not a Lambda function ARN")
-    client: LambdaClient = boto3.client("lambda", region_name=parts[3])
+    config = Config(
+        connect_timeout=HAND_OFF_CONNECT_TIMEOUT_S,
+        read_timeout=HAND_OFF_READ_TIMEOUT_S,
+        retries={"total_max_attempts": HAND_OFF_ATTEMPTS, "mode": "standard"},
+    )
+    client: LambdaClient = boto3.client("lambda", region_name=parts[3], config=config)
     return client

@@ -23,7 +23,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from psycopg import sql
 
-from dispatch_fn import continuation, dispatch, queries, recorded
+from dispatch_fn import continuation, dispatch, new_faults, queries, recorded
 from dispatch_fn._bounded import clip, scope_echo
 from dispatch_fn._pages import Deadline
 from dispatch_fn._sql import Connection, statement_text
@@ -157,6 +157,7 @@ def handle(
         _add(metrics, "DryRuns", MetricUnit.Count, 1)
     else:
         _emit_metrics(metrics, result)
+        _add(metrics, "NewFaults", MetricUnit.Count, new_faults.count(conns[0], result))
     # The explanation is the response's, not the log's: it grows with the window.
     logged = {key: value for key, value in result.items() if key != "explain"}
     logger.info("run finished", extra={"report": logged})

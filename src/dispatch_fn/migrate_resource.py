@@ -8,8 +8,10 @@ other role; nothing pending is a success that changes nothing. Delete changes
 nothing at all: dropping the schema of a database full of tasks is never a
 side effect of deleting a stack. Every outcome, failures included, is sent to
 CloudFormation's presigned response URL with the reason, so a failed migration
-fails (and rolls back) the deploy instead of leaving it waiting. ADR 0004
-explains the design.
+fails (and rolls back) the deploy instead of leaving it waiting. That URL is
+S3's, reached from the VPC over a gateway endpoint or a NAT; without either
+route the send gives up within seconds and logs the answer it could not
+deliver and the route that is missing. ADR 0004 explains the design.
 
 The event is checked before anything runs: its response URL must be an https
 presigned S3 URL (the response names the database's endpoint and login), and
@@ -24,6 +26,8 @@ import logging
 import os
 import re
 import threading
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -50,8 +54,21 @@ RESPONSE_LIMIT_BYTES: Final = 4096
 PHYSICAL_ID_LIMIT_BYTES: Final = 1024
 # The reason is what the console shows; longer ones are cut to this many characters.
 _REASON_LIMIT: Final = 1000
-# Statements end before Lambda's own timeout would kill the function silently.
+# Statements end before Lambda's own timeout would kill the function silently;
+# the margin also leaves the answer its time (under 20 s, RESPONSE_* below).
 _TIMEOUT_MARGIN_MS: Final = 60_000
+# The answer is one PUT of at most 4 KB to S3. Without a route to S3 (no gateway
+# endpoint, no NAT) each attempt hangs until its timeout: these bound the whole
+# send to under 20 s, so the log names the missing route at once, rather than
+# after the minutes a default socket would wait.
+RESPONSE_TIMEOUT_S: Final = 5.0
+RESPONSE_ATTEMPTS: Final = 3
+_RESPONSE_PAUSE_S: Final = 1.0
+# The secrets the step reads, over the same kind of route (an interface
+# endpoint or a NAT): seconds per attempt, not botocore's minute.
+_SECRET_CONNECT_TIMEOUT_S: Final = 3
+_SECRET_READ_TIMEOUT_S: Final = 10
+_SECRET_CLIENT_ATTEMPTS: Final = 3
 # Role attributes that are more than a dispatcher needs, by pg_roles column.
 _PRIVILEGED_ATTRIBUTES: Final = ("SUPERUSER", "CREATEROLE", "CREATEDB", "REPLICATION", "BYPASSRLS")
 # S3's endpoints, virtual-hosted (bucket.s3.region.amazonaws.com) or path-style
@@ -71,6 +88,10 @@ _log = logging.getLogger("duly.migrations")
 
 class MigrationStepTimeoutError(RuntimeError):
     """The migration step's work outlasted the time it had to answer CloudFormation."""
+
+
+class ResponseNotDeliveredError(RuntimeError):
+    """CloudFormation's response URL could not be reached; the answer is lost."""
 
 
 def handle(
@@ -108,7 +129,17 @@ def handle(
         return _unsent(
             event, f"the request's ids leave no room for a response of {RESPONSE_LIMIT_BYTES} bytes"
         )
-    send(url, response)
+    try:
+        send(url, response)
+    except ResponseNotDeliveredError:
+        # CloudFormation can only wait out ServiceTimeout now: the log is
+        # where the operator learns why, and what the answer would have been.
+        _log.exception(
+            "the answer to CloudFormation was not delivered (Status %s, Reason %s)",
+            status,
+            response["Reason"],
+        )
+        raise
     return response
 
 
@@ -376,23 +407,66 @@ type Opener = Callable[..., Any]
 
 
 def send_to_presigned_url(
-    url: str, response: dict[str, Any], *, opener: Opener = urllib.request.urlopen
+    url: str,
+    response: dict[str, Any],
+    *,
+    opener: Opener = urllib.request.urlopen,
+    timeout_s: float = RESPONSE_TIMEOUT_S,
+    attempts: int = RESPONSE_ATTEMPTS,
 ) -> None:
-    """PUT the response where CloudFormation asked (an S3 presigned URL)."""
+    """PUT the response where CloudFormation asked (an S3 presigned URL).
+
+    Raises ``ResponseNotDeliveredError`` when S3 refused it, or could not be
+    reached in ``attempts`` tries of ``timeout_s`` each, naming the route the
+    function's subnets lack.
+    """
     check_response_url(url)
+    host = urllib.parse.urlsplit(url).hostname
     body = json.dumps(response).encode("utf-8")
-    # The presigned URL was signed with no content type, so none is sent.
-    request = urllib.request.Request(  # noqa: S310 - an https S3 URL, checked above
-        url, data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
-    )
-    with opener(request, timeout=30) as answer:
-        answer.read()
+    unreachable: OSError | None = None
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(_RESPONSE_PAUSE_S)
+        # The presigned URL was signed with no content type, so none is sent.
+        request = urllib.request.Request(  # noqa: S310 - an https S3 URL, checked above
+            url,
+            data=body,
+            method="PUT",
+            headers={"Content-Type": "", "Content-Length": str(len(body))},
+        )
+        try:
+            with opener(request, timeout=timeout_s) as answer:
+                answer.read()
+        except urllib.error.HTTPError as refused:
+            # S3 answered, so the route exists; trying again would be refused again.
+            raise ResponseNotDeliveredError(
+                f"S3 ({host}) refused the answer to CloudFormation: HTTP {refused.code} "
+                f"{refused.reason}"
+            ) from refused
+        except OSError as failed:  # URLError, TimeoutError, refused or reset connections
+            unreachable = failed
+            continue
+        return
+    raise ResponseNotDeliveredError(
+        f"could not reach S3 ({host}) to answer CloudFormation: {attempts} attempts of "
+        f"{timeout_s:g} s each failed, the last with {type(unreachable).__name__}: "
+        f"{unreachable}; the migration function's subnets need a route to S3: an S3 gateway "
+        'endpoint (NetworkRoutes=endpoints) or a NAT gateway (docs/deploy.md, "The network '
+        'the stack needs"). CloudFormation fails the deploy once ServiceTimeout passes'
+    ) from unreachable
 
 
 def _read_secret(arn: str) -> object:
     import boto3  # noqa: PLC0415 - AWS path only
+    from botocore.config import Config  # noqa: PLC0415
 
-    return boto3.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+    config = Config(
+        connect_timeout=_SECRET_CONNECT_TIMEOUT_S,
+        read_timeout=_SECRET_READ_TIMEOUT_S,
+        retries={"total_max_attempts": _SECRET_CLIENT_ATTEMPTS, "mode": "standard"},
+    )
+    client = boto3.client("secretsmanager", config=config)
+    return client.get_secret_value(SecretId=arn)["SecretString"]
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

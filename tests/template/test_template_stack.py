@@ -320,13 +320,17 @@ def test_database_settings_parameters_admit_only_encrypting_ssl_modes_and_boolea
 def test_logs_go_to_a_stack_named_log_group_with_retention(
     resources: dict[str, dict[str, Any]], function: dict[str, Any]
 ) -> None:
-    assert function["LoggingConfig"] == {"LogGroup": {"Ref": "DispatchLogGroup"}}
+    # JSON: the platform's own lines (START, REPORT, errors) read like the code's.
+    assert function["LoggingConfig"] == {
+        "LogGroup": {"Ref": "DispatchLogGroup"},
+        "LogFormat": "JSON",
+    }
     group = resources["DispatchLogGroup"]
     assert group["Type"] == "AWS::Logs::LogGroup"
     assert group["Properties"]["LogGroupName"] == {
         "Fn::Sub": "/aws/lambda/${AWS::StackName}/dispatcher"
     }
-    assert group["Properties"]["RetentionInDays"] > 0
+    assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
 
 
 # --- the daily schedule and its delivery ------------------------------------
@@ -467,8 +471,8 @@ def test_a_message_in_either_failure_queue_raises_an_alarm(
     assert alarm["Threshold"] == 0
 
 
-@pytest.mark.parametrize("metric", ["Degraded", "Incomplete"])
-def test_runs_reporting_degraded_or_incomplete_raise_an_alarm_on_the_emf_metric(
+@pytest.mark.parametrize("metric", ["NewFaults", "Incomplete", "SetAsideDuties"])
+def test_runs_reporting_new_faults_set_aside_duties_or_incomplete_raise_an_alarm_on_the_emf_metric(
     resources: dict[str, dict[str, Any]], metric: str
 ) -> None:
     (alarm,) = (a for a in _alarms(resources).values() if a["MetricName"] == metric)
@@ -488,6 +492,8 @@ def test_every_alarm_notifies_the_optional_topic_and_treats_missing_data_as_it_m
     # per-run outcomes, and is exactly what the heartbeat watches for.
     assert {logical_id: alarm["TreatMissingData"] for logical_id, alarm in alarms.items()} == {
         "FunctionErrorsAlarm": "notBreaching",
+        "ThrottlesAlarm": "notBreaching",
+        "DurationNearTimeoutAlarm": "notBreaching",
         "ScheduleDeadLetterAlarm": "notBreaching",
         "FailedRunAlarm": "notBreaching",
         "DegradedRunAlarm": "ignore",
@@ -497,6 +503,8 @@ def test_every_alarm_notifies_the_optional_topic_and_treats_missing_data_as_it_m
     }
     for logical_id, alarm in alarms.items():
         assert alarm["AlarmActions"] == TOPIC_ACTIONS, logical_id
+        # Recovery is announced on the same topic.
+        assert alarm["OKActions"] == TOPIC_ACTIONS, logical_id
     assert sam_template["Parameters"]["AlarmTopicArn"]["Default"] == ""
     assert sam_template["Conditions"]["HasAlarmTopic"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]
@@ -874,7 +882,15 @@ def test_the_dashboard_shows_runs_tasks_faults_duration_errors_and_both_queues(
     assert metrics["Tasks created and already existing"] >= {
         ("Duly", "TasksCreated", *service), ("Duly", "TasksExisting", *service),
     }  # fmt: skip
-    assert metrics["Faults (duties the engine refused)"] == {("Duly", "Faults", *service)}
+    assert metrics["Faults (duties the engine refused): new and persisting"] == {
+        ("Duly", "Faults", *service), ("Duly", "NewFaults", *service), (),
+    }  # fmt: skip
+    (faults,) = (
+        w["properties"] for w in dashboard["widgets"] if "new and" in w["properties"]["title"]
+    )
+    (persisting,) = (m[0] for m in faults["metrics"] if "expression" in m[0])
+    # The faults the alarm no longer reports: faulted at the previous clock too.
+    assert persisting["expression"] == "faults - new"
     assert metrics["Errors and throttles"] >= {("AWS/Lambda", "Errors", *lambda_fn)}
     assert metrics["Failure queues: messages waiting"] == {
         ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", f"<{queue}.QueueName>")
@@ -884,8 +900,12 @@ def test_the_dashboard_shows_runs_tasks_faults_duration_errors_and_both_queues(
         w["properties"] for w in dashboard["widgets"] if w["properties"]["title"].startswith("Dur")
     )
     assert ("AWS/Lambda", "Duration", *lambda_fn) in metrics[duration["title"]]
-    (timeout_line,) = duration["annotations"]["horizontal"]
-    assert timeout_line["value"] == function["Timeout"] * 1000
+    lines = {line["label"]: line["value"] for line in duration["annotations"]["horizontal"]}
+    assert lines["Timeout"] == function["Timeout"] * 1000
+    assert (
+        lines["DurationNearTimeoutAlarm"]
+        == _alarms(resources)["DurationNearTimeoutAlarm"]["Threshold"]
+    )
     assert str(function["Timeout"]) in duration["title"]
     (alarms,) = (w["properties"] for w in dashboard["widgets"] if w["type"] == "alarm")
     assert {arn.removesuffix(".Arn>").removeprefix("<") for arn in alarms["alarms"]} == set(
@@ -907,3 +927,185 @@ def test_each_samconfig_environment_names_every_parameter_without_a_default(
         named = {override.partition("=")[0] for override in overrides}
         assert required <= named, environment
         assert named <= known, environment
+
+
+# --- what both functions share (Globals) -------------------------------------
+
+
+def test_both_functions_share_runtime_architecture_network_log_format_and_tls_settings(
+    sam_template: dict[str, Any], function: dict[str, Any], migration_function: dict[str, Any]
+) -> None:
+    shared = sam_template["Globals"]["Function"]
+    assert set(shared) == {"Runtime", "Architectures", "VpcConfig", "LoggingConfig", "Environment"}
+    for props in (function, migration_function):
+        assert props["Runtime"] == "python3.12"
+        assert props["Architectures"] == ["x86_64"]
+        assert props["VpcConfig"] == shared["VpcConfig"]
+        assert props["LoggingConfig"]["LogFormat"] == "JSON"
+        for name, value in shared["Environment"]["Variables"].items():
+            assert props["Environment"]["Variables"][name] == value
+    # Each function's own section says only what is its alone.
+    for logical_id in ("DispatchFunction", "MigrationFunction"):
+        own = sam_template["Resources"][logical_id]["Properties"]
+        assert {"Runtime", "Architectures", "VpcConfig"}.isdisjoint(own), logical_id
+
+
+# --- the network the stack needs ---------------------------------------------
+
+_ENDPOINTS = {
+    "S3GatewayEndpoint": ("s3", "Gateway", "CreatesEndpoints"),
+    "LambdaEndpoint": ("lambda", "Interface", "CreatesEndpoints"),
+    "SecretsManagerEndpoint": ("secretsmanager", "Interface", "CreatesSecretsManagerEndpoint"),
+}
+
+
+def test_network_routes_offer_existing_routes_or_the_endpoints_the_functions_call(
+    sam_template: dict[str, Any], resources: dict[str, dict[str, Any]]
+) -> None:
+    parameter = sam_template["Parameters"]["NetworkRoutes"]
+    assert parameter["AllowedValues"] == [
+        "existing",
+        "endpoints",
+        "endpoints-except-secrets-manager",
+    ]
+    # A stack that names nothing keeps the routes it had: no endpoint appears unasked.
+    assert parameter["Default"] == "existing"
+    conditions = sam_template["Conditions"]
+    assert conditions["CreatesEndpoints"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "NetworkRoutes"}, "existing"]}]
+    }
+    assert conditions["CreatesSecretsManagerEndpoint"] == {
+        "Fn::Equals": [{"Ref": "NetworkRoutes"}, "endpoints"]
+    }
+    found = {
+        logical_id: resource
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::EC2::VPCEndpoint"
+    }
+    assert set(found) == set(_ENDPOINTS)
+    for logical_id, (service, kind, condition) in _ENDPOINTS.items():
+        endpoint = found[logical_id]
+        assert endpoint["Condition"] == condition
+        props = endpoint["Properties"]
+        assert props["ServiceName"] == {"Fn::Sub": f"com.amazonaws.${{AWS::Region}}.{service}"}
+        assert (props["VpcEndpointType"], props["VpcId"]) == (kind, {"Ref": "VpcId"})
+        if kind == "Interface":
+            # Private DNS: boto3's default endpoint names resolve to the endpoint.
+            assert props["PrivateDnsEnabled"] is True
+            assert props["SubnetIds"] == {"Ref": "SubnetIds"}
+            assert props["SecurityGroupIds"] == [{"Ref": "EndpointSecurityGroup"}]
+        else:
+            assert props["RouteTableIds"] == {"Fn::Split": [",", {"Ref": "RouteTableIds"}]}
+
+
+def test_the_interface_endpoints_admit_https_from_the_functions_security_group_only(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    group = resources["EndpointSecurityGroup"]
+    assert group["Condition"] == "CreatesEndpoints"
+    (rule,) = group["Properties"]["SecurityGroupIngress"]
+    assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", 443, 443)
+    assert rule["SourceSecurityGroupId"] == {"Fn::Select": [0, {"Ref": "SecurityGroupIds"}]}
+    assert "CidrIp" not in rule
+
+
+def test_endpoints_are_refused_without_the_vpc_and_route_tables_they_go_in(
+    sam_template: dict[str, Any],
+) -> None:
+    rule = sam_template["Rules"]["EndpointsNameTheirNetwork"]
+    assert rule["RuleCondition"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "NetworkRoutes"}, "existing"]}]
+    }
+    asserted = [a["Assert"] for a in rule["Assertions"]]
+    assert asserted == [
+        {"Fn::Not": [{"Fn::Equals": [{"Ref": name}, ""]}]} for name in ("VpcId", "RouteTableIds")
+    ]
+
+
+def test_the_migration_step_waits_for_the_routes_it_answers_and_reads_secrets_over(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    props = resources["SchemaMigration"]["Properties"]
+    assert props["S3Route"] == {
+        "Fn::If": ["CreatesEndpoints", {"Ref": "S3GatewayEndpoint"}, "existing"]
+    }
+    assert props["SecretsManagerRoute"] == {
+        "Fn::If": ["CreatesSecretsManagerEndpoint", {"Ref": "SecretsManagerEndpoint"}, "existing"]
+    }
+
+
+# --- logs and queues an operator keeps ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "logical_id",
+    ["DispatchLogGroup", "MigrationLogGroup", "FailedRunQueue", "ScheduleDeadLetterQueue"],
+)
+def test_log_groups_and_queues_outlive_the_stack_and_a_replacement(
+    resources: dict[str, dict[str, Any]], logical_id: str
+) -> None:
+    resource = resources[logical_id]
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
+@pytest.mark.parametrize("logical_id", ["DispatchLogGroup", "MigrationLogGroup"])
+def test_log_groups_keep_the_retention_and_the_optional_key_the_parameters_name(
+    sam_template: dict[str, Any], resources: dict[str, dict[str, Any]], logical_id: str
+) -> None:
+    props = resources[logical_id]["Properties"]
+    assert props["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    assert props["KmsKeyId"] == {
+        "Fn::If": ["HasLogKmsKey", {"Ref": "LogKmsKeyArn"}, {"Ref": "AWS::NoValue"}]
+    }
+    parameters = sam_template["Parameters"]
+    assert (
+        parameters["LogRetentionDays"]["Default"] in parameters["LogRetentionDays"]["AllowedValues"]
+    )
+    assert parameters["LogKmsKeyArn"]["Default"] == ""
+
+
+def test_the_migration_step_logs_json_to_its_own_group(migration_function: dict[str, Any]) -> None:
+    assert migration_function["LoggingConfig"] == {
+        "LogGroup": {"Ref": "MigrationLogGroup"},
+        "LogFormat": "JSON",
+    }
+
+
+# --- capacity alarms ---------------------------------------------------------
+
+
+def test_an_invocation_past_80_percent_of_the_timeout_raises_an_alarm(
+    resources: dict[str, dict[str, Any]], function: dict[str, Any]
+) -> None:
+    alarm = _alarms(resources)["DurationNearTimeoutAlarm"]
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        "AWS/Lambda", "Duration", "Maximum",
+    )  # fmt: skip
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": "DispatchFunction"}}]
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == function["Timeout"] * 1000 * 8 // 10
+
+
+def test_a_throttled_invocation_raises_an_alarm(resources: dict[str, dict[str, Any]]) -> None:
+    alarm = _alarms(resources)["ThrottlesAlarm"]
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        "AWS/Lambda", "Throttles", "Sum",
+    )  # fmt: skip
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": "DispatchFunction"}}]
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
+
+
+def test_the_degraded_alarm_watches_new_faults_not_the_faults_that_persist(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    alarm = _alarms(resources)["DegradedRunAlarm"]
+    assert alarm["MetricName"] == "NewFaults"
+    assert not [a for a in _alarms(resources).values() if a["MetricName"] in ("Faults", "Degraded")]
+
+
+def test_the_schedule_name_output_names_the_schedule_the_event_names(
+    sam_template: dict[str, Any], resources: dict[str, dict[str, Any]]
+) -> None:
+    event = sam_template["Resources"]["DispatchFunction"]["Properties"]["Events"]["DailyDispatch"]
+    generated = resources["DispatchFunctionDailyDispatch"]["Properties"]
+    assert generated["Name"] == event["Properties"]["Name"]
