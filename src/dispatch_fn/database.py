@@ -8,6 +8,7 @@ invocations; one found closed or broken is replaced before the next run uses it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 from collections.abc import Callable
@@ -94,17 +95,53 @@ def conninfo_from_secret(secret: object, sslmode: str) -> str:
     )
 
 
+# Without a route to Secrets Manager, botocore's defaults wait a minute per
+# attempt; a few seconds name the missing route instead (docs/deploy.md).
+SECRET_CONNECT_TIMEOUT_S: Final = 3
+SECRET_READ_TIMEOUT_S: Final = 10
+SECRET_ATTEMPTS: Final = 3
+
+
+@functools.cache
+def _secrets() -> Any:
+    # One provider per process: its cache is what spares a warm function a call.
+    from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - AWS path only
+    from botocore.config import Config  # noqa: PLC0415
+
+    return parameters.SecretsProvider(
+        boto_config=Config(
+            connect_timeout=SECRET_CONNECT_TIMEOUT_S,
+            read_timeout=SECRET_READ_TIMEOUT_S,
+            retries={"total_max_attempts": SECRET_ATTEMPTS, "mode": "standard"},
+        )
+    )
+
+
 def _fetch_secret(arn: str) -> object:
-    # Powertools caches the value for max_age, so a warm function does not
-    # call Secrets Manager on every invocation.
     from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - AWS path only
 
     try:
-        return parameters.get_secret(arn, max_age=_SECRET_MAX_AGE_S)
+        return _secrets().get(arn, max_age=_SECRET_MAX_AGE_S)
     except parameters.GetParameterError as exc:
         # Missing, not permitted, or Secrets Manager unreachable: the function's
         # configuration, reported (and counted as a failed run) like any other.
-        raise ConfigurationError(f"cannot read the database secret {arn!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"cannot read the database secret {arn!r}: {exc}{_route_hint(exc)}"
+        ) from exc
+
+
+def _route_hint(exc: BaseException) -> str:
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError  # noqa: PLC0415
+
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectTimeoutError | EndpointConnectionError):
+            return (
+                "; the function's subnets need a route to Secrets Manager: its interface "
+                "endpoint (NetworkRoutes=endpoints) or a NAT gateway (docs/deploy.md)"
+            )
+        cause = cause.__cause__ or cause.__context__
+    return ""
 
 
 def conninfo_for(settings: Settings) -> str:

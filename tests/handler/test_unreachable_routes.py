@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
-from dispatch_fn import continuation, migrate_resource
+from dispatch_fn import continuation, database, migrate_resource
+from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.settings import Settings
 from dispatch_fn.migrate_resource import ResponseNotDeliveredError, send_to_presigned_url
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
@@ -199,3 +201,32 @@ def test_a_run_whose_hand_off_has_no_route_ends_incomplete_within_seconds_and_sa
     assert report["incomplete_reason"] == report["hand_off_error"]
     statuses = conn.execute("SELECT status FROM duly_dispatch_run").fetchall()
     assert statuses == [("incomplete",)]
+
+
+# --- the dispatcher's secret, read at run time -----------------------------
+
+
+@pytest.fixture
+def secrets_manager_without_a_route(
+    unroutable_port: int, aws_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """Secrets Manager, as boto3 finds it, at the unroutable port; a fresh client for it."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", f"http://127.0.0.1:{unroutable_port}")
+    database._secrets.cache_clear()  # noqa: SLF001 - the provider is built once per process
+    yield f"arn:aws:secretsmanager:{_REGION}:123456789012:secret:duly/dispatcher-AbCdEf"
+    database._secrets.cache_clear()  # noqa: SLF001
+
+
+def test_a_run_time_secret_read_without_a_route_fails_within_seconds_naming_the_route(
+    secrets_manager_without_a_route: str,
+) -> None:
+    settings = Settings(secret_arn=secrets_manager_without_a_route)
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError) as failed:
+        database.conninfo_for(settings)
+    elapsed = time.monotonic() - started
+    attempts = database.SECRET_ATTEMPTS
+    assert attempts * database.SECRET_CONNECT_TIMEOUT_S <= elapsed < 20
+    message = str(failed.value)
+    assert secrets_manager_without_a_route in message
+    assert "interface endpoint (NetworkRoutes=endpoints) or a NAT gateway" in message
