@@ -99,8 +99,12 @@ def main() -> int:
             _unpack(Path(scratch, "layer.zip"), opt)
             path.append(str(opt / "python"))
         # What Lambda sets: the task root makes Powertools believe it runs in Lambda.
-        env = {"PATH": os.environ["PATH"], "LAMBDA_TASK_ROOT": str(task),
-               "AWS_LAMBDA_FUNCTION_NAME": "duly-dispatcher", "AWS_REGION": "eu-west-1"}  # fmt: skip
+        env = {
+            "PATH": os.environ["PATH"],
+            "LAMBDA_TASK_ROOT": str(task),
+            "AWS_LAMBDA_FUNCTION_NAME": "duly-dispatcher",
+            "AWS_REGION": "eu-west-1",
+        }
         env.update(item.split("=", 1) for item in args.env)
         python = str(getattr(sys, "_base_executable", sys.executable))
         samples = []
