@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-catch-up bench-large-backfill bench-cold-start bench-migration lock ca-bundle fuzz soak build-DispatchFunction build-MigrationFunction
+.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-catch-up bench-large-backfill bench-cold-start bench-migration lock ca-bundle fuzz soak build deploy build-DispatchFunction build-MigrationFunction build-DependenciesLayer
 
 help:       ## list the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
@@ -53,7 +53,15 @@ fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real P
 soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept), 30 SIGKILLs, and the owed-periods state machine at soak size
 	./scripts/soak.sh
 
-# `sam build` (template.yaml, BuildMethod makefile) runs this in a copy of src/.
+build:      ## sam build with the pinned SAM CLI and the Python 3.12 the set-up found; refuses without the RDS CA bundle
+	./scripts/sam.sh build $(ARGS)
+
+deploy:     ## build, then sam deploy (--guided while samconfig.toml holds placeholders); CONFIG_ENV=prod, DRY_RUN=1
+	./scripts/sam.sh deploy $(ARGS)
+
+# `sam build` (template.yaml, BuildMethod makefile) runs these in a copy of src/.
 _here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))
 build-DispatchFunction build-MigrationFunction:
-	$(_here)scripts/build_lambda.sh "$(ARTIFACTS_DIR)"
+	$(_here)scripts/build_lambda.sh function "$(ARTIFACTS_DIR)"
+build-DependenciesLayer:
+	$(_here)scripts/build_lambda.sh layer "$(ARTIFACTS_DIR)"

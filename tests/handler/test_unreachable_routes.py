@@ -23,8 +23,8 @@ import pytest
 
 from dispatch_fn import continuation, database, migrate_resource
 from dispatch_fn.errors import ConfigurationError
-from dispatch_fn.settings import Settings
 from dispatch_fn.migrate_resource import ResponseNotDeliveredError, send_to_presigned_url
+from dispatch_fn.settings import Settings
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 _REGION = "eu-west-1"
@@ -212,9 +212,9 @@ def secrets_manager_without_a_route(
 ) -> Iterator[str]:
     """Secrets Manager, as boto3 finds it, at the unroutable port; a fresh client for it."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", f"http://127.0.0.1:{unroutable_port}")
-    database._secrets.cache_clear()  # noqa: SLF001 - the provider is built once per process
+    database._secrets.cache_clear()
     yield f"arn:aws:secretsmanager:{_REGION}:123456789012:secret:duly/dispatcher-AbCdEf"
-    database._secrets.cache_clear()  # noqa: SLF001
+    database._secrets.cache_clear()
 
 
 def test_a_run_time_secret_read_without_a_route_fails_within_seconds_naming_the_route(

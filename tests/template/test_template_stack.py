@@ -117,6 +117,8 @@ def translated(sam_template: dict[str, Any]) -> dict[str, Any]:
     for resource in packaged["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["CodeUri"] = "s3://artifact-bucket/dispatch.zip"
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifact-bucket/layer.zip"
     translator = Translator(
         managed_policy_map=None,
         sam_parser=Parser(),
