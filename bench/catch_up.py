@@ -37,17 +37,16 @@ from bench.dispatch.mix import CLASSIC
 from bench.dispatch.server import DISPATCH_TABLES, fresh_database, server, vacuum
 from dispatch_fn import dispatch as core
 from dispatch_fn import recorded
+from dispatch_fn.runtime import Runtime
+from dispatch_fn.settings import Tuning
 
 
 def _run(dsn: str, clock: Any, catch_up_days: int, workers: int) -> tuple[float, dict[str, Any]]:
     conns = [psycopg.connect(dsn, autocommit=True) for _ in range(workers)]
     try:
         started = time.perf_counter()
-        report = recorded.execute(
-            conns,
-            core.RunRequest(now=clock),
-            options=recorded.Options(catch_up_days=catch_up_days),
-        )
+        runtime = Runtime(tuning=Tuning(catch_up_days=catch_up_days))
+        report = recorded.execute(conns, core.RunRequest(now=clock), runtime).as_json()
         return time.perf_counter() - started, report
     finally:
         for conn in conns:

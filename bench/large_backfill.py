@@ -30,6 +30,7 @@ import psycopg
 from bench.dispatch.server import fresh_database, server, vacuum
 from dispatch_fn import dispatch, settings
 from dispatch_fn.plan import Window
+from dispatch_fn.runtime import Runtime
 
 LAST_DAY = date(2026, 8, 20)
 CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
@@ -113,8 +114,7 @@ def backfill(  # noqa: PLR0917 - the bench's knobs
         report = dispatch.run(
             list(conns),
             dispatch.RunRequest(now=CLOCK, window=window),
-            chunk_size=chunk_size,
-            page_rows=page_rows,
+            Runtime(tuning=settings.Tuning(chunk_size=chunk_size, page_rows=page_rows)),
         )
         seconds = time.perf_counter() - started
     finally:

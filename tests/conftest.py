@@ -27,7 +27,7 @@ from psycopg.conninfo import make_conninfo
 
 from dispatch_fn import embedded
 from dispatch_fn.database import ConnectionCache
-from dispatch_fn.invocation import handle
+from dispatch_fn.invocation import handle, runtime_for
 from dispatch_fn.migrate import apply_migrations
 from dispatch_fn.settings import Settings
 from support import Invoke
@@ -207,14 +207,10 @@ def invoke(settings: Settings, connections: ConnectionCache) -> Invoke:
     def call(
         event: object, context: object = None, *, metrics: Metrics | None = None, **overrides: Any
     ) -> dict[str, Any]:
-        return handle(
-            event,
-            context,
-            settings=replace(settings, **overrides),
-            connections=connections,
-            clock=lambda: datetime.now(UTC),
-            metrics=metrics,
+        runtime = runtime_for(
+            context, replace(settings, **overrides), connections, clock=lambda: datetime.now(UTC)
         )
+        return handle(event, context, runtime, metrics=metrics)
 
     return call
 

@@ -38,9 +38,12 @@ from psycopg.transaction import Transaction
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
 from dispatch_fn import dispatch, recorded
+from dispatch_fn._pages import Deadline
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import Window
-from dispatch_fn.store import Scope
+from dispatch_fn.request import Scope
+from dispatch_fn.runtime import Runtime
+from dispatch_fn.settings import Tuning
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -313,17 +316,27 @@ def _dispatch(
 ) -> dict[str, Any]:
     """The run's report: as ``dispatch.run`` returns it, or as the ledger records it."""
     request = _request(spec)
-    if not spec.recorded:
-        return dispatch.run(
-            conns, request, chunk_size=spec.chunk_size, should_stop=should_stop
-        ).as_json()
-    return recorded.execute(
-        conns,
-        request,
-        options=recorded.Options(chunk_size=spec.chunk_size),
+    runtime = Runtime(
+        tuning=Tuning(chunk_size=spec.chunk_size),
+        budget=_Asked(should_stop),
         request_id=spec.request_id,
-        should_stop=should_stop,
     )
+    if not spec.recorded:
+        return dispatch.run(conns, request, runtime).as_json()
+    return recorded.execute(conns, request, runtime).as_json()
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A budget that only answers whether to stop, before each page (it may pause first)."""
+
+    stop: Callable[[], bool]
+
+    def should_stop(self) -> bool:
+        return self.stop()
+
+    def deadline(self) -> Deadline | None:
+        return None
 
 
 def main(argv: Sequence[str]) -> int:

@@ -23,7 +23,7 @@ from typing import Final
 import psycopg
 from psycopg import errors as pg_errors
 
-from dispatch_fn import store
+from dispatch_fn import settings, store
 from dispatch_fn._edge import Edge
 from dispatch_fn._sql import Connection
 from dispatch_fn.store import PageResult, PageStatement, Scope
@@ -46,9 +46,8 @@ MAX_SET_ASIDE_PER_PAGE: Final = 32
 # statement_timeout ran too long for its rows: split like a row-caused error.
 # Under a timeout lowered to the run's deadline, the run has run out of time.
 _TIMED_OUT: Final = pg_errors.QueryCanceled
-# Each timeout costs a whole statement_timeout (300 s by default): past this
-# many in one run, the run stops splitting and ends incomplete instead.
-MAX_TIMEOUTS_PER_RUN: Final = 4
+# The default allowance of timeouts a run may split (settings.py says why).
+MAX_TIMEOUTS_PER_RUN: Final = settings.MAX_TIMEOUTS_PER_RUN
 
 
 class Failure(StrEnum):

@@ -1,7 +1,8 @@
 """The Lambda entry point: ``invocation.handle`` bound to the function's environment.
 
 Settings come from the environment on each invocation, the connections are
-kept warm between invocations, and the clock is the wall clock.
+kept warm between invocations, and the clock is the wall clock: bound into
+one ``Runtime`` per invocation, with the Lambda context's time and ARN.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.errors import ConfigurationError
-from dispatch_fn.invocation import SERVICE, failed_before_run, handle, logger
+from dispatch_fn.invocation import SERVICE, failed_before_run, handle, logger, runtime_for
 from dispatch_fn.lambda_context import as_lambda_context
 from dispatch_fn.settings import Settings
 
@@ -47,11 +48,5 @@ def _published(event: Any, _lambda_context: Any, context: Any) -> dict[str, Any]
     except ConfigurationError:
         failed_before_run(context, metrics)
         raise
-    return handle(
-        event,
-        context,
-        settings=settings,
-        connections=_connections,
-        clock=lambda: datetime.now(UTC),
-        metrics=metrics,
-    )
+    runtime = runtime_for(context, settings, _connections, clock=lambda: datetime.now(UTC))
+    return handle(event, context, runtime, metrics=metrics)

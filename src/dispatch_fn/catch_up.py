@@ -41,7 +41,8 @@ from dispatch_fn.plan import (
     WindowLike,
     schedule_for,
 )
-from dispatch_fn.store import Group, Scope
+from dispatch_fn.request import Scope
+from dispatch_fn.store import Group
 
 _DAY: Final = timedelta(days=1)
 
@@ -156,10 +157,12 @@ def _pairs(
 def _expired_during(
     conn: Connection, scope: Scope, first: datetime, now: datetime
 ) -> tuple[str, ...]:
-    query = sql.SQL(statement_text("catch_up_expired_during")).format(scope=scope.condition())
+    query = sql.SQL(statement_text("catch_up_expired_during")).format(
+        scope=store.scope_condition(scope)
+    )
     # On the calendar's last day there is no day after it to bound by.
     hi = (now + _DAY).date() if now.date() < LAST_DAY else LAST_DAY
-    params = {**scope.params(), "lo": (first - _DAY).date(), "hi": hi}
+    params = {**store.scope_params(scope), "lo": (first - _DAY).date(), "hi": hi}
     return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())
 
 

@@ -13,7 +13,8 @@ from typing import Any, Final, Protocol
 
 from dispatch_fn._bounded import MAX_EVENT_BYTES
 from dispatch_fn._pages import MAX_TIMEOUTS_PER_RUN
-from dispatch_fn.dispatch import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS, RunReport, RunRequest
+from dispatch_fn.dispatch import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS, RunReport
+from dispatch_fn.request import RunRequest
 
 MAX_CONTINUATIONS: Final = 20
 # A hand-off is one small asynchronous invoke that Lambda accepts in

@@ -330,6 +330,13 @@ class ConnectionCache:
                 break
         return list(kept)
 
+    def reconnect(self, settings: Settings) -> Connection:
+        """A fresh connection like the cached ones, for one that died mid-run; not kept.
+
+        Its opener closes it: a run closes those it opened when it ends.
+        """
+        return connect(settings, tokens=self._tokens)
+
     def discard(self) -> None:
         """Close and forget the cached connections (after a failure mid-run)."""
         for conn in self._conns:

@@ -26,7 +26,7 @@ from psycopg import sql
 from dispatch_fn import exit_status
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.exit_status import ExitStatus
-from dispatch_fn.invocation import handle, logger
+from dispatch_fn.invocation import handle, logger, runtime_for
 from dispatch_fn.periods import period_key_for
 from dispatch_fn.settings import Settings
 from dispatch_fn.summary import report_lines, table_lines
@@ -247,9 +247,8 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
                 print(_kept_note(others))
             for title, event in runs:
                 before = _tasks_by_group(conn)
-                report = handle(
-                    event, None, settings=settings, connections=connections, clock=lambda: clock
-                )
+                runtime = runtime_for(None, settings, connections, clock=lambda: clock)
+                report = handle(event, None, runtime)
                 created = _tasks_by_group(conn) - before
                 _print_run(title, report, created)
                 if not reports:

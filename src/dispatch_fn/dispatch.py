@@ -16,7 +16,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any, Final
 
 import psycopg
@@ -26,28 +26,29 @@ from dispatch_fn._bounded import clip, fault_listing, scope_echo
 from dispatch_fn._sql import Connection
 from dispatch_fn.catch_up import OwedAgain
 from dispatch_fn.errors import RunFailedError
+from dispatch_fn.outcome import RunOutcome
 from dispatch_fn.plan import (
     FAULT_REASONS,
     FORMS,
-    SCHEDULE_INTERVAL,
     SKIP_REASONS,
     Cadence,
     CadenceRefused,
     FaultReason,
     Schedule,
     SkipReason,
-    Window,
     check_due_rule,
     classify,
     lead_bucket,
     previous_clock,
     unknown_form_detail,
 )
-from dispatch_fn.progress import Progress, ProgressMeter
-from dispatch_fn.store import Scope
+from dispatch_fn.progress import ProgressMeter
+from dispatch_fn.request import RunRequest as RunRequest  # noqa: PLC0414 - its callers' name
+from dispatch_fn.request import Scope
+from dispatch_fn.runtime import Runtime
 
-# The defaults are configuration (settings.py says why each is what it is);
-# named here too because callers of the run loop pass them.
+# The defaults are configuration (settings.py says why each is what it is),
+# named here too: what a run uses unless its runtime's ``Tuning`` says otherwise.
 DEFAULT_CHUNK_SIZE: Final = settings.DEFAULT_CHUNK_SIZE
 DEFAULT_PAGE_ROWS: Final = settings.DEFAULT_PAGE_ROWS
 DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
@@ -60,33 +61,8 @@ STOPPED_BY_TIMEOUTS: Final = "statement_timeouts"
 # a run opens in all: a server that keeps dropping them fails the run instead
 # of being reconnected to forever.
 CONNECTION_ATTEMPTS: Final = 3
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    """What one invocation asks for: its clock, window, scope and whether to write."""
-
-    now: datetime
-    window: Window | None = None
-    dry_run: bool = False
-    scope: Scope = field(default_factory=Scope)
-    resume_after: str | None = None
-    continuation: int = 0
-    # The time since the previous scheduled clock (SPEC §4 step 4).
-    interval: timedelta = SCHEDULE_INTERVAL
-
-    def __post_init__(self) -> None:
-        # resume_after is a scope condition (store.Scope): whichever side was
-        # given it, both say the same, so every statement of the run obeys it.
-        resume_after = self.resume_after or self.scope.resume_after
-        if self.scope.resume_after != resume_after:
-            object.__setattr__(self, "scope", replace(self.scope, resume_after=resume_after))
-        object.__setattr__(self, "resume_after", resume_after)
-
-    @property
-    def mode(self) -> str:
-        """``scheduled`` or ``backfill``."""
-        return "scheduled" if self.window is None else "backfill"
+# A run with no deadline, no hand-off and the default tuning: the bench's, a test's.
+LOCAL: Final = Runtime()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +94,14 @@ class RunReport:
     repaid_created: int = 0
 
     @property
+    def fault_total(self) -> int:
+        """Every duty the run faulted, listed or not."""
+        return sum(self.fault_counts.values())
+
+    @property
     def degraded(self) -> bool:
         """Whether any duty was refused by the engine or set aside."""
-        return sum(self.fault_counts.values()) > 0 or bool(self.set_aside)
+        return self.fault_total > 0 or bool(self.set_aside)
 
     @property
     def set_aside_pairs(self) -> tuple[tuple[str, str], ...]:
@@ -149,7 +130,7 @@ class RunReport:
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
             "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
-            **fault_listing(list(self.faults), sum(self.fault_counts.values())),
+            **fault_listing(list(self.faults), self.fault_total),
             "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
             "degraded": self.degraded,
             "set_aside": [
@@ -172,38 +153,26 @@ class RunReport:
 def run(
     conns: Sequence[Connection],
     request: RunRequest,
+    runtime: Runtime = LOCAL,
     *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    page_rows: int | None = DEFAULT_PAGE_ROWS,
-    should_stop: Callable[[], bool] = lambda: False,
-    deadline: _pages.Deadline | None = None,
-    reconnect: Callable[[], Connection] | None = None,
     catch_up_clocks: Sequence[datetime] = (),
     owed_again: OwedAgain | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    max_timeouts: int = _pages.MAX_TIMEOUTS_PER_RUN,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
     ``conns`` must be in autocommit mode: each page is one statement, so its
     own transaction. Pages are shared among them, one thread each. A page
-    holds at most ``chunk_size`` duties (or somewhat fewer, where that spares
-    weighing them: ``store.PageStatement.page_size``) and, past its first, at
-    most ``page_rows`` candidate rows (None: no such bound).
-    ``should_stop`` is asked before each page; when it says yes the run ends
-    early with ``complete`` False, and the next run picks up the rest.
-    ``deadline`` lets the server cancel a page that would outlast the run:
-    the run then ends the same way, that page not counted.
-    ``reconnect`` opens a fresh connection for one that died mid-run (at most
-    ``CONNECTION_ATTEMPTS`` per run, closed when the run ends); without it the
-    run goes on with the connections it has left. ``catch_up_clocks`` are the
-    missed daily clocks whose owed tasks each page also dispatches (SPEC §9);
-    ``owed_again``, what earlier runs' set-aside duties are owed (SPEC §9),
-    dispatched the same way.
-    ``on_progress`` is told how far the run has got after each step that
-    dispatched duties, on the calling thread. A page past statement_timeout
-    is split, at most ``max_timeouts`` timeouts per run; one more ends the
-    run as the deadline does.
+    holds at most ``Tuning.chunk_size`` duties (or somewhat fewer, where that
+    spares weighing them: ``store.PageStatement.page_size``) and, past its
+    first, at most ``Tuning.page_rows`` candidate rows. The runtime's budget
+    is asked before each page, and bounds a page already running: either way
+    the run ends early with ``complete`` False, and the next run picks up the
+    rest. A connection that dies is replaced from ``runtime.connections`` (at
+    most ``CONNECTION_ATTEMPTS`` per run, closed when the run ends). A page past
+    statement_timeout is split, at most ``Tuning.max_timeouts`` times per run.
+    ``catch_up_clocks`` are the missed daily clocks whose owed tasks each page
+    also dispatches (SPEC §9); ``owed_again``, what earlier runs' set-aside
+    duties are owed (SPEC §9), dispatched the same way.
     """
     if not conns:
         raise ValueError("dispatch.run needs at least one connection; got none")
@@ -211,6 +180,7 @@ def run(
         # Otherwise every page would join one long transaction, and a run
         # killed near its end would lose all of them.
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
+    tuning = runtime.tuning
     try:
         preamble, planned = _prepare(conns[0], request)
         clocks = tuple(catch_up_clocks)
@@ -234,7 +204,7 @@ def run(
             if owed is None
             else tuple(catch_up.repay_statements(request.scope, ready, rules, owed))
         )
-        size = statement.page_size(chunk_size, page_rows)
+        size = statement.page_size(tuning.chunk_size, tuning.page_rows)
         # The pages' bounds up front, so that connections take pages in turn and
         # a page put back (its locks held elsewhere) does not hold up the next.
         bounds = store.page_bounds(conns[0], request.scope, size)
@@ -248,12 +218,14 @@ def run(
         (*extras, *repaying),
         repaying,
         _edge_of(request, ready),
-        rows=page_rows,
-        deadline=deadline,
-        timeouts=_pages.TimeoutAllowance(max_timeouts),
+        rows=tuning.page_rows,
+        deadline=runtime.budget.deadline(),
+        timeouts=_pages.TimeoutAllowance(tuning.max_timeouts),
     )
-    meter = ProgressMeter(sum(group.duties for group, _ in ready), on_progress)
-    walked = _walk(conns, walk, ranges, should_stop, reconnect, meter=meter)
+    meter = ProgressMeter(sum(group.duties for group, _ in ready), runtime.on_progress)
+    source = runtime.connections
+    reconnect = None if source is None else source.reconnect
+    walked = _walk(conns, walk, ranges, runtime.budget.should_stop, reconnect, meter=meter)
     report = _fold(request, preamble, ranges, walked, clocks, owed=owed)
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
@@ -274,12 +246,10 @@ def failed_before_pages(request: RunRequest, exc: Exception) -> RunFailedError:
 
 
 def _failed(report: RunReport, problem: str) -> RunFailedError:
-    summary = report.as_json()
     return RunFailedError(
         f"run failed after {report.pages} committed page(s), last duty id "
-        f"{report.last_duty_id!r}: {problem}; report so far: {json.dumps(summary)}",
-        summary,
-        set_aside=report.set_aside_pairs,
+        f"{report.last_duty_id!r}: {problem}; report so far: {json.dumps(report.as_json())}",
+        RunOutcome(report),
     )
 
 

@@ -6,6 +6,13 @@ exception *type*, never on its message.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from dispatch_fn.outcome import unreported
+
+if TYPE_CHECKING:
+    from dispatch_fn.outcome import RunOutcome
+
 
 class PeriodError(ValueError):
     """The period engine refused an input."""
@@ -52,25 +59,24 @@ class InvalidDateError(PeriodError):
 
 
 class RunFailedError(RuntimeError):
-    """A run stopped on an unexpected error; ``report`` says how far it got.
+    """A run stopped on an unexpected error; ``outcome`` says how far it got.
 
     The message carries that report too, so Lambda's on-failure destination
     (which records only the error's type and message) tells an operator which
     pages were committed before the failure.
     """
 
-    def __init__(
-        self,
-        message: str,
-        report: dict[str, object],
-        *,
-        set_aside: tuple[tuple[str, str], ...] = (),
-    ) -> None:
+    def __init__(self, message: str, outcome: RunOutcome | None) -> None:
         super().__init__(message)
-        self.report = report
-        # Every ``(duty_id, reason)`` the committed pages set aside (the report
-        # lists the first hundred): the ledger keeps them, so they are owed again.
-        self.set_aside = set_aside
+        # None: the run failed before it had a report (its ledger was unreachable).
+        self.outcome = outcome
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The outcome as JSON, as the failure's log line and ledger row say it."""
+        if self.outcome is None:
+            return unreported(None)
+        return self.outcome.as_json()
 
 
 class UnknownRollError(PeriodError):

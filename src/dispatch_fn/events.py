@@ -1,6 +1,6 @@
 """The invocation contract (SPEC §5): which runs an event may ask for.
 
-``parse_event`` turns whatever Lambda was handed into an ``EventRequest`` or
+``parse_event`` turns whatever Lambda was handed into a ``RunRequest`` or
 raises ``EventError`` naming the field; nothing runs before it returns. A
 message quotes at most a short prefix of what it refuses, however large or
 deep the value. Nothing here talks to a database.
@@ -20,7 +20,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from dispatch_fn._bounded import MAX_EVENT_BYTES, quote
 from dispatch_fn._calendar import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import EventError
-from dispatch_fn.plan import Window
+from dispatch_fn.plan import SCHEDULE_INTERVAL, Window
+from dispatch_fn.request import RunRequest, Scope
 from dispatch_fn.settings import DEFAULT_MAX_DUTY_IDS, DEFAULT_MAX_WINDOW_DAYS
 
 # SPEC §9: a run that keeps stopping for its deadline hands off at most 20 times.
@@ -45,24 +46,6 @@ _INSTANT_EXAMPLE: Final = "'2026-11-29T01:00:00Z'"
 # The latest local "today" anywhere is UTC+14.
 _LATEST_OFFSET: Final = timedelta(hours=14)
 _PROBLEMS_SHOWN: Final = 3
-
-
-@dataclass(frozen=True, slots=True)
-class EventRequest:
-    """The run an event asks for: clock, window, scope, continuation, whether to write."""
-
-    now: datetime
-    window: Window | None = None
-    dry_run: bool = False
-    organization_id: str | None = None
-    duty_ids: tuple[str, ...] | None = None
-    resume_after: str | None = None
-    continuation: int = 0
-
-    @property
-    def mode(self) -> str:
-        """``scheduled`` or ``backfill``."""
-        return "scheduled" if self.window is None else "backfill"
 
 
 # pydantic reports a ValueError raised in a validator as a validation error
@@ -225,10 +208,12 @@ def parse_event(
     current_time: datetime,
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS,
     max_duty_ids: int = DEFAULT_MAX_DUTY_IDS,
-) -> EventRequest:
+    interval: timedelta = SCHEDULE_INTERVAL,
+) -> RunRequest:
     """The run an event asks for; raise ``EventError`` if it is not one we accept.
 
-    ``current_time`` is the clock for payloads that carry none.
+    ``current_time`` is the clock for payloads that carry none; ``interval``
+    the time since the previous scheduled clock.
     """
     if not isinstance(event, Mapping):
         raise EventError(f"event must be a JSON object, got {quote(event)}")
@@ -248,8 +233,8 @@ def parse_event(
                 f'{{"now": ..., "dry_run": true}}) instead'
             )
         if envelopes[0] == "detail-type":
-            return EventRequest(now=_validate(ScheduledRuleEvent, event).time)
-        return EventRequest(now=_validate(SchedulerEvent, event).scheduled_time)
+            return RunRequest(now=_validate(ScheduledRuleEvent, event).time, interval=interval)
+        return RunRequest(now=_validate(SchedulerEvent, event).scheduled_time, interval=interval)
     duty_ids = event.get("duty_ids")
     # Checked before validation, which would otherwise look at every one of them.
     if isinstance(duty_ids, list | tuple) and len(duty_ids) > max_duty_ids:
@@ -260,14 +245,17 @@ def parse_event(
     manual = _validate(ManualEvent, event)
     _check_scope_fits(manual)
     now = manual.now or current_time
-    return EventRequest(
+    return RunRequest(
         now=now,
         window=_window(manual, now, max_window_days),
         dry_run=manual.dry_run,
-        organization_id=manual.organization_id,
-        duty_ids=None if manual.duty_ids is None else tuple(manual.duty_ids),
-        resume_after=manual.resume_after,
+        scope=Scope(
+            organization_id=manual.organization_id,
+            duty_ids=None if manual.duty_ids is None else tuple(manual.duty_ids),
+            resume_after=manual.resume_after,
+        ),
         continuation=manual.continuation,
+        interval=interval,
     )
 
 

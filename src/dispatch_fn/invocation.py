@@ -3,8 +3,9 @@
 ``handle`` translates an event into a run, and the run's report into JSON, log
 lines and metrics; what a run does is ``dispatch.run``'s business, and how it
 is recorded, caught up and continued is ``recorded.execute``'s.
-``app.lambda_handler`` binds it to the function's environment; the CLI, the
-demo and the tests bind it to their own settings, connections and clock.
+``runtime_for`` builds the run's ``Runtime`` from the settings, a connection
+cache, a clock and the Lambda context: ``app.lambda_handler`` from the
+function's environment; the CLI, the demo and the tests from their own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 import psycopg
@@ -23,27 +24,26 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from psycopg import sql
 
-from dispatch_fn import continuation, dispatch, new_faults, queries, recorded
+from dispatch_fn import continuation, new_faults, queries, recorded
 from dispatch_fn._bounded import clip, scope_echo
 from dispatch_fn._pages import Deadline
 from dispatch_fn._sql import Connection, statement_text
-from dispatch_fn.database import connect
 from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
-from dispatch_fn.events import EventRequest, is_query, parse_event, parse_query
+from dispatch_fn.events import is_query, parse_event, parse_query
 from dispatch_fn.explain import MAX_EXPLAINED, explain_each
 from dispatch_fn.lambda_context import as_lambda_context
-from dispatch_fn.plan import SCHEDULE_INTERVAL
+from dispatch_fn.outcome import Remarks, RunOutcome
 from dispatch_fn.progress import Progress, throttled
+from dispatch_fn.request import Scope
+from dispatch_fn.runtime import Clock, ConnectionSource, HandOff, Runtime
 from dispatch_fn.settings import Settings
-from dispatch_fn.store import Scope
+from dispatch_fn.store import scope_condition, scope_params
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
 # Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the
 # report (``python -m dispatch_fn invoke``); CloudWatch collects both streams.
 # The process's own stderr, not whatever ``sys.stderr`` is replaced with later.
 logger = Logger(service=SERVICE, stream=sys.__stderr__)
-
-type Clock = Callable[[], datetime]
 
 # A dry run's explanations grow with duties times periods (a daily duty over
 # five years is ~400 KB); Lambda refuses a response over 6 MB.
@@ -54,11 +54,15 @@ PROGRESS_EVERY_S: Final = 5.0
 _CONNECT_FAILURES: Final = (ConfigurationError, psycopg.Error)
 
 
-class ConnectionSource(Protocol):
-    """Where a run's connections come from: ``database.ConnectionCache`` in Lambda."""
+class ConnectionCache(Protocol):
+    """Where an invocation's connections come from: ``database.ConnectionCache`` in Lambda."""
 
     def get(self, settings: Settings) -> list[Connection]:
         """Up to ``settings.workers`` autocommit connections, at least one."""
+        ...
+
+    def reconnect(self, settings: Settings) -> Connection:
+        """A fresh autocommit connection, for one that died mid-run."""
         ...
 
     def discard(self) -> None:
@@ -66,98 +70,107 @@ class ConnectionSource(Protocol):
         ...
 
 
-def handle(
-    event: object,
+def runtime_for(
     context: Any,
-    *,
     settings: Settings,
-    connections: ConnectionSource,
+    connections: ConnectionCache,
+    *,
     clock: Clock,
-    metrics: Metrics | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+) -> Runtime:
+    """The runtime of one invocation: its settings, its connections, its context's time.
+
+    The Lambda shim and the CLI build one per invocation. ``context`` is the
+    Lambda context (None from the CLI): its remaining time is the budget, its
+    function ARN where a stopped run hands the rest on. ``on_progress`` hears
+    of the run's progress beside the log (the CLI's progress bar).
+    """
+    return Runtime(
+        tuning=settings,
+        budget=_Remaining(context, settings.reserve_ms, settings.statement_timeout_ms),
+        connections=_Bound(connections, settings),
+        hand_off=_hand_off(context),
+        on_progress=_both(_log_progress(), on_progress),
+        clock=clock,
+        request_id=_request_id(context),
+    )
+
+
+def handle(
+    event: object, context: Any, runtime: Runtime, *, metrics: Metrics | None = None
 ) -> dict[str, Any]:
     """Run the dispatch ``event`` asks for and return its report (SPEC §5).
 
     Raises ``EventError`` for a refused event, before anything is written, and
     ``RunFailedError`` for a run that failed (or ``ConfigurationError`` and
     ``psycopg.Error`` for one that could not connect); ``metrics``, when given,
-    gets the run's figures (the caller flushes them). ``on_progress`` is told
-    how far the run has got after each step (the CLI's progress bar).
+    gets the run's figures (the caller flushes them). ``runtime`` is what
+    ``runtime_for`` builds: it must name a connection source.
     """
     started = time.monotonic()
+    connections = runtime.connections
+    if connections is None:
+        raise ValueError("invocation.handle needs a runtime with a connection source; got none")
     start_log_state(context)
+    tuning = runtime.tuning
     if is_query(event):
-        return _answer(
-            event, settings=settings, connections=connections, clock=clock, metrics=metrics
-        )
+        return _answer(event, runtime, connections, metrics)
     try:
-        parsed = parse_event(
+        request = parse_event(
             event,
-            current_time=clock(),
-            max_window_days=settings.max_window_days,
-            max_duty_ids=settings.max_duty_ids,
+            current_time=runtime.clock(),
+            max_window_days=tuning.max_window_days,
+            max_duty_ids=tuning.max_duty_ids,
+            interval=tuning.interval,
         )
     except EventError as refused:
         _add(metrics, "RefusedEvents", MetricUnit.Count, 1)
         logger.warning("event refused", extra={"problem": str(refused)})
         raise
-    request = run_request(parsed, interval=timedelta(hours=settings.schedule_interval_hours))
     logger.append_keys(mode=request.mode, clock=request.now.isoformat(), dry_run=request.dry_run)
     if metrics is not None:
         # Beside the service-only set the alarms watch, one per mode.
         metrics.add_dimensions(service=SERVICE, mode=request.mode)
     logger.info("run started")
     try:
-        conns = connections.get(settings)
+        conns = connections.get()
     except _CONNECT_FAILURES:
         connections.discard()
         _add(metrics, "FailedRuns", MetricUnit.Count, 1)
         logger.exception("run failed", extra={"report": None})
         raise
-    if len(conns) < settings.workers:
+    if len(conns) < tuning.workers:
         logger.warning(
             "fewer connections than DISPATCH_WORKERS; the run shares its pages among those",
-            extra={"connections": len(conns), "workers": settings.workers},
+            extra={"connections": len(conns), "workers": tuning.workers},
         )
-    remaining = _Remaining(context, settings.reserve_ms)
     try:
-        result = recorded.execute(
-            conns,
-            request,
-            options=recorded.Options(
-                chunk_size=settings.chunk_size,
-                page_rows=settings.page_rows,
-                catch_up_days=settings.catch_up_days,
-            ),
-            request_id=_request_id(context),
-            should_stop=remaining.should_stop,
-            deadline=remaining.deadline(settings.statement_timeout_ms),
-            hand_off=_hand_off(context),
-            reconnect=lambda: connect(settings),
-            on_progress=_both(_log_progress(), on_progress),
-        )
+        outcome = recorded.execute(conns, request, runtime)
     except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.
         connections.discard()
         _add(metrics, "FailedRuns", MetricUnit.Count, 1)
         logger.exception("run failed", extra={"report": failed.report})
         raise
-    result.update(_scope_matched(conns[0], request.scope))
+    matched, note = _scope_matched(conns[0], request.scope)
+    explained = None
     duty_ids = request.scope.duty_ids
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
-        explained = explain_each(
+        each = explain_each(
             conns[0], duty_ids, request.now, request.window, interval=request.interval
         )
-        result.update(_within_budget(explained, len(set(duty_ids))))
-    result["duration_ms"] = round((time.monotonic() - started) * 1000)
+        explained = _within_budget(each, len(set(duty_ids)))
+    duration_ms = round((time.monotonic() - started) * 1000)
+    outcome = replace(outcome, remarks=Remarks(matched, note, explained, duration_ms))
     if request.dry_run:
         # A dry run moves no alarm (SPEC §5): none watches this count, and the
         # run metrics the alarms watch are real runs' alone.
         _add(metrics, "DryRuns", MetricUnit.Count, 1)
     else:
-        _emit_metrics(metrics, result)
-        _add(metrics, "NewFaults", MetricUnit.Count, new_faults.count(conns[0], result))
+        _emit_metrics(metrics, outcome, duration_ms)
+        _add(metrics, "NewFaults", MetricUnit.Count, new_faults.count(conns[0], outcome))
+    result = outcome.as_json()
     # The explanation is the response's, not the log's: it grows with the window.
     logged = {key: value for key, value in result.items() if key != "explain"}
     logger.info("run finished", extra={"report": logged})
@@ -165,25 +178,21 @@ def handle(
 
 
 def _answer(
-    event: Any,
-    *,
-    settings: Settings,
-    connections: ConnectionSource,
-    clock: Clock,
-    metrics: Metrics | None,
+    event: Any, runtime: Runtime, connections: ConnectionSource, metrics: Metrics | None
 ) -> dict[str, Any]:
     """A read-only query's answer: nothing written, no run metric (SPEC §5)."""
+    tuning = runtime.tuning
     try:
-        query = parse_query(event, current_time=clock(), max_window_days=settings.max_window_days)
+        query = parse_query(
+            event, current_time=runtime.clock(), max_window_days=tuning.max_window_days
+        )
     except EventError as refused:
         _add(metrics, "RefusedEvents", MetricUnit.Count, 1)
         logger.warning("query refused", extra={"problem": str(refused)})
         raise
     try:
-        conns = connections.get(settings)
-        answered = queries.answer(
-            conns[0], query, interval=timedelta(hours=settings.schedule_interval_hours)
-        )
+        conns = connections.get()
+        answered = queries.answer(conns[0], query, interval=tuning.interval)
     except (*_CONNECT_FAILURES, psycopg.Error):
         connections.discard()
         logger.exception("query failed", extra={"query": query.kind})
@@ -271,19 +280,20 @@ def _within_budget(explained: Iterator[tuple[str, dict[str, Any]]], named: int) 
     }
 
 
-def _scope_matched(conn: Connection, scope: Scope) -> dict[str, Any]:
-    """``scope_matched`` (None for an unscoped run) and, when no duty matches, a note saying so."""
-    if scope.organization_id is None and scope.duty_ids is None:
-        return {"scope_matched": None, "scope_note": None}
+def _scope_matched(conn: Connection, scope: Scope) -> tuple[bool | None, str | None]:
+    """Whether any duty matches ``scope`` (None: unscoped, or unknown) and if none, a note."""
+    if not scope.named:
+        return None, None
     # The scope as the event named it: a continuation's resume point may pass every duty.
     named = Scope(organization_id=scope.organization_id, duty_ids=scope.duty_ids)
-    query = sql.SQL(statement_text("scope_matches")).format(scope=named.condition())
+    query = sql.SQL(statement_text("scope_matches")).format(scope=scope_condition(named))
     try:
-        row = conn.execute(query, named.params()).fetchone()
+        row = conn.execute(query, scope_params(named)).fetchone()
     except psycopg.Error:
         # The run is over and recorded; only this remark about it is unknown.
-        return {"scope_matched": None, "scope_note": None}
-    matched = bool(row and row[0])
+        return None, None
+    if row and row[0]:
+        return True, None
     echo = scope_echo(scope.organization_id, scope.duty_ids)
     parts = []
     if echo["organization_id"] is not None:
@@ -292,27 +302,7 @@ def _scope_matched(conn: Connection, scope: Scope) -> dict[str, Any]:
         more = echo["duty_ids_count"] - len(echo["duty_ids"])
         ids = ", ".join(map(repr, echo["duty_ids"])) + (f" and {more} more" if more else "")
         parts.append(f"duty_ids {ids}")
-    return {
-        "scope_matched": matched,
-        "scope_note": None
-        if matched
-        else f"no duty matches the scope ({' and '.join(parts)}): nothing was dispatched",
-    }
-
-
-def run_request(
-    parsed: EventRequest, *, interval: timedelta = SCHEDULE_INTERVAL
-) -> dispatch.RunRequest:
-    """The run loop's request for what an event asked, the previous clock ``interval`` back."""
-    return dispatch.RunRequest(
-        now=parsed.now,
-        window=parsed.window,
-        dry_run=parsed.dry_run,
-        scope=Scope(organization_id=parsed.organization_id, duty_ids=parsed.duty_ids),
-        resume_after=parsed.resume_after,
-        continuation=parsed.continuation,
-        interval=interval,
-    )
+    return False, f"no duty matches the scope ({' and '.join(parts)}): nothing was dispatched"
 
 
 def _request_id(context: Any) -> str | None:
@@ -321,18 +311,19 @@ def _request_id(context: Any) -> str | None:
 
 
 class _Remaining:
-    """The invocation's time left, read from the Lambda context when ``should_stop`` asks.
+    """The invocation's time budget, read from the Lambda context when ``should_stop`` asks.
 
     The run asks before each page; a page already running is bounded by the
     last reading, less the time since (``deadline``), so the context is read
-    exactly as often as before and the two never disagree.
+    once per page and the two answers never disagree.
     """
 
-    def __init__(self, context: Any, reserve_ms: int) -> None:
+    def __init__(self, context: Any, reserve_ms: int, statement_timeout_ms: int) -> None:
         self._remaining: Callable[[], int] | None = getattr(
             context, "get_remaining_time_in_millis", None
         )
         self._reserve_ms = reserve_ms
+        self._statement_timeout_ms = statement_timeout_ms
         self._read: tuple[int, float] | None = None  # (remaining ms, monotonic seconds)
 
     def should_stop(self) -> bool:
@@ -349,13 +340,30 @@ class _Remaining:
         remaining, at = self._read
         return remaining - self._reserve_ms - (time.monotonic() - at) * 1000
 
-    def deadline(self, statement_timeout_ms: int) -> Deadline | None:
+    def deadline(self) -> Deadline | None:
         if self._remaining is None:
             return None
-        return Deadline(self.time_left_ms, statement_timeout_ms)
+        return Deadline(self.time_left_ms, self._statement_timeout_ms)
 
 
-def _hand_off(context: Any) -> recorded.HandOff | None:
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """An invocation's connection source: the cache, bound to the invocation's settings."""
+
+    cache: ConnectionCache
+    settings: Settings
+
+    def get(self) -> list[Connection]:
+        return self.cache.get(self.settings)
+
+    def reconnect(self) -> Connection:
+        return self.cache.reconnect(self.settings)
+
+    def discard(self) -> None:
+        self.cache.discard()
+
+
+def _hand_off(context: Any) -> HandOff | None:
     # The ARN Lambda invoked (with its version or alias), so the chain stays on one code version.
     arn: str | None = getattr(context, "invoked_function_arn", None)
     if not arn:
@@ -372,20 +380,21 @@ def _add(metrics: Metrics | None, name: str, unit: MetricUnit, value: float) -> 
         metrics.add_metric(name=name, unit=unit, value=value)
 
 
-def _emit_metrics(metrics: Metrics | None, result: dict[str, Any]) -> None:
-    _add(metrics, "DutiesRead", MetricUnit.Count, result["duties_read"])
-    _add(metrics, "TasksCreated", MetricUnit.Count, result["tasks_created"])
-    _add(metrics, "TasksExisting", MetricUnit.Count, result["tasks_existing"])
-    _add(metrics, "Faults", MetricUnit.Count, sum(result["fault_counts"].values()))
-    _add(metrics, "Degraded", MetricUnit.Count, int(result["degraded"]))
+def _emit_metrics(metrics: Metrics | None, outcome: RunOutcome, duration_ms: int) -> None:
+    report = outcome.report
+    _add(metrics, "DutiesRead", MetricUnit.Count, report.duties_read)
+    _add(metrics, "TasksCreated", MetricUnit.Count, report.tasks_created)
+    _add(metrics, "TasksExisting", MetricUnit.Count, report.tasks_existing)
+    _add(metrics, "Faults", MetricUnit.Count, sum(report.fault_counts.values()))
+    _add(metrics, "Degraded", MetricUnit.Count, int(report.degraded))
     # Owed again by the next run that writes (SPEC §9): a count that keeps
     # rising says a lock holder or a slow duty never lets them through.
-    _add(metrics, "SetAsideDuties", MetricUnit.Count, result["set_aside_count"])
+    _add(metrics, "SetAsideDuties", MetricUnit.Count, len(report.set_aside))
     # Only a chain that ends incomplete: a run that handed its rest on is not one.
-    ended_incomplete = not result["complete"] and not result["handed_off"]
-    _add(metrics, "Incomplete", MetricUnit.Count, int(ended_incomplete))
-    _add(metrics, "HandedOff", MetricUnit.Count, int(result["handed_off"]))
-    _add(metrics, "DurationMs", MetricUnit.Milliseconds, result["duration_ms"])
+    _add(metrics, "Incomplete", MetricUnit.Count, int(outcome.ended_incomplete))
+    _add(metrics, "HandedOff", MetricUnit.Count, int(outcome.handed_off))
+    _add(metrics, "DurationMs", MetricUnit.Milliseconds, duration_ms)
     # The heartbeat alarm's metric: it fires when none has been 1 for 26 hours.
-    heartbeat = result["mode"] == "scheduled" and result["complete"] and not result["dry_run"]
+    request = report.request
+    heartbeat = request.mode == "scheduled" and report.complete and not request.dry_run
     _add(metrics, "ScheduledRunsCompleted", MetricUnit.Count, int(heartbeat))

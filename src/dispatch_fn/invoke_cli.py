@@ -26,7 +26,7 @@ from dispatch_fn import embedded, exit_status
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.events import parse_event
 from dispatch_fn.exit_status import ExitStatus
-from dispatch_fn.invocation import handle, logger
+from dispatch_fn.invocation import handle, logger, runtime_for
 from dispatch_fn.migrate import apply_migrations
 from dispatch_fn.progress import Progress
 from dispatch_fn.settings import MAX_WORKERS, Settings
@@ -244,14 +244,14 @@ def _invoke(event: Any, args: argparse.Namespace, stderr: TextIO) -> dict[str, A
             _log_level(logger, args.logs),
             _progress_bar(stderr, enabled=show_bar, dry_run=_asks_dry_run(event)) as bar,
         ):
-            return handle(
-                event,
+            runtime = runtime_for(
                 None,
-                settings=replace(settings, database_url=dsn),
-                connections=connections,
+                replace(settings, database_url=dsn),
+                connections,
                 clock=lambda: datetime.now(UTC),
                 on_progress=bar,
             )
+            return handle(event, None, runtime)
     finally:
         connections.discard()
 

@@ -16,11 +16,11 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from dispatch_fn import store
 from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.catch_up import SetAsideAt
-from dispatch_fn.dispatch import RunRequest
 from dispatch_fn.plan import Window
-from dispatch_fn.store import Scope
+from dispatch_fn.request import RunRequest, Scope
 
 # The function's Timeout in template.yaml (a template test holds them equal):
 # a run still 'running' after this long was killed, not slow.
@@ -126,9 +126,9 @@ def record_set_aside(
 
 def owed_again(conn: Connection, scope: Scope) -> list[SetAsideAt]:
     """The set-aside duties in ``scope`` not yet repaid, by the clock and window of their run."""
-    query = _sql("run_set_aside_owed").format(scope=scope.condition())
+    query = _sql("run_set_aside_owed").format(scope=store.scope_condition(scope))
     groups: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
-    for run_id, *at, duty_id in conn.execute(query, scope.params()):
+    for run_id, *at, duty_id in conn.execute(query, store.scope_params(scope)):
         groups.setdefault(tuple(at), []).append((int(run_id), str(duty_id)))
     return [
         SetAsideAt(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Final
 
 from dispatch_fn.errors import ConfigurationError
@@ -48,11 +49,41 @@ DEFAULT_CATCH_UP_DAYS: Final = 7
 # match the schedule (template.yaml's ScheduleIntervalHours sets both).
 DEFAULT_SCHEDULE_INTERVAL_HOURS: Final = 24
 MAX_SCHEDULE_INTERVAL_HOURS: Final = 24
+# Each timeout costs a whole statement_timeout (300 s by default): past this
+# many in one run, the run stops splitting and ends incomplete instead.
+MAX_TIMEOUTS_PER_RUN: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    """Everything the handler takes from its environment."""
+class Tuning:
+    """How a run is sized and bounded: the knobs the handler and the run loop read.
+
+    ``Settings`` is a ``Tuning`` read from the environment; a test or a bench
+    run builds one directly. A new knob is one field here (and, if the
+    environment sets it, one line of ``Settings.from_environ``).
+    """
+
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    # None: a page is bounded by ``chunk_size`` alone.
+    page_rows: int | None = DEFAULT_PAGE_ROWS
+    workers: int = DEFAULT_WORKERS
+    max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
+    max_duty_ids: int = DEFAULT_MAX_DUTY_IDS
+    # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS
+    # Hours between two scheduled clocks (DISPATCH_SCHEDULE_INTERVAL_HOURS).
+    schedule_interval_hours: int = DEFAULT_SCHEDULE_INTERVAL_HOURS
+    max_timeouts: int = MAX_TIMEOUTS_PER_RUN
+
+    @property
+    def interval(self) -> timedelta:
+        """The time between two scheduled clocks."""
+        return timedelta(hours=self.schedule_interval_hours)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings(Tuning):
+    """Everything the handler takes from its environment: its tuning, and where to connect."""
 
     database_url: str | None = None
     secret_arn: str | None = None
@@ -73,18 +104,9 @@ class Settings:
     # A page waiting this long for a row lock gives up and is tried again
     # later in the run, then its locked duties are set aside (ADR 0003).
     lock_timeout_ms: int = 5_000
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    page_rows: int = DEFAULT_PAGE_ROWS
-    workers: int = DEFAULT_WORKERS
-    max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
-    max_duty_ids: int = DEFAULT_MAX_DUTY_IDS
     # Stop starting pages when less than this remains of the invocation, so a
     # long run reports how far it got instead of being killed mid-page.
     reserve_ms: int = 30_000
-    # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
-    catch_up_days: int = DEFAULT_CATCH_UP_DAYS
-    # Hours between two scheduled clocks (DISPATCH_SCHEDULE_INTERVAL_HOURS).
-    schedule_interval_hours: int = DEFAULT_SCHEDULE_INTERVAL_HOURS
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Settings:

@@ -24,6 +24,9 @@ from dispatch_fn import _business_days, _calendar
 from dispatch_fn._sql import Connection, statement_text
 from dispatch_fn.plan import LEAD_THRESHOLDS, Schedule
 
+# Re-exported: the data layer's callers have always found the scope here.
+from dispatch_fn.request import Scope as Scope  # noqa: PLC0414
+
 # The days a due date can land on beyond its period's last day before the
 # roll: after_period_end allows 24 months and 366 days (periods.check_due_rule).
 _AFTER_PERIOD_REACH: Final = timedelta(days=24 * 31 + 366)
@@ -34,33 +37,25 @@ def _statement(name: str) -> sql.SQL:
     return sql.SQL(statement_text(name))
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Limits a run to one organisation and/or a list of duties."""
+def scope_condition(scope: Scope) -> sql.Composable:
+    """The scope as a ``WHERE`` conjunct over ``duly_duty d`` (see ``scope_params``)."""
+    parts: list[sql.Composable] = [sql.SQL("true")]
+    if scope.organization_id is not None:
+        parts.append(sql.SQL("d.organization_id = %(organization_id)s"))
+    if scope.duty_ids is not None:
+        parts.append(sql.SQL("d.id = ANY(%(duty_ids)s)"))
+    if scope.resume_after is not None:
+        parts.append(sql.SQL("d.id > %(resume_after)s"))
+    return sql.SQL(" AND ").join(parts)
 
-    organization_id: str | None = None
-    duty_ids: tuple[str, ...] | None = None
-    # A continuation's resume point (SPEC §9): only duties whose id sorts after it.
-    resume_after: str | None = None
 
-    def condition(self) -> sql.Composable:
-        """The scope as a ``WHERE`` conjunct over ``duly_duty d`` (see ``params``)."""
-        parts: list[sql.Composable] = [sql.SQL("true")]
-        if self.organization_id is not None:
-            parts.append(sql.SQL("d.organization_id = %(organization_id)s"))
-        if self.duty_ids is not None:
-            parts.append(sql.SQL("d.id = ANY(%(duty_ids)s)"))
-        if self.resume_after is not None:
-            parts.append(sql.SQL("d.id > %(resume_after)s"))
-        return sql.SQL(" AND ").join(parts)
-
-    def params(self) -> dict[str, Any]:
-        """The values ``condition`` refers to."""
-        return {
-            "organization_id": self.organization_id,
-            "duty_ids": list(self.duty_ids or ()),
-            "resume_after": self.resume_after,
-        }
+def scope_params(scope: Scope) -> dict[str, Any]:
+    """The values ``scope_condition`` refers to."""
+    return {
+        "organization_id": scope.organization_id,
+        "duty_ids": list(scope.duty_ids or ()),
+        "resume_after": scope.resume_after,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +116,8 @@ class PageResult:
 
 def count_undispatchable(conn: Connection, scope: Scope) -> list[tuple[Any, Any, Any, int]]:
     """``(form, status, review_status, count)`` for every duty in scope not dispatched."""
-    query = _statement("undispatchable_counts").format(scope=scope.condition())
-    rows = conn.execute(query, scope.params()).fetchall()
+    query = _statement("undispatchable_counts").format(scope=scope_condition(scope))
+    rows = conn.execute(query, scope_params(scope)).fetchall()
     return [(form, status, review, int(n)) for form, status, review, n in rows]
 
 
@@ -130,15 +125,15 @@ def ids_with_form(
     conn: Connection, scope: Scope, forms_excluded: Sequence[str], limit: int
 ) -> list[tuple[str, Any]]:
     """``(id, form)`` of up to ``limit`` duties in scope whose form is none of these."""
-    query = _statement("unknown_form_ids").format(scope=scope.condition())
-    params = {**scope.params(), "forms": list(forms_excluded), "limit": limit}
+    query = _statement("unknown_form_ids").format(scope=scope_condition(scope))
+    params = {**scope_params(scope), "forms": list(forms_excluded), "limit": limit}
     return [(str(duty_id), form) for duty_id, form in conn.execute(query, params).fetchall()]
 
 
 def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
     """Every group of dispatchable duties in scope (one aggregate per run)."""
-    query = _statement("dispatchable_groups").format(scope=scope.condition())
-    rows = conn.execute(query, {**scope.params(), **_lead_thresholds()}).fetchall()
+    query = _statement("dispatchable_groups").format(scope=scope_condition(scope))
+    rows = conn.execute(query, {**scope_params(scope), **_lead_thresholds()}).fetchall()
     return [
         Group(frequency, zone, int(bucket), int(count), int(lead))
         for frequency, zone, bucket, count, lead in rows
@@ -152,8 +147,8 @@ def _lead_thresholds() -> dict[str, list[int]]:
 
 def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[DueRule]:
     """Every due rule among the dispatchable duties in scope outside the ``refused`` groups."""
-    query = _statement("due_rules").format(scope=scope.condition())
-    params = {**scope.params(), **_group_arrays(refused)}
+    query = _statement("due_rules").format(scope=scope_condition(scope))
+    params = {**scope_params(scope), **_group_arrays(refused)}
     return [
         DueRule(anchor, roll, calendar, int(count), int(bad))
         for anchor, roll, calendar, count, bad in conn.execute(query, params)
@@ -162,8 +157,8 @@ def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[
 
 def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
     """The last id of every full page of ``size`` dispatchable duties in scope, in order."""
-    query = _statement("page_bounds").format(scope=scope.condition())
-    params = {**scope.params(), "skip": size - 1}
+    query = _statement("page_bounds").format(scope=scope_condition(scope))
+    params = {**scope_params(scope), "skip": size - 1}
     return [str(row[0]) for row in conn.execute(query, params)]
 
 
@@ -171,9 +166,9 @@ def fault_members(
     conn: Connection, scope: Scope, refused: Sequence[Group], rules: Rules, limit: int
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` duties counted as faults before the pages, as duty rows, in id order."""
-    query = _statement("fault_members").format(scope=scope.condition())
+    query = _statement("fault_members").format(scope=scope_condition(scope))
     params = {
-        **scope.params(),
+        **scope_params(scope),
         **_group_arrays(refused),
         **_rule_arrays(rules.refused, "r"),
         "limit": limit,
@@ -257,7 +252,7 @@ def page_statement(
     """
     new_rows, advanced_rows = ("missing", "advancing") if dry_run else ("inserted", "advanced")
     tail = "page_dry_run" if dry_run else "page_write"
-    condition = scope.condition()
+    condition = scope_condition(scope)
     lower = {False: sql.SQL("true"), True: sql.SQL("d.id > %(after)s")}
     upper = {False: sql.SQL("true"), True: sql.SQL("d.id <= %(upto)s")}
 
@@ -278,7 +273,7 @@ def page_statement(
     weights = _weights(ready)
     return PageStatement(
         variants=variants("page_owed", tail, "page_summary"),
-        params={**scope.params(), **_lead_thresholds(), **_arrays(ready, rules)},
+        params={**scope_params(scope), **_lead_thresholds(), **_arrays(ready, rules)},
         weights=Jsonb(weights),
         ids=variants("page_owed", "page_taken"),
         dry_run=dry_run,
@@ -495,9 +490,9 @@ def page_duties(
 
     Those ``dispatch_page`` takes before its row budget cuts the page.
     """
-    query = _statement("page_ids").format(scope=scope.condition())
+    query = _statement("page_ids").format(scope=scope_condition(scope))
     params = {
-        **scope.params(),
+        **scope_params(scope),
         "after": after,
         "upto": upto,
         "size": size,
@@ -509,8 +504,8 @@ def page_duties(
 
 def any_dispatchable(conn: Connection, scope: Scope, after: str | None, upto: str | None) -> bool:
     """Whether any dispatchable duty in scope lies in ``(after, upto]`` (None: open)."""
-    query = _statement("any_dispatchable").format(scope=scope.condition())
-    row = conn.execute(query, {**scope.params(), "after": after, "upto": upto}).fetchone()
+    query = _statement("any_dispatchable").format(scope=scope_condition(scope))
+    row = conn.execute(query, {**scope_params(scope), "after": after, "upto": upto}).fetchone()
     return bool(row and row[0])
 
 

@@ -16,6 +16,7 @@ import pytest
 from dispatch_fn import dispatch
 from dispatch_fn.explain import explain
 from dispatch_fn.plan import FaultReason, Window, plan_dispatch
+from runtimes import runtime
 from support import assert_run_is_the_plan, duty, insert_duties, refuse_tasks, task_rows
 
 _FIRST_QUARTER_1583 = (
@@ -88,7 +89,9 @@ def test_the_database_path_refuses_what_the_planner_refuses_at_the_calendar_edge
     assert {f.duty_id for f in plan.faults} == refused
     assert {f.reason for f in plan.faults} == {FaultReason.INVALID_CADENCE}
 
-    report = dispatch.run([conn], dispatch.RunRequest(now=now, window=window), chunk_size=2)
+    report = dispatch.run(
+        [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=2)
+    )
 
     assert_run_is_the_plan(conn, report, plan)
     assert report.degraded
@@ -131,7 +134,7 @@ def test_a_duty_refused_behind_pages_the_row_budget_cut_is_set_aside_once_and_no
     refuse_tasks(conn, "NEW.duty_id = 'd2'")
 
     report = dispatch.run(
-        [conn], dispatch.RunRequest(now=now, window=window), chunk_size=10, page_rows=3
+        [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
     )
 
     assert [f["duty_id"] for f in report.faults] == ["d2"]
@@ -152,7 +155,7 @@ def test_a_duty_the_edge_refuses_past_a_failing_page_is_counted_once(
     refuse_tasks(conn, "NEW.duty_id = 'd1'")
 
     report = dispatch.run(
-        [conn], dispatch.RunRequest(now=now, window=window), chunk_size=10, page_rows=3
+        [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
     )
 
     assert sorted(f["duty_id"] for f in report.faults) == ["d1", "graced"]

@@ -23,6 +23,7 @@ import pytest
 
 from dispatch_fn import catch_up, dispatch, ledger, recorded
 from dispatch_fn.plan import plan_dispatch
+from runtimes import runtime
 from support import (
     CLOCK,
     TASK_COLUMNS,
@@ -275,7 +276,7 @@ def test_two_catching_up_runs_at_once_leave_exactly_the_expected_rows(
     insert_duties(conn, duties)
     earlier = _at("2026-08-27T01:00:00Z")
     now = _at("2026-09-02T01:00:00Z")
-    recorded.execute([conn], dispatch.RunRequest(now=earlier), options=recorded.Options())
+    recorded.execute([conn], dispatch.RunRequest(now=earlier))
     barrier = threading.Barrier(2)
     reports: list[dict[str, Any]] = []
 
@@ -287,10 +288,8 @@ def test_two_catching_up_runs_at_once_leave_exactly_the_expected_rows(
             barrier.wait()
             reports.append(
                 recorded.execute(
-                    [own, helper],
-                    dispatch.RunRequest(now=now),
-                    options=recorded.Options(chunk_size=7),
-                )
+                    [own, helper], dispatch.RunRequest(now=now), runtime(chunk_size=7)
+                ).as_json()
             )
 
     threads = [threading.Thread(target=run) for _ in range(2)]
@@ -315,7 +314,7 @@ def test_a_catching_up_run_killed_mid_run_and_rerun_leaves_exactly_the_expected_
     duties = [duty(f"d{n:03}", frequency="daily", lead_days=n % 3) for n in range(120)]
     insert_duties(conn, duties)
     earlier, now = _at("2026-08-16T01:00:00Z"), _at("2026-08-21T01:00:00Z")
-    recorded.execute([conn], dispatch.RunRequest(now=earlier), options=recorded.Options())
+    recorded.execute([conn], dispatch.RunRequest(now=earlier))
     conn.execute("CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS"
                  " $$ BEGIN PERFORM pg_sleep(0.002); RETURN NEW; END $$")  # fmt: skip
     conn.execute(
@@ -338,7 +337,7 @@ def test_a_catching_up_run_killed_mid_run_and_rerun_leaves_exactly_the_expected_
     expected = _planned(duties, [earlier + timedelta(days=n) for n in range(6)])
     assert before + 150 <= len(_stored(conn)) < len(expected)
     conn.execute("DROP TRIGGER slow ON duly_task")
-    rerun = recorded.execute([conn], dispatch.RunRequest(now=now), options=recorded.Options())
+    rerun = recorded.execute([conn], dispatch.RunRequest(now=now)).as_json()
     assert rerun["catch_up"]["clocks"] == 4
     assert _stored(conn) == expected
 

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from dispatch_fn import dispatch, store
 from dispatch_fn._pages import Deadline
 from dispatch_fn.plan import Window, plan_dispatch
+from dispatch_fn.request import Scope
+from runtimes import runtime
 from support import (
     NOW,
     duty,
@@ -55,7 +57,7 @@ def test_a_backfill_over_the_row_budget_is_split_into_pages_within_it(
     report = dispatch.run(
         [conn, helpers[0]],
         dispatch.RunRequest(now=NOW, window=FIFTY_DAYS),
-        page_rows=page_rows,
+        runtime(page_rows=page_rows),
     )
 
     # 12 duties of 50 days each: within the budget, or one duty alone above it.
@@ -102,8 +104,7 @@ def test_pages_a_little_smaller_than_the_chunk_keep_within_the_budget_unweighed(
     report = dispatch.run(
         [conn, helpers[0]],
         dispatch.RunRequest(now=NOW, window=FIFTY_DAYS),
-        chunk_size=4,
-        page_rows=160,
+        runtime(chunk_size=4, page_rows=160),
     )
 
     assert sorted(statement_rows()) == [100, 150, 150, 150]
@@ -147,8 +148,8 @@ def test_past_the_timeouts_a_run_may_spend_it_stops_where_it_settled_and_the_nex
     reports: list[dispatch.RunReport] = []
     resume = None
     while (not reports or not reports[-1].complete) and len(reports) < 8:
-        request = dispatch.RunRequest(now=NOW, resume_after=resume)
-        reports.append(dispatch.run([conn], request, max_timeouts=1))
+        request = dispatch.RunRequest(now=NOW, scope=Scope(resume_after=resume))
+        reports.append(dispatch.run([conn], request, runtime(max_timeouts=1)))
         resume = reports[-1].last_duty_id
         marks.append(resume)
 
@@ -183,8 +184,7 @@ def test_a_duty_made_dispatchable_inside_a_settled_page_that_the_budget_ends_on_
     report = dispatch.run(
         [conn],
         dispatch.RunRequest(now=NOW, window=window),
-        page_rows=6,
-        deadline=Deadline(time_left_ms, statement_timeout_ms=300_000),
+        runtime(page_rows=6, deadline=Deadline(time_left_ms, statement_timeout_ms=300_000)),
     )
 
     assert (report.tasks_created, report.faults, report.complete) == (9, (), True)
@@ -209,14 +209,13 @@ def test_the_deadline_cancels_a_long_page_and_the_run_ends_incomplete_at_an_exac
     report = dispatch.run(
         [conn],
         dispatch.RunRequest(now=NOW),
-        chunk_size=2,
-        deadline=Deadline(time_left_ms, statement_timeout_ms=300_000),
+        runtime(chunk_size=2, deadline=Deadline(time_left_ms, statement_timeout_ms=300_000)),
     )
 
     assert (report.complete, report.last_duty_id, report.tasks_created) == (False, "d1", 2)
     assert task_count(conn) == 2
     # The lowered timeout was the page's alone; the next run picks up the rest.
     assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)
-    rest = dispatch.run([conn], dispatch.RunRequest(now=NOW), chunk_size=2)
+    rest = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=2))
     assert (rest.tasks_created, task_count(conn)) == (4, 6)
     assert multiset(task_rows(conn)) == multiset(plan_dispatch(duties, NOW).drafts)

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from dispatch_fn import dispatch
+from runtimes import runtime
 from support import NOW, duty, insert_duties, task_count
 
 type Conn = psycopg.Connection[Any]
@@ -33,8 +34,7 @@ def test_a_deadline_after_a_last_page_exactly_full_still_reports_the_run_complet
     report = dispatch.run(
         [conn, *helpers][:connections],
         dispatch.RunRequest(now=NOW),
-        chunk_size=7,
-        should_stop=_stop_after(2),
+        runtime(chunk_size=7, should_stop=_stop_after(2)),
     )
     assert task_count(conn) == 14
     assert (report.tasks_created, report.pages) == (14, 2)
@@ -49,8 +49,7 @@ def test_a_deadline_before_the_last_duties_reports_the_run_incomplete(
     report = dispatch.run(
         [conn, *helpers][:connections],
         dispatch.RunRequest(now=NOW),
-        chunk_size=7,
-        should_stop=_stop_after(2),
+        runtime(chunk_size=7, should_stop=_stop_after(2)),
     )
     assert task_count(conn) == 14
     assert (report.complete, report.last_duty_id) == (False, "d13")

@@ -10,6 +10,7 @@ import pytest
 
 from dispatch_fn import dispatch
 from dispatch_fn.errors import RunFailedError
+from runtimes import runtime
 from support import NOW, duty, insert_duties, task_count
 
 type Conn = psycopg.Connection[Any]
@@ -36,7 +37,7 @@ def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
     duties[17] = _oversized("d17")
     insert_duties(conn, duties)
 
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), chunk_size=chunk_size)
+    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=chunk_size))
 
     assert task_count(conn) == 29
     assert conn.execute("SELECT count(*) FROM duly_task WHERE duty_id = 'd17'").fetchone() == (0,)
@@ -46,7 +47,7 @@ def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
     assert (report.tasks_created, report.degraded, report.complete) == (29, True, True)
     assert report.last_duty_id == "d29"
 
-    again = dispatch.run([conn], dispatch.RunRequest(now=NOW), chunk_size=chunk_size)
+    again = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=chunk_size))
     assert (again.tasks_created, again.tasks_existing) == (0, 29)
     assert [f["duty_id"] for f in again.faults] == ["d17"]
 
@@ -58,7 +59,7 @@ def test_a_duty_that_breaks_a_constraint_on_its_task_is_a_fault_and_the_rest_is_
     # A rule added to duly_task later (here: a CHECK) that one duty's row breaks.
     conn.execute("ALTER TABLE duly_task ADD CONSTRAINT no_d05 CHECK (subject <> 'Duty d05')")
 
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=16)
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=16))
 
     assert task_count(conn) == 39
     assert [(f["duty_id"], f["reason"]) for f in report.faults] == [("d05", "invalid_cadence")]
@@ -73,7 +74,7 @@ def test_an_error_every_row_causes_fails_the_run_instead_of_taking_the_page_apar
     conn.execute("ALTER TABLE duly_task ADD CONSTRAINT nothing_fits CHECK (false)")
 
     with pytest.raises(RunFailedError, match="CheckViolation") as failed:
-        dispatch.run([conn], dispatch.RunRequest(now=NOW), chunk_size=200)
+        dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=200))
 
     assert task_count(conn) == 0
     assert failed.value.report["complete"] is False
@@ -95,7 +96,7 @@ def test_every_page_that_fails_is_named_in_the_runs_error(conn: Conn, helpers: l
     )
 
     with pytest.raises(RunFailedError) as failed:
-        dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=10)
+        dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=10))
 
     message = str(failed.value)
     # Three connections took the three ranges at once; each failure is named.
@@ -111,7 +112,9 @@ def test_a_dry_run_cannot_know_the_index_will_refuse_an_oversized_task_and_count
     duties[17] = _oversized("d17")
     insert_duties(conn, duties)
 
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW, dry_run=True), chunk_size=10)
+    report = dispatch.run(
+        [conn], dispatch.RunRequest(now=NOW, dry_run=True), runtime(chunk_size=10)
+    )
 
     assert (report.tasks_created, report.degraded, task_count(conn)) == (30, False, 0)
 

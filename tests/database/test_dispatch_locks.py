@@ -11,6 +11,7 @@ import pytest
 from dispatch_fn import database, dispatch
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
+from runtimes import runtime
 from support import NOW, duty, insert_duties, task_count
 
 LOCKED = ("d03", "d11", "d12")
@@ -53,7 +54,7 @@ def test_duties_locked_by_another_session_are_set_aside_and_the_rest_is_dispatch
     holder.execute(HOLDS[hold], (list(LOCKED),))
 
     conns = dispatcher[:connections]
-    report = dispatch.run(conns, dispatch.RunRequest(now=NOW), chunk_size=8)
+    report = dispatch.run(conns, dispatch.RunRequest(now=NOW), runtime(chunk_size=8))
 
     assert task_count(conn) == 17
     assert (report.set_aside_ids, len(report.set_aside)) == (LOCKED, 3)
@@ -62,7 +63,7 @@ def test_duties_locked_by_another_session_are_set_aside_and_the_rest_is_dispatch
     assert [each["duty_id"] for each in report.as_json()["set_aside"]] == list(LOCKED)
 
     holder.rollback()
-    rest = dispatch.run(conns, dispatch.RunRequest(now=NOW), chunk_size=8)
+    rest = dispatch.run(conns, dispatch.RunRequest(now=NOW), runtime(chunk_size=8))
     assert (rest.tasks_created, rest.tasks_existing, rest.set_aside) == (3, 17, ())
 
 
@@ -103,7 +104,7 @@ def test_a_page_whose_lock_is_released_meanwhile_is_dispatched_when_tried_again(
         return False
 
     report = dispatch.run(
-        dispatcher[:1], dispatch.RunRequest(now=NOW), chunk_size=8, should_stop=should_stop
+        dispatcher[:1], dispatch.RunRequest(now=NOW), runtime(chunk_size=8, should_stop=should_stop)
     )
 
     assert asked == 4

@@ -12,6 +12,7 @@ import pytest
 from dispatch_fn import dispatch
 from dispatch_fn.errors import RunFailedError
 from dispatch_fn.plan import plan_dispatch
+from runtimes import runtime
 from support import NOW, duty, insert_duties, multiset, task_count, task_rows
 
 FREQUENCIES = ("daily", "weekly", "monthly", "quarterly")
@@ -70,7 +71,7 @@ def test_a_run_that_loses_a_helper_goes_on_with_the_others_and_writes_every_row(
     insert_duties(conn, duties)
     _terminate_inserting_backends(conn, statements=(3,))
 
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
 
     assert sum(each.broken for each in (conn, *helpers)) == 1
     with psycopg.connect(db_url) as reader:
@@ -96,7 +97,9 @@ def test_a_page_whose_only_connection_dies_is_done_again_on_a_fresh_one(
         opened.append(fresh)
         return fresh
 
-    report = dispatch.run([only], dispatch.RunRequest(now=NOW), chunk_size=7, reconnect=reconnect)
+    report = dispatch.run(
+        [only], dispatch.RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect)
+    )
 
     assert len(opened) == 3  # the first connection and one fresh one per death
     assert multiset(task_rows(conn)) == _planned(duties)
@@ -122,7 +125,9 @@ def test_a_run_whose_every_connection_dies_fails_and_keeps_its_committed_pages(
         return fresh
 
     with pytest.raises(RunFailedError, match="terminating connection") as failed:
-        dispatch.run([only], dispatch.RunRequest(now=NOW), chunk_size=7, reconnect=reconnect)
+        dispatch.run(
+            [only], dispatch.RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect)
+        )
 
     written = task_count(conn)
     assert failed.value.report["tasks_created"] == written > 0
@@ -133,7 +138,7 @@ def test_a_run_whose_every_connection_dies_fails_and_keeps_its_committed_pages(
     per_duty = conn.execute("SELECT duty_id, count(*) FROM duly_task GROUP BY duty_id").fetchall()
     assert all(count == wanted[duty_id] for duty_id, count in per_duty)
     conn.execute("DROP TRIGGER terminate_some_inserts ON duly_task")  # the server is back
-    rerun = dispatch.run([conn], dispatch.RunRequest(now=NOW), chunk_size=7)
+    rerun = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
     assert rerun.tasks_created == len(plan_dispatch(duties, NOW).drafts) - written
 
 
@@ -151,7 +156,7 @@ def test_a_run_that_cannot_reconnect_goes_on_with_the_connections_it_has(
         raise psycopg.OperationalError("connection refused: the server is at max_connections")
 
     report = dispatch.run(
-        [conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7, reconnect=reconnect
+        [conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect)
     )
 
     assert tried == 1

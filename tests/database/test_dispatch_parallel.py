@@ -11,6 +11,7 @@ import pytest
 
 from dispatch_fn import dispatch
 from dispatch_fn.plan import plan_dispatch
+from runtimes import runtime
 from support import (
     NOW,
     duty,
@@ -105,7 +106,7 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
+    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
     plan = plan_dispatch(duties, NOW)
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert (report.tasks_created, report.tasks_existing) == (len(plan.drafts), 0)
@@ -118,7 +119,7 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
     assert None not in latest.values()  # every duty was owed a task
     assert last_dispatched(conn) == latest
 
-    again = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
+    again = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
     assert (again.tasks_created, again.tasks_existing) == (0, len(plan.drafts))
 
 
@@ -138,7 +139,9 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
             return asked > pages_allowed
 
     report = dispatch.run(
-        [conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7, should_stop=should_stop
+        [conn, *helpers],
+        dispatch.RunRequest(now=NOW),
+        runtime(chunk_size=7, should_stop=should_stop),
     )
     assert len(pages_seen) == min(pages_allowed, 9)
     dispatched = {row[0] for row in conn.execute("SELECT DISTINCT duty_id FROM duly_task")}
@@ -147,7 +150,7 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
     assert behind <= dispatched
     assert report.complete is (pages_allowed >= 9)
 
-    rest = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), chunk_size=7)
+    rest = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
     assert rest.complete
     assert rest.tasks_created + report.tasks_created == task_count(conn)
     assert rest.tasks_existing == report.tasks_created

@@ -8,6 +8,7 @@ import psycopg
 
 from dispatch_fn import dispatch, plan
 from dispatch_fn.plan import plan_dispatch
+from runtimes import runtime
 from support import NOW, duty, insert_duties, multiset, record_statement_rows, task_rows
 
 WILD_LEAD = 3_660
@@ -26,7 +27,7 @@ def test_one_wild_lead_does_not_widen_the_schedule_of_the_other_duties(conn: Con
     # tame duties (8 days each, as without the wild one) make one page and
     # the wild duty (its own 3,661 days) the next. Planned for the wild lead,
     # each tame duty would weigh 3,661 and fill a page alone: 101 pages.
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), page_rows=100 * 8)
+    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(page_rows=100 * 8))
 
     assert statement_rows() == [100 * 8, WILD_LEAD + 1]
     planned = plan_dispatch([*tame, wild], NOW)

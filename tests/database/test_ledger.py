@@ -228,6 +228,5 @@ def test_a_run_needs_autocommit_connections_so_its_ledger_rows_commit_alone(db_u
             recorded.execute(
                 [in_transaction],
                 dispatch.RunRequest(now=datetime.fromisoformat(CLOCK)),
-                options=recorded.Options(),
             )
         assert in_transaction.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

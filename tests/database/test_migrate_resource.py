@@ -41,7 +41,7 @@ from dispatch_fn import _scram, dispatch, migrate_resource
 from dispatch_fn.database import ConnectionCache
 from dispatch_fn.events import parse_event
 from dispatch_fn.invocation import handle as run_handler
-from dispatch_fn.invocation import run_request
+from dispatch_fn.invocation import runtime_for
 from dispatch_fn.migrate import apply_migrations, bundled_migrations
 from dispatch_fn.migrate_resource import PHYSICAL_ID, handle, send_to_presigned_url
 from dispatch_fn.settings import Settings
@@ -435,12 +435,10 @@ def test_a_stacks_login_reaches_only_its_own_database(
             with pytest.raises(pg_errors.InsufficientPrivilege):
                 intruder.execute(statement)
     # And A's login still runs a whole dispatch, ledger included, on A.
+    settings = Settings(database_url=make_conninfo(a_url, user=a_login))
+    cache = ConnectionCache()
     report = run_handler(
-        {"now": CLOCK},
-        None,
-        settings=Settings(database_url=make_conninfo(a_url, user=a_login)),
-        connections=(cache := ConnectionCache()),
-        clock=lambda: datetime.now(UTC),
+        {"now": CLOCK}, None, runtime_for(None, settings, cache, clock=lambda: datetime.now(UTC))
     )
     cache.discard()
     assert report["tasks_created"] == 1
@@ -467,8 +465,7 @@ def test_an_upgrade_moves_a_login_out_of_the_cluster_wide_role(empty_url: str, l
     with psycopg.connect(empty_url, autocommit=True) as owner:
         assert _memberships(owner, login) == [_database_role(owner)]
     with _as(empty_url, login) as dispatcher:
-        dispatch.run([dispatcher], run_request(parse_event({"now": CLOCK},
-                     current_time=datetime.now(UTC))))  # fmt: skip
+        dispatch.run([dispatcher], parse_event({"now": CLOCK}, current_time=datetime.now(UTC)))
     with psycopg.connect(empty_url, autocommit=True) as owner:
         assert task_keys(owner) == ["2026-08"]
 

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from dispatch_fn import dispatch, ledger, new_faults
 from dispatch_fn.dispatch import FAULT_LIST_LIMIT
+from dispatch_fn.outcome import RunOutcome
+from dispatch_fn.request import RunRequest
 from dispatch_fn.store import Scope
 from support import Conn, Invoke, duty, insert_duties
 
@@ -121,7 +123,7 @@ def _record(
     """
     request = dispatch.RunRequest(now=clock, scope=Scope())
     if continues is not None:
-        request = dispatch.RunRequest(now=clock, scope=Scope(), resume_after="m", continuation=1)
+        request = dispatch.RunRequest(now=clock, scope=Scope(resume_after="m"), continuation=1)
     run_id = ledger.start(conn, request, request_id=None, continues_run=continues)
     listed = faulted[:FAULT_LIST_LIMIT]
     report = {
@@ -133,9 +135,15 @@ def _record(
     return run_id
 
 
-def _report(run_id: int, faulted: list[str]) -> dict[str, Any]:
-    listed = faulted[:FAULT_LIST_LIMIT]
-    return {"run_id": run_id, "faults": listed, "faults_omitted": len(faulted) - len(listed)}
+def _report(run_id: int, faulted: list[str]) -> RunOutcome:
+    """A recorded run's outcome that faulted ``faulted``, listed up to the limit."""
+    listed = tuple({"duty_id": each} for each in faulted[:FAULT_LIST_LIMIT])
+    report = dispatch.RunReport(
+        request=RunRequest(now=_DAY_1),
+        faults=listed,
+        fault_counts={"invalid_cadence": len(faulted)},
+    )
+    return RunOutcome(report, run_id=run_id)
 
 
 def test_every_link_of_the_previous_clocks_chain_counts_as_faulted_then(conn: Conn) -> None:
@@ -182,5 +190,5 @@ def test_new_faults_never_exceed_the_truly_new_and_equal_them_when_nothing_is_om
 
 
 def test_a_run_the_ledger_cannot_find_counts_every_fault_as_new(conn: Conn) -> None:
-    report = {"run_id": 10**12, "faults": [{"duty_id": "a"}], "faults_omitted": 4}
+    report = _report(10**12, ["a", "b", "c", "d", "e"])
     assert new_faults.count(conn, report) == 5

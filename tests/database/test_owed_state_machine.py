@@ -74,7 +74,7 @@ from hypothesis.stateful import (
 
 from dispatch_fn import periods
 from dispatch_fn.database import ConnectionCache
-from dispatch_fn.invocation import handle
+from dispatch_fn.invocation import handle, runtime_for
 from dispatch_fn.plan import plan_dispatch
 from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS, Settings
 from support import TASK_COLUMNS, cloned_database, duty, insert_duties, task_rows
@@ -324,13 +324,10 @@ class OwedMachine(RuleBasedStateMachine):
                 holder = held.enter_context(psycopg.connect(self._dsn))
                 held.callback(holder.rollback)
                 holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (locked,))
-            handle(
-                event,
-                None,
-                settings=self._settings,
-                connections=self._connections,
-                clock=lambda: datetime.now(UTC),
+            runtime = runtime_for(
+                None, self._settings, self._connections, clock=lambda: datetime.now(UTC)
             )
+            handle(event, None, runtime)
         self._ledger.append((clock, counts))
         self._owe(clock, missed, locked)
 

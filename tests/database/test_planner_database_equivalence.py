@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from dispatch_fn import dispatch
 from dispatch_fn.periods import FREQUENCIES
 from dispatch_fn.plan import Window, plan_dispatch
+from runtimes import runtime
 from support import assert_run_is_the_plan, duty, insert_duties, multiset, task_rows
 
 ZONES = (
@@ -140,8 +141,7 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
     report = dispatch.run(
         [conn, *helpers[: workers - 1]],
         dispatch.RunRequest(now=now, window=window, interval=interval),
-        chunk_size=chunk,
-        page_rows=page_rows,
+        runtime(chunk_size=chunk, page_rows=page_rows),
     )
 
     assert_run_is_the_plan(conn, report, plan)
@@ -168,7 +168,7 @@ def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
     now = datetime(2028, 3, 1, 12, tzinfo=UTC)
     window = Window(date(2027, 12, 20), date(2028, 3, 10))  # a leap February inside
     plan = plan_dispatch(duties, now, window)
-    dispatch.run([conn], dispatch.RunRequest(now=now, window=window), chunk_size=50)
+    dispatch.run([conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=50))
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert len(plan.drafts) > len(duties)
 

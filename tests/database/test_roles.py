@@ -16,7 +16,6 @@ from psycopg import errors as pg_errors
 
 from dispatch_fn import dispatch
 from dispatch_fn.events import parse_event
-from dispatch_fn.invocation import run_request
 from support import CLOCK, Conn, Invoke, duty, insert_duties, last_dispatched, task_keys
 
 SHARED_ROLE = "duly_dispatcher"
@@ -31,7 +30,7 @@ def as_dispatcher(dispatcher_url: str) -> Iterator[Conn]:
 
 def _run_one(conn: Conn, as_dispatcher: Conn) -> None:
     insert_duties(conn, [duty("d1"), duty("d2", frequency="weekly")])
-    request = run_request(parse_event({"now": CLOCK}, current_time=datetime.now(UTC)))
+    request = parse_event({"now": CLOCK}, current_time=datetime.now(UTC))
     dispatch.run([as_dispatcher], request)
 
 

@@ -26,7 +26,8 @@ from dispatch_fn._bounded import MAX_EVENT_BYTES
 from dispatch_fn.errors import EventError
 from dispatch_fn.events import parse_event
 from dispatch_fn.plan import Window, plan_dispatch
-from dispatch_fn.store import Scope
+from dispatch_fn.request import Scope
+from runtimes import runtime
 from support import (
     CLOCK,
     TASK_COLUMNS,
@@ -264,7 +265,6 @@ def test_a_continuation_carries_the_window_scope_and_dry_run_of_the_run_it_conti
         window=Window(date(2026, 1, 1), None),
         dry_run=True,
         scope=Scope(organization_id="org-1", duty_ids=("a", "b"), resume_after="a"),
-        resume_after="a",
         continuation=3,
     )
     report = dispatch.RunReport(request, complete=False, last_duty_id="b")
@@ -284,11 +284,8 @@ def test_a_local_run_without_a_function_arn_ends_incomplete_without_a_hand_off(
 ) -> None:
     insert_duties(conn, _duties(4))
     report = recorded.execute(
-        [conn],
-        dispatch.RunRequest(now=_clock()),
-        options=recorded.Options(chunk_size=2),
-        should_stop=lambda: True,
-    )
+        [conn], dispatch.RunRequest(now=_clock()), runtime(chunk_size=2, should_stop=lambda: True)
+    ).as_json()
     assert (report["complete"], report["handed_off"]) == (False, False)
 
 
@@ -343,18 +340,16 @@ def test_the_ledger_row_is_final_before_the_continuation_is_sent(conn: Conn) -> 
     recorded.execute(
         [conn],
         dispatch.RunRequest(now=_clock()),
-        options=recorded.Options(chunk_size=2),
-        should_stop=lambda: next(checks),
-        hand_off=hand_off,
+        runtime(chunk_size=2, should_stop=lambda: next(checks), hand_off=hand_off),
     )
     assert seen == [("incomplete", "d001", "d001")]
 
 
 def test_a_request_resuming_after_a_duty_limits_every_statement_of_its_run(conn: Conn) -> None:
     insert_duties(conn, [duty("a"), duty("b", timezone="Mars/Olympus"), duty("c")])
-    request = dispatch.RunRequest(now=_clock(), resume_after="a")
+    request = dispatch.RunRequest(now=_clock(), scope=Scope(resume_after="a"))
     assert request.scope.resume_after == "a"
-    report = recorded.execute([conn], request, options=recorded.Options())
+    report = recorded.execute([conn], request).as_json()
     assert {row["duty_id"] for row in task_rows(conn)} == {"c"}
     assert [fault["duty_id"] for fault in report["faults"]] == ["b"]
     assert (report["duties_read"], report["resume_after"]) == (2, "a")
@@ -437,4 +432,6 @@ def test_a_scope_whose_continuation_would_not_fit_is_refused_before_the_run() ->
     many = [f"duty-{n:06}-{'x' * 30}" for n in range(10_000)]
     with pytest.raises(EventError, match=r"duty_ids: the scope takes \d+ bytes as JSON"):
         parse_event({"now": CLOCK, "duty_ids": many}, current_time=_clock())
-    assert parse_event({"now": CLOCK, "duty_ids": many[:5_000]}, current_time=_clock()).duty_ids
+    assert parse_event(
+        {"now": CLOCK, "duty_ids": many[:5_000]}, current_time=_clock()
+    ).scope.duty_ids

@@ -9,8 +9,8 @@ import pytest
 
 from dispatch_fn import dispatch
 from dispatch_fn.events import parse_event
-from dispatch_fn.invocation import run_request
 from dispatch_fn.progress import Progress, ProgressMeter, throttled
+from runtimes import runtime
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 
@@ -78,10 +78,10 @@ def test_the_run_reports_after_each_committed_page(
         [duty(f"d{n}") for n in range(5)]
         + [duty("mars", timezone="Mars/Olympus"), duty("paused", status="paused")],
     )
-    request = run_request(parse_event({"now": CLOCK}, current_time=datetime.now().astimezone()))
+    request = parse_event({"now": CLOCK}, current_time=datetime.now().astimezone())
     seen: list[Progress] = []
     report = dispatch.run(
-        [conn, *helpers[: workers - 1]], request, chunk_size=2, on_progress=seen.append
+        [conn, *helpers[: workers - 1]], request, runtime(chunk_size=2, on_progress=seen.append)
     )
     # The total is what the run dispatches: neither the faulty nor the paused duty.
     assert {p.duties_total for p in seen} == {5}
@@ -96,9 +96,9 @@ def test_the_run_reports_after_each_committed_page(
 
 
 def test_a_run_with_nothing_to_dispatch_reports_nothing(conn: Conn) -> None:
-    request = run_request(parse_event({"now": CLOCK}, current_time=datetime.now().astimezone()))
+    request = parse_event({"now": CLOCK}, current_time=datetime.now().astimezone())
     seen: list[Progress] = []
-    dispatch.run([conn], request, on_progress=seen.append)
+    dispatch.run([conn], request, runtime(on_progress=seen.append))
     assert seen == []
 
 
