@@ -459,15 +459,17 @@ def _settle_ids(
     walk: Walk, job: Job, record: _Record, span: _Span, settled: str | None = None
 ) -> Steps[_Stop | None]:
     """Settle a page's ids; once locked already, its locked duties are set aside untried."""
-    if job.deferred and span.ids:
-        locked = yield FindLocked(tuple(span.ids))
+    aside = set(record.excluded())
+    kept = [duty_id for duty_id in span.ids if duty_id not in aside]
+    if job.deferred and kept:
+        # Only those not set aside already: a duty the planner refused may be locked too.
+        locked = yield FindLocked(tuple(kept))
         if not isinstance(locked, Ids):
             return _ended(locked)
         record.set_aside.extend(
             SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL) for duty_id in locked.ids
         )
-    aside = set(record.excluded())
-    kept = [duty_id for duty_id in span.ids if duty_id not in aside]
+        kept = [duty_id for duty_id in kept if duty_id not in locked.ids]
     return (yield from _settle(walk, record, PAGE, replace(span, ids=kept), settled))
 
 
