@@ -375,6 +375,17 @@ def test_at_the_edge_a_timeout_stop_drops_the_refusals_past_where_it_settled() -
     assert set_aside([outcome]) == ["d001"]  # d006 is judged again by the next run
 
 
+def test_at_the_edge_a_lock_met_after_pages_committed_is_split_rather_than_put_back() -> None:
+    # Put back, the step would do its committed pages again.
+    server = Server(ids(8), locked={"d005"})
+    outcome = drive(Walk(size=8, rows=2, edge=Judge(())), Job(0, None, None), server)
+    assert outcome.failure is None
+    assert [(each.duty_id, each.reason) for each in outcome.set_aside] == [
+        ("d005", SetAsideReason.LOCKED)
+    ]
+    assert server.page_ids() == [each for each in ids(8) if each != "d005"]
+
+
 # Rules that hold for every page
 
 
@@ -383,7 +394,7 @@ def pages(draw: st.DrawFn, *, extras: bool = False) -> tuple[Walk, Server]:
     duties = sorted(set(draw(st.lists(st.integers(0, 99), max_size=40))))
     names = [f"d{n:03d}" for n in duties]
     some = st.sets(st.sampled_from(names), max_size=4) if names else st.just(set[str]())
-    refuses = {None: draw(some)}
+    refuses: dict[int | None, set[str]] = {None: draw(some)}
     if extras:
         refuses |= {0: draw(some), 1: draw(some)}
     server = Server(
