@@ -486,35 +486,38 @@ def _settle(
     """
     pending = [span]
     while pending:
-        now = pending.pop()
-        if not now.ids:
-            continue
-        if now.failed is not None:
-            stop = _halve(record, target, now, pending)
-            if stop is not None:
-                return replace(stop, settled=settled)
-            settled = now.ids[0] if target.extra is None and len(now.ids) == 1 else settled
-            continue
-        reply = yield from _commit(walk, record, target, now.after, now.ids[-1])
-        if isinstance(reply, _Stop):
-            return replace(reply, settled=settled)
-        if not isinstance(reply, Committed):
-            stop = yield from _spend(reply)
-            if stop is not None:
-                return replace(stop, settled=settled)
-            pending.append(replace(now, failed=reply))
-            continue
-        upto = reply.page.upto
-        reached = now.ids[-1] if upto is None else upto
-        settled = reached if target.extra is None else settled
-        if reached == now.ids[-1]:
-            continue
+        moved = yield from _settle_span(walk, record, target, pending)
+        if isinstance(moved, _Stop):
+            return replace(moved, settled=settled)
+        if target.extra is None and moved is not None:
+            settled = moved
+    return None
+
+
+def _settle_span(
+    walk: Walk, record: _Record, target: Target, pending: list[_Span]
+) -> Steps[_Stop | str | None]:
+    """Settle the span on top of ``pending``, queueing what remains of it; how far it settled."""
+    now = pending.pop()
+    if not now.ids:
+        return None
+    if now.failed is not None:
+        stop = _halve(record, target, now, pending)
+        return stop or (now.ids[0] if len(now.ids) == 1 else None)
+    reply = yield from _commit(walk, record, target, now.after, now.ids[-1])
+    if isinstance(reply, _Stop):
+        return reply
+    if not isinstance(reply, Committed):
+        pending.append(replace(now, failed=reply))
+        return (yield from _spend(reply))
+    reached = now.ids[-1] if reply.page.upto is None else reply.page.upto
+    if reached != now.ids[-1]:
         # The row budget ended the statement before the span's last id: the rest follows.
         rest = yield from _following(record, target, now.ids, reached)
         if isinstance(rest, _Stop):
-            return replace(rest, settled=settled)
+            return rest
         pending.append(_Span(reached, rest))
-    return None
+    return reached
 
 
 def _halve(record: _Record, target: Target, span: _Span, pending: list[_Span]) -> _Stop | None:
