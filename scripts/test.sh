@@ -31,7 +31,7 @@ lint | typecheck | template)
 fast)
     shift
     step "pytest (pure layers)"
-    .venv/bin/pytest tests/engine tests/planner "$@"
+    .venv/bin/pytest tests/engine tests/planner tests/runner "$@"
     ;;
 *)
     lint

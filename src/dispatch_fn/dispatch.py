@@ -12,16 +12,18 @@ what runs next, and ``_fold`` alone turns the outcomes into the report.
 from __future__ import annotations
 
 import json
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date, datetime
+from itertools import chain
+from operator import attrgetter
 from typing import Any, Final
 
 import psycopg
 
-from dispatch_fn import _edge, _pages, catch_up, settings, store
+from dispatch_fn import _edge, _pages, agenda, catch_up, settings, store
 from dispatch_fn._bounded import clip, fault_listing, scope_echo
 from dispatch_fn._sql import Connection
 from dispatch_fn.catch_up import OwedAgain
@@ -54,13 +56,11 @@ DEFAULT_PAGE_ROWS: Final = settings.DEFAULT_PAGE_ROWS
 DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
-# Why an incomplete run stopped (RunReport.stopped_by): only the first may hand off.
-STOPPED_BY_DEADLINE: Final = "deadline"
-STOPPED_BY_TIMEOUTS: Final = "statement_timeouts"
-# Connections a page is tried on when each dies under it, and fresh connections
-# a run opens in all: a server that keeps dropping them fails the run instead
-# of being reconnected to forever.
-CONNECTION_ATTEMPTS: Final = 3
+# Why an incomplete run stopped (RunReport.stopped_by), and the connections a
+# run may open: the scheduler's rules (``agenda``), named here for callers.
+STOPPED_BY_DEADLINE: Final = agenda.STOPPED_BY_DEADLINE
+STOPPED_BY_TIMEOUTS: Final = agenda.STOPPED_BY_TIMEOUTS
+CONNECTION_ATTEMPTS: Final = agenda.CONNECTION_ATTEMPTS
 # A run with no deadline, no hand-off and the default tuning: the bench's, a test's.
 LOCAL: Final = Runtime()
 
@@ -272,141 +272,95 @@ def _walk(
     *,
     meter: ProgressMeter,
 ) -> _Walked:
-    """Hand out the ranges' pages to idle connections until none is left; decide what follows.
+    """Hand out the ranges' pages to idle connections until none is left.
 
     The only place that schedules: workers execute one step each and return;
-    a range's next page, a locked page's second try, a lost page's redo on
-    another connection are decided here, on this thread.
+    what follows each outcome is the board's to decide (``agenda``), on this
+    thread.
     """
-    agenda = _Agenda(_pages.Job(n, lower, upper) for n, (lower, upper) in enumerate(ranges))
-    idle = list(conns)
-    opened: list[Connection] = []
+    board = agenda.Board(ranges)
+    links = _Links(list(conns), reconnect)
     running: dict[Future[_pages.Outcome], Connection] = {}
-    outcomes: list[_pages.Outcome] = []
-    fatal: list[_pages.Outcome] = []
-    lost: list[_pages.Outcome] = []
-    stopped_by: str | None = None
-    created = existing = 0  # the run's tasks so far, for the meter
     try:
         with ThreadPoolExecutor(len(conns), thread_name_prefix="dispatch") as pool:
-            while True:
-                while idle and agenda and not (stopped_by or fatal):
-                    if should_stop():
-                        stopped_by = STOPPED_BY_DEADLINE
-                        break
-                    job = agenda.take()
-                    conn = idle.pop(0)
-                    running[pool.submit(_pages.execute, conn, walk, job)] = conn
-                if not running:
-                    break
+            while _hand_out(pool, running, links, board, (walk, should_stop)):
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
-                    conn = running.pop(future)
-                    outcome = future.result()
-                    outcomes.append(outcome)
-                    # What the step committed counts even if it failed later, as in ``_fold``.
-                    paged = sum(p.created for p in outcome.pages)
-                    created += paged + sum(p.created for p in (*outcome.caught, *outcome.repaid))
-                    existing += sum(p.owed for p in outcome.pages) - paged
-                    meter.page(sum(p.duties for p in outcome.pages), created, existing)
-                    decided = _decide(outcome)
-                    agenda.add(decided)
-                    stopped_by = stopped_by or decided.stop
-                    if decided.fatal:
-                        fatal.append(outcome)
-                    if outcome.failure is not _pages.Failure.LOST:
-                        idle.append(conn)
-                    else:
-                        lost.append(outcome)
-                        if agenda and not fatal:
-                            idle.extend(_reopen(reconnect, opened))
-        if agenda and not idle and not fatal and lost:
-            fatal.append(lost[-1])  # every connection died with work left
-        complete = not fatal and (not agenda or not _any_left(idle, walk.scope, agenda.left()))
+                    _take_back(running.pop(future), future.result(), board, links, meter)
+        return _walked(board, links.idle, walk.scope)
     finally:
-        for each in opened:
-            each.close()
+        links.close()
+
+
+def _hand_out(
+    pool: ThreadPoolExecutor,
+    running: dict[Future[_pages.Outcome], Connection],
+    links: _Links,
+    board: agenda.Board,
+    walking: tuple[_pages.Walk, Callable[[], bool]],
+) -> bool:
+    """Give idle connections the next jobs, ``should_stop`` asked before each; any running?"""
+    walk, should_stop = walking
+    while links.idle and board.open():
+        if should_stop():
+            board.stop(STOPPED_BY_DEADLINE)
+            break
+        job = board.agenda.take()
+        conn = links.idle.pop(0)
+        running[pool.submit(_pages.execute, conn, walk, job)] = conn
+    return bool(running)
+
+
+def _take_back(
+    conn: Connection,
+    outcome: _pages.Outcome,
+    board: agenda.Board,
+    links: _Links,
+    meter: ProgressMeter,
+) -> None:
+    """One step ended: the board decides what follows; its connection is idle again, or replaced."""
+    alive = board.record(outcome)
+    meter.page(sum(page.duties for page in outcome.pages), board.created, board.existing)
+    if alive:
+        links.idle.append(conn)
+    elif board.wants_connections():
+        links.reopen()
+
+
+def _walked(board: agenda.Board, idle: Sequence[Connection], scope: Scope) -> _Walked:
+    board.finish(connections_left=bool(idle))
+    left = board.agenda.left()
+    complete = not board.fatal and (not left or not _any_left(idle, scope, left))
     return _Walked(
-        tuple(outcomes),
-        tuple(fatal),
+        tuple(board.outcomes),
+        tuple(board.fatal),
         complete=complete,
-        stopped_by=None if complete else stopped_by,
+        stopped_by=None if complete else board.stopped_by,
     )
 
 
-class _Agenda:
-    """The steps not yet taken, in the order to take them; used by ``_walk``'s thread only."""
+class _Links:
+    """The run's connections: those idle, and the fresh ones it opened in place of dead ones."""
 
-    def __init__(self, jobs: Iterable[_pages.Job]) -> None:
-        self._fresh = deque(jobs)
-        self._later: deque[_pages.Job] = deque()  # locked once: tried when the rest is done
+    def __init__(self, idle: list[Connection], reconnect: Callable[[], Connection] | None) -> None:
+        self.idle = idle
+        self._reconnect = reconnect
+        self._opened: list[Connection] = []
 
-    def __bool__(self) -> bool:
-        return bool(self._fresh or self._later)
-
-    def take(self) -> _pages.Job:
-        return self._fresh.popleft() if self._fresh else self._later.popleft()
-
-    def add(self, decided: _Decision) -> None:
-        if decided.follow_up is None:
+    def reopen(self) -> None:
+        """A fresh connection in place of one that died, if the run may still open one."""
+        if self._reconnect is None or len(self._opened) >= CONNECTION_ATTEMPTS:
             return
-        if decided.later:
-            self._later.append(decided.follow_up)
-        else:
-            self._fresh.appendleft(decided.follow_up)
+        try:
+            fresh = self._reconnect()
+        except psycopg.OperationalError:
+            return  # the others carry on
+        self._opened.append(fresh)
+        self.idle.append(fresh)
 
-    def left(self) -> list[_pages.Job]:
-        return [*self._fresh, *self._later]
-
-
-@dataclass(frozen=True, slots=True)
-class _Decision:
-    """What follows one outcome: a step to queue (now, or once the rest is done), or failure."""
-
-    follow_up: _pages.Job | None = None
-    later: bool = False
-    fatal: bool = False
-    # Take no more pages, and why: the run's deadline came, or its timeouts ran out.
-    stop: str | None = None
-
-
-def _decide(outcome: _pages.Outcome) -> _Decision:
-    job = outcome.job
-    match outcome.failure:
-        case None if outcome.more:
-            # The range's next page first, so the gapless mark moves on.
-            return _Decision(_pages.Job(job.range_no, outcome.reached, job.upto))
-        case None:
-            return _Decision()
-        case _pages.Failure.DEADLINE | _pages.Failure.TIMEOUTS:
-            # Put back from as far as it settled (a cancelled page: where it
-            # began): the mark stays there, the next run takes the rest.
-            why = (
-                STOPPED_BY_DEADLINE
-                if outcome.failure is _pages.Failure.DEADLINE
-                else STOPPED_BY_TIMEOUTS
-            )
-            return _Decision(replace(job, after=outcome.reached), stop=why)
-        case _pages.Failure.LOCKED:
-            return _Decision(replace(job, deferred=job.deferred + 1), later=True)
-        case _pages.Failure.LOST if job.lost + 1 < CONNECTION_ATTEMPTS:
-            return _Decision(replace(job, lost=job.lost + 1))
-        case _:
-            return _Decision(fatal=True)
-
-
-def _reopen(
-    reconnect: Callable[[], Connection] | None, opened: list[Connection]
-) -> list[Connection]:
-    """A fresh connection in place of one that died, if the run may still open one."""
-    if reconnect is None or len(opened) >= CONNECTION_ATTEMPTS:
-        return []
-    try:
-        fresh = reconnect()
-    except psycopg.OperationalError:
-        return []  # the others carry on
-    opened.append(fresh)
-    return [fresh]
+    def close(self) -> None:
+        for each in self._opened:
+            each.close()
 
 
 def _any_left(idle: Sequence[Connection], scope: store.Scope, jobs: Sequence[_pages.Job]) -> bool:
@@ -429,12 +383,11 @@ def gapless_mark(
     """
     reached: dict[int, str | None] = {}
     finished: set[int] = set()
-    for outcome in outcomes:
-        if outcome.failure in _SETTLED:
-            if outcome.reached is not None:
-                reached[outcome.job.range_no] = outcome.reached
-            if not outcome.more:
-                finished.add(outcome.job.range_no)
+    for outcome in (each for each in outcomes if each.failure in agenda.SETTLED):
+        if outcome.reached is not None:
+            reached[outcome.job.range_no] = outcome.reached
+        if not outcome.more:
+            finished.add(outcome.job.range_no)
     mark = None
     for n, (lower, _) in enumerate(ranges):
         mark = reached.get(n, lower)
@@ -627,66 +580,115 @@ def _fold(
 
     Every statement that committed counts, even in a step that failed later
     (its rows were written); duties set aside count only from steps that
-    finished or settled up to their stop (``_SETTLED``), since a step done
-    again finds them again.
+    finished or settled up to their stop (``agenda.SETTLED``), since a step
+    done again finds them again.
     """
-    pages = [page for outcome in walked.outcomes for page in outcome.pages]
-    # In range order, so that the lists read in id order however the steps interleaved.
-    finished = sorted(
-        (outcome for outcome in walked.outcomes if outcome.failure in _SETTLED),
-        key=lambda outcome: outcome.job.range_no,
-    )
-    set_aside = [each for outcome in finished for each in outcome.set_aside]
+    tally = _Tally.of(walked.outcomes)
+    set_aside = _settled_set_asides(walked.outcomes)
     refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
-    # A duty whose statement timed out alone waits for the next run as a locked
-    # one does: its values are fine, not a fault (docs/adr/0009).
-    waiting = [each for each in set_aside if each.reason in _WAITING]
-    # A duty whose task the server refuses to store is reported as a cadence
-    # fault: SPEC §4 fixes the fault reasons, and the detail names the problem.
+    faults, fault_counts = _faults(preamble, refused)
+    return RunReport(
+        request,
+        duties_read=preamble.duties_read + tally.duties + _uncounted(set_aside),
+        tasks_created=tally.created + tally.caught_created + tally.repaid_created,
+        tasks_existing=tally.owed - tally.created,
+        duties_advanced=tally.advanced,
+        skipped=_skipped(preamble, tally),
+        faults=faults,
+        fault_counts=fault_counts,
+        # A duty whose statement timed out alone waits for the next run as a
+        # locked one does: its values are fine, not a fault (docs/adr/0009).
+        set_aside=tuple(each for each in set_aside if each.reason in _WAITING),
+        pages=tally.pages,
+        retries=tally.retries,
+        complete=walked.complete,
+        stopped_by=walked.stopped_by,
+        last_duty_id=gapless_mark(ranges, walked.outcomes),
+        catch_up=catch_up.CatchUpReport(clocks, tally.caught_created) if clocks else None,
+        owed_again=owed,
+        repaid_created=tally.repaid_created,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """What the committed statements of a run's steps add up to.
+
+    Catch-up statements (and those owed again) add only what they wrote and
+    advanced: their duties were counted with the page at the run's own clock.
+    """
+
+    pages: int  # pages that held any candidate row
+    duties: int
+    owed: int
+    created: int
+    advanced: int
+    outside_window: int
+    nothing_due: int
+    caught_created: int
+    repaid_created: int
+    retries: int
+
+    @classmethod
+    def of(cls, outcomes: Sequence[_pages.Outcome]) -> _Tally:
+        pages = list(chain.from_iterable(outcome.pages for outcome in outcomes))
+        caught = list(chain.from_iterable(outcome.caught for outcome in outcomes))
+        repaid = list(chain.from_iterable(outcome.repaid for outcome in outcomes))
+        return cls(
+            pages=sum(map(bool, _counts(pages, "rows"))),
+            duties=sum(_counts(pages, "duties")),
+            owed=sum(_counts(pages, "owed")),
+            created=sum(_counts(pages, "created")),
+            advanced=sum(_counts([*pages, *caught, *repaid], "advanced")),
+            outside_window=sum(_counts(pages, "outside_window")),
+            nothing_due=sum(_counts(pages, "nothing_due")),
+            caught_created=sum(_counts(caught, "created")),
+            repaid_created=sum(_counts(repaid, "created")),
+            retries=sum(outcome.retries for outcome in outcomes),
+        )
+
+
+def _counts(results: Iterable[store.PageResult], name: str) -> Iterable[int]:
+    return map(attrgetter(name), results)
+
+
+def _settled_set_asides(outcomes: Sequence[_pages.Outcome]) -> list[_pages.SetAside]:
+    """The duties set aside by steps that settled them, in range order (so in id order)."""
+    finished = [outcome for outcome in outcomes if outcome.failure in agenda.SETTLED]
+    finished.sort(key=lambda outcome: outcome.job.range_no)
+    return list(chain.from_iterable(outcome.set_aside for outcome in finished))
+
+
+def _uncounted(set_aside: Sequence[_pages.SetAside]) -> int:
+    # A duty set aside by its page (not by a statement after it) was read by no page.
+    return sum(not each.counted for each in set_aside)
+
+
+def _faults(
+    preamble: _Preamble, refused: Sequence[_pages.SetAside]
+) -> tuple[tuple[dict[str, str], ...], Counter[str]]:
+    """The faults listed and counted: those found before the pages, then those the server refused.
+
+    A duty whose task the server refuses to store is reported as a cadence
+    fault: SPEC §4 fixes the fault reasons, and the detail names the problem.
+    """
     faults = [
         *preamble.faults,
         *({"duty_id": each.duty_id, "reason": FaultReason.INVALID_CADENCE, "detail": each.detail}
           for each in refused),
     ]  # fmt: skip
-    fault_counts = Counter(preamble.fault_counts)
-    fault_counts[FaultReason.INVALID_CADENCE] += len(refused)
+    counts = Counter(preamble.fault_counts)
+    counts[FaultReason.INVALID_CADENCE] += len(refused)
+    return tuple(faults[:FAULT_LIST_LIMIT]), counts
+
+
+def _skipped(preamble: _Preamble, tally: _Tally) -> Counter[str]:
     skipped = Counter(preamble.skipped)
-    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += sum(page.outside_window for page in pages)
-    skipped[SkipReason.NOTHING_DUE] += sum(page.nothing_due for page in pages)
-    created = sum(page.created for page in pages)
-    # Catch-up statements add only what they wrote: their duties were counted
-    # with the page at the run's own clock.
-    caught = [page for outcome in walked.outcomes for page in outcome.caught]
-    caught_created = sum(page.created for page in caught)
-    repaid = [page for outcome in walked.outcomes for page in outcome.repaid]
-    repaid_created = sum(page.created for page in repaid)
-    return RunReport(
-        request,
-        duties_read=preamble.duties_read
-        + sum(page.duties for page in pages)
-        + sum(1 for each in set_aside if not each.counted),
-        tasks_created=created + caught_created + repaid_created,
-        tasks_existing=sum(page.owed for page in pages) - created,
-        duties_advanced=sum(page.advanced for page in pages)
-        + sum(p.advanced for p in (*caught, *repaid)),
-        skipped=skipped,
-        faults=tuple(faults[:FAULT_LIST_LIMIT]),
-        fault_counts=fault_counts,
-        set_aside=tuple(waiting),
-        pages=sum(1 for page in pages if page.rows),
-        retries=sum(outcome.retries for outcome in walked.outcomes),
-        complete=walked.complete,
-        stopped_by=walked.stopped_by,
-        last_duty_id=gapless_mark(ranges, walked.outcomes),
-        catch_up=catch_up.CatchUpReport(clocks, caught_created) if clocks else None,
-        owed_again=owed,
-        repaid_created=repaid_created,
-    )
+    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += tally.outside_window
+    skipped[SkipReason.NOTHING_DUE] += tally.nothing_due
+    return skipped
 
 
-# Outcomes whose duties up to ``reached`` are dispatched or set aside: a step
-# that finished, or one stopped by a timeout past the run's allowance.
-_SETTLED: Final = (None, _pages.Failure.TIMEOUTS)
 _WAITING: Final = (_pages.SetAsideReason.LOCKED, _pages.SetAsideReason.TIMED_OUT)
 
 

@@ -599,7 +599,8 @@ def test_sigkill_loop_each_kill_leaves_whole_pages_and_an_unfinished_ledger_row(
     # As `python -m dispatch_fn runs` shows them once the function's timeout has passed.
     with conn.cursor(row_factory=dict_row) as cursor:
         shown = cursor.execute(
-            statement_text("run_recent"), {"limit": 10 * attempt, "timeout": timedelta(0)}
+            statement_text("run_recent"),
+            {"limit": 10 * attempt, "timeout": timedelta(0), "mode": None, "status": None},
         ).fetchall()
     statuses = Counter(
         (row["request_id"].split("-")[0], row["status"], row["abandoned"]) for row in shown
