@@ -38,11 +38,10 @@ from psycopg.transaction import Transaction
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
 from dispatch_fn import dispatch, recorded
-from dispatch_fn._pages import Deadline
-from dispatch_fn.errors import RunFailedError
+from dispatch_fn.outcome import RunFailedError
 from dispatch_fn.plan import Window
 from dispatch_fn.request import Scope
-from dispatch_fn.runtime import Runtime
+from dispatch_fn.runtime import Deadline, Runtime
 from dispatch_fn.settings import Tuning
 
 _ROOT = Path(__file__).resolve().parents[2]

@@ -22,6 +22,7 @@ from psycopg import errors as pg_errors
 from dispatch_fn import settings, settling, store
 from dispatch_fn._edge import Edge
 from dispatch_fn._sql import Connection
+from dispatch_fn.runtime import Deadline
 from dispatch_fn.settling import (
     MAX_SET_ASIDE_PER_PAGE,
     Failure,
@@ -35,7 +36,6 @@ from dispatch_fn.store import PageStatement, Scope
 __all__ = [
     "MAX_SET_ASIDE_PER_PAGE",
     "MAX_TIMEOUTS_PER_RUN",
-    "Deadline",
     "Failure",
     "Job",
     "Outcome",
@@ -59,24 +59,6 @@ _ROW_CAUSED_CLASSES: Final = ("22", "23", "54")
 _TIMED_OUT: Final = pg_errors.QueryCanceled
 # The default allowance of timeouts a run may split (settings.py says why).
 MAX_TIMEOUTS_PER_RUN: Final = settings.MAX_TIMEOUTS_PER_RUN
-
-
-@dataclass(frozen=True, slots=True)
-class Deadline:
-    """When a run must end, as its page statements see it.
-
-    ``time_left_ms`` is what remains before the run must stop (its reserve for
-    the report already taken off); ``statement_timeout_ms`` is the sessions'
-    own statement_timeout. A statement starts with the smaller of the two.
-    """
-
-    time_left_ms: Callable[[], float]
-    statement_timeout_ms: int
-
-    def limit_ms(self) -> int | None:
-        """What the next statement may take, when the deadline comes before the timeout."""
-        left = self.time_left_ms()
-        return int(left) if left < self.statement_timeout_ms else None
 
 
 class TimeoutAllowance:

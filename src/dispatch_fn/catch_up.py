@@ -33,11 +33,11 @@ from psycopg import sql
 from dispatch_fn import store
 from dispatch_fn._calendar import LAST_DAY
 from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn.ledger import SetAsideAt
 from dispatch_fn.plan import (
     SCHEDULE_INTERVAL,
     CadenceRefused,
     Schedule,
-    Window,
     WindowLike,
     schedule_for,
 )
@@ -194,26 +194,6 @@ def _schedules_at(
                 # planned this group; an earlier clock there owes nothing.
                 continue
     return schedules
-
-
-@dataclass(frozen=True, slots=True)
-class SetAsideAt:
-    """Duties set aside by runs at one clock (and window), not yet repaid.
-
-    ``entries`` are ``(run_id, duty_id)``; ``owed_from`` is the first clock
-    those runs owed them (the first clock they caught up, or their own);
-    ``window`` is a backfill's.
-    """
-
-    clock: datetime
-    entries: tuple[tuple[int, str], ...]
-    owed_from: datetime
-    window: Window | None = None
-
-    @property
-    def duty_ids(self) -> tuple[str, ...]:
-        """Each duty once, in the order the ledger listed them."""
-        return tuple(dict.fromkeys(duty_id for _, duty_id in self.entries))
 
 
 @dataclass(frozen=True, slots=True)

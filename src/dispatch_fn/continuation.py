@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Protocol
 
-from dispatch_fn._bounded import MAX_EVENT_BYTES
 from dispatch_fn._pages import MAX_TIMEOUTS_PER_RUN
+from dispatch_fn.bounded import MAX_EVENT_BYTES
 from dispatch_fn.dispatch import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS, RunReport
 from dispatch_fn.request import RunRequest
 

@@ -24,11 +24,10 @@ from typing import Any, Final
 import psycopg
 
 from dispatch_fn import _edge, _pages, agenda, catch_up, settings, store
-from dispatch_fn._bounded import clip, fault_listing, scope_echo
 from dispatch_fn._sql import Connection
+from dispatch_fn.bounded import clip, fault_listing, scope_echo
 from dispatch_fn.catch_up import OwedAgain
-from dispatch_fn.errors import RunFailedError
-from dispatch_fn.outcome import RunOutcome
+from dispatch_fn.outcome import RunFailedError, RunOutcome
 from dispatch_fn.plan import (
     FAULT_REASONS,
     FORMS,

@@ -1,17 +1,13 @@
 """Every exception the dispatcher raises on purpose, in one place.
 
+All but one: ``outcome.RunFailedError`` carries a run's outcome, so it lives
+beside it, in the run layer, and this module stays importable by every layer.
+
 Input the project refuses derives from ``ValueError``; callers route on the
 exception *type*, never on its message.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-from dispatch_fn.outcome import unreported
-
-if TYPE_CHECKING:
-    from dispatch_fn.outcome import RunOutcome
 
 
 class PeriodError(ValueError):
@@ -56,27 +52,6 @@ class ConfigurationError(RuntimeError):
 
 class InvalidDateError(PeriodError):
     """A calendar day that is not a plain ``datetime.date`` (datetimes included)."""
-
-
-class RunFailedError(RuntimeError):
-    """A run stopped on an unexpected error; ``outcome`` says how far it got.
-
-    The message carries that report too, so Lambda's on-failure destination
-    (which records only the error's type and message) tells an operator which
-    pages were committed before the failure.
-    """
-
-    def __init__(self, message: str, outcome: RunOutcome | None) -> None:
-        super().__init__(message)
-        # None: the run failed before it had a report (its ledger was unreachable).
-        self.outcome = outcome
-
-    @property
-    def report(self) -> dict[str, Any]:
-        """The outcome as JSON, as the failure's log line and ledger row say it."""
-        if self.outcome is None:
-            return unreported(None)
-        return self.outcome.as_json()
 
 
 class UnknownRollError(PeriodError):

@@ -17,8 +17,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from dispatch_fn._bounded import MAX_EVENT_BYTES, quote
 from dispatch_fn._calendar import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
+from dispatch_fn.bounded import MAX_EVENT_BYTES, quote
 from dispatch_fn.errors import EventError
 from dispatch_fn.plan import SCHEDULE_INTERVAL, Window
 from dispatch_fn.request import RunRequest, Scope

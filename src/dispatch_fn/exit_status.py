@@ -22,8 +22,8 @@ from dispatch_fn.errors import (
     EmbeddedServerBusyError,
     EventError,
     MigrationError,
-    RunFailedError,
 )
+from dispatch_fn.outcome import RunFailedError
 
 
 @unique

@@ -25,17 +25,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 from psycopg import sql
 
 from dispatch_fn import continuation, new_faults, queries, recorded
-from dispatch_fn._bounded import clip, scope_echo
-from dispatch_fn._pages import Deadline
 from dispatch_fn._sql import Connection, statement_text
-from dispatch_fn.errors import ConfigurationError, EventError, RunFailedError
+from dispatch_fn.bounded import clip, scope_echo
+from dispatch_fn.errors import ConfigurationError, EventError
 from dispatch_fn.events import is_query, parse_event, parse_query
 from dispatch_fn.explain import MAX_EXPLAINED, explain_each
 from dispatch_fn.lambda_context import as_lambda_context
-from dispatch_fn.outcome import Remarks, RunOutcome
+from dispatch_fn.outcome import Remarks, RunFailedError, RunOutcome
 from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.request import Scope
-from dispatch_fn.runtime import Clock, ConnectionSource, HandOff, Runtime
+from dispatch_fn.runtime import Clock, ConnectionSource, Deadline, HandOff, Runtime
 from dispatch_fn.settings import Settings
 from dispatch_fn.store import scope_condition, scope_params
 
@@ -169,7 +168,12 @@ def handle(
         _add(metrics, "DryRuns", MetricUnit.Count, 1)
     else:
         _emit_metrics(metrics, outcome, duration_ms)
-        _add(metrics, "NewFaults", MetricUnit.Count, new_faults.count(conns[0], outcome))
+        _add(
+            metrics,
+            "NewFaults",
+            MetricUnit.Count,
+            new_faults.count(conns[0], outcome.run_id, outcome.report.fault_total),
+        )
     result = outcome.as_json()
     # The explanation is the response's, not the log's: it grows with the window.
     logged = {key: value for key, value in result.items() if key != "explain"}

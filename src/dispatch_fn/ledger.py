@@ -18,7 +18,6 @@ from psycopg.types.json import Jsonb
 
 from dispatch_fn import store
 from dispatch_fn._sql import Connection, statement_text
-from dispatch_fn.catch_up import SetAsideAt
 from dispatch_fn.plan import Window
 from dispatch_fn.request import RunRequest, Scope
 
@@ -29,6 +28,26 @@ STATUSES: Final = ("running", "completed", "incomplete", "failed")
 # What ``runs`` shows: a run still running past the function's timeout is abandoned.
 SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
 MODES: Final = ("scheduled", "backfill")
+
+
+@dataclass(frozen=True, slots=True)
+class SetAsideAt:
+    """Duties set aside by runs at one clock (and window), not yet repaid.
+
+    ``entries`` are ``(run_id, duty_id)``; ``owed_from`` is the first clock
+    those runs owed them (the first clock they caught up, or their own);
+    ``window`` is a backfill's.
+    """
+
+    clock: datetime
+    entries: tuple[tuple[int, str], ...]
+    owed_from: datetime
+    window: Window | None = None
+
+    @property
+    def duty_ids(self) -> tuple[str, ...]:
+        """Each duty once, in the order the ledger listed them."""
+        return tuple(dict.fromkeys(duty_id for _, duty_id in self.entries))
 
 
 def _sql(name: str) -> sql.SQL:

@@ -15,27 +15,21 @@ keeps it a lower bound that is exact when nothing was omitted.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
 
 from dispatch_fn._sql import Connection, statement_text
 
-if TYPE_CHECKING:
-    from dispatch_fn.outcome import RunOutcome
-
 _log = logging.getLogger("duly.new_faults")
 
 
-def count(conn: Connection, outcome: RunOutcome) -> int:
-    """How many of the faults of ``outcome`` (a recorded run's) are new.
+def count(conn: Connection, run_id: int | None, faults: int) -> int:
+    """How many of the ``faults`` of the recorded run ``run_id`` are new.
 
     When the ledger cannot answer, every fault of the run counts as new: an
     alarm raised once too often beats a new broken duty nobody hears of.
     """
-    faults = outcome.report.fault_total
-    run_id = outcome.run_id
     if run_id is None:
         return faults
     try:

@@ -88,3 +88,24 @@ class RunOutcome:
 def unreported(run_id: int | None) -> dict[str, Any]:
     """What is known of a run that ended before it had a report: it is not complete."""
     return {"complete": False, "run_id": run_id}
+
+
+class RunFailedError(RuntimeError):
+    """A run stopped on an unexpected error; ``outcome`` says how far it got.
+
+    The message carries that report too, so Lambda's on-failure destination
+    (which records only the error's type and message) tells an operator which
+    pages were committed before the failure.
+    """
+
+    def __init__(self, message: str, outcome: RunOutcome | None) -> None:
+        super().__init__(message)
+        # None: the run failed before it had a report (its ledger was unreachable).
+        self.outcome = outcome
+
+    @property
+    def report(self) -> dict[str, Any]:
+        """The outcome as JSON, as the failure's log line and ledger row say it."""
+        if self.outcome is None:
+            return unreported(None)
+        return self.outcome.as_json()

@@ -19,8 +19,7 @@ import psycopg
 from dispatch_fn import catch_up, continuation, dispatch, ledger
 from dispatch_fn._sql import Connection
 from dispatch_fn.dispatch import LOCAL
-from dispatch_fn.errors import RunFailedError
-from dispatch_fn.outcome import Ending, RunOutcome, unreported
+from dispatch_fn.outcome import Ending, RunFailedError, RunOutcome, unreported
 from dispatch_fn.request import RunRequest
 from dispatch_fn.runtime import HandOff, Runtime
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from dispatch_fn._pages import Deadline
 from dispatch_fn._sql import Connection
 from dispatch_fn.progress import Progress
 from dispatch_fn.settings import Tuning
@@ -23,6 +22,24 @@ from dispatch_fn.settings import Tuning
 type Clock = Callable[[], datetime]
 # Sends a continuation's event (SPEC §9); raises ``continuation.HandOffError`` if refused.
 type HandOff = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """When a run must end, as its page statements see it.
+
+    ``time_left_ms`` is what remains before the run must stop (its reserve for
+    the report already taken off); ``statement_timeout_ms`` is the sessions'
+    own statement_timeout. A statement starts with the smaller of the two.
+    """
+
+    time_left_ms: Callable[[], float]
+    statement_timeout_ms: int
+
+    def limit_ms(self) -> int | None:
+        """What the next statement may take, when the deadline comes before the timeout."""
+        left = self.time_left_ms()
+        return int(left) if left < self.statement_timeout_ms else None
 
 
 class ConnectionSource(Protocol):

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dispatch_fn import dispatch, store
-from dispatch_fn._pages import Deadline
 from dispatch_fn.plan import Window, plan_dispatch
 from dispatch_fn.request import Scope
+from dispatch_fn.runtime import Deadline
 from runtimes import runtime
 from support import (
     NOW,

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from dispatch_fn import dispatch
-from dispatch_fn.errors import RunFailedError
+from dispatch_fn.outcome import RunFailedError
 from runtimes import runtime
 from support import NOW, duty, insert_duties, task_count
 

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from dispatch_fn import dispatch
-from dispatch_fn.errors import RunFailedError
+from dispatch_fn.outcome import RunFailedError
 from dispatch_fn.plan import plan_dispatch
 from runtimes import runtime
 from support import NOW, duty, insert_duties, multiset, task_count, task_rows

@@ -20,7 +20,8 @@ import pytest
 from dispatch_fn import app, catch_up, dispatch, ledger, recorded
 from dispatch_fn.__main__ import main
 from dispatch_fn._sql import statement_text
-from dispatch_fn.errors import EventError, RunFailedError
+from dispatch_fn.errors import EventError
+from dispatch_fn.outcome import RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -22,7 +22,8 @@ from dispatch_fn.database import (
     conninfo_from_secret,
 )
 from dispatch_fn.dispatch import DEFAULT_WORKERS
-from dispatch_fn.errors import ConfigurationError, RunFailedError
+from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.outcome import RunFailedError
 from dispatch_fn.settings import Settings
 from support import CLOCK, Conn, Invoke, duty, insert_duties, task_count
 

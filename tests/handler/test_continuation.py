@@ -22,7 +22,7 @@ from aws_lambda_powertools import Metrics
 from moto import mock_aws
 
 from dispatch_fn import app, continuation, dispatch, recorded
-from dispatch_fn._bounded import MAX_EVENT_BYTES
+from dispatch_fn.bounded import MAX_EVENT_BYTES
 from dispatch_fn.errors import EventError
 from dispatch_fn.events import parse_event
 from dispatch_fn.plan import Window, plan_dispatch

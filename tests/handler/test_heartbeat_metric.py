@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from dispatch_fn.errors import EventError, RunFailedError
+from dispatch_fn.errors import EventError
+from dispatch_fn.outcome import RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
