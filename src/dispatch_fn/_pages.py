@@ -285,7 +285,9 @@ def _taken_apart(
         _settle_ids(conn, walk, job, (step.cursor, rest), step, failed=failed)
         return step.outcome(job, reached=judged[-1], more=_judged_more(walk, job, judged))
     # The very duties the page took, cut by the same row budget.
-    ids = store.page_ids(conn, walk.statement, job.after, job.upto, walk.size, page_rows=walk.rows)
+    ids = store.page_taken_ids(
+        conn, walk.statement, job.after, job.upto, walk.size, page_rows=walk.rows
+    )
     if not ids:
         return step.outcome(job, reached=job.after)
     _settle_ids(conn, walk, job, (job.after, ids), step, failed=failed)
@@ -331,7 +333,7 @@ def _spent(job: Job, step: _Step, error: psycopg.Error) -> Outcome:
 
 def _judge_edge(conn: Connection, walk: Walk, edge: Edge, job: Job, step: _Step) -> list[str]:
     """The page's ids; those the planner refuses at the calendar's edge are set aside."""
-    duties = store.page_duties(conn, walk.scope, job.after, job.upto, size=walk.size)
+    duties = store.page_duty_rows(conn, walk.scope, job.after, job.upto, size=walk.size)
     step.set_aside.extend(
         SetAside(duty_id, SetAsideReason.REFUSED, detail)
         for duty_id, detail in edge.refused(duties)
@@ -374,7 +376,9 @@ def _following(
     # A duty made dispatchable since ``ids`` were read ended a page: only the
     # server knows how its collation orders it among them. The last id
     # bounded the page that ended at ``point``, so it follows it.
-    later = set(store.page_ids(conn, statement, point, ids[-1], len(ids), excluded=step.excluded()))
+    later = set(
+        store.page_taken_ids(conn, statement, point, ids[-1], len(ids), excluded=step.excluded())
+    )
     return [i for i in ids[:-1] if i in later] + ids[-1:]
 
 
@@ -495,7 +499,7 @@ def _catch_up(
         _spend(walk, exc)
         # The page at the run's clock is stored: only this statement is split.
         after, upto = bounds
-        ids = store.page_ids(conn, extra, after, upto, walk.size, excluded=step.excluded())
+        ids = store.page_taken_ids(conn, extra, after, upto, walk.size, excluded=step.excluded())
         _settle(conn, walk, after, ids, step, extra=extra, failed=exc)
 
 

@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn._sql import Connection, statement
 from dispatch_fn.catch_up import SetAsideAt
 from dispatch_fn.dispatch import RunRequest
 from dispatch_fn.plan import Window
@@ -26,11 +26,6 @@ from dispatch_fn.store import Scope
 # a run still 'running' after this long was killed, not slow.
 FUNCTION_TIMEOUT: Final = timedelta(seconds=900)
 STATUSES: Final = ("running", "completed", "incomplete", "failed")
-
-
-def _sql(name: str) -> sql.SQL:
-    # Each statement is a file in statements/ (run_*.sql), fixed text.
-    return sql.SQL(statement_text(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +64,7 @@ def start(
         "continues_run": continues_run,
         "continuation": request.continuation,
     }
-    row = conn.execute(_sql("run_start"), params).fetchone()
+    row = conn.execute(statement("run_start"), params).fetchone()
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
     return int(row[0])
 
@@ -85,7 +80,7 @@ def finish(
     if status not in STATUSES[1:]:
         raise ValueError(f"run status {status!r}; expected one of {', '.join(STATUSES[1:])}")
     conn.execute(
-        _sql("run_finish"),
+        statement("run_finish"),
         {
             "id": run_id,
             "status": status,
@@ -97,7 +92,7 @@ def finish(
 
 def latest_completed_clock(conn: Connection) -> datetime | None:
     """The clock of the latest completed scheduled, unscoped, non-dry run, if any."""
-    row = conn.execute(_sql("run_latest_completed_clock")).fetchone()
+    row = conn.execute(statement("run_latest_completed_clock")).fetchone()
     return None if row is None else row[0]
 
 
@@ -111,7 +106,7 @@ def record_set_aside(
     if not set_aside:
         return
     conn.execute(
-        _sql("run_set_aside_record"),
+        statement("run_set_aside_record"),
         {
             "run_id": run_id,
             "owed_from": owed_from,
@@ -123,9 +118,10 @@ def record_set_aside(
 
 def owed_again(conn: Connection, scope: Scope) -> list[SetAsideAt]:
     """The set-aside duties in ``scope`` not yet repaid, by the clock and window of their run."""
-    query = _sql("run_set_aside_owed").format(scope=scope.condition())
+    query = statement("run_set_aside_owed")
     groups: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
-    for run_id, *at, duty_id in conn.execute(query, scope.params()):
+    # Unprepared, as the data layer runs its scoped statements (store says why).
+    for run_id, *at, duty_id in conn.execute(query, scope.params(), prepare=False):
         groups.setdefault(tuple(at), []).append((int(run_id), str(duty_id)))
     return [
         SetAsideAt(
@@ -156,7 +152,7 @@ def mark_repaid(
     if not entries or (not complete and upto is None):
         return
     conn.execute(
-        _sql("run_set_aside_repaid"),
+        statement("run_set_aside_repaid"),
         {
             "run_id": run_id,
             "run_ids": [owner for owner, _ in entries],
@@ -173,12 +169,12 @@ def continued_run(conn: Connection, request: RunRequest) -> int | None:
     if request.continuation == 0:
         return None
     params = {**_request_params(request), "previous": request.continuation - 1}
-    row = conn.execute(_sql("run_continued"), params).fetchone()
+    row = conn.execute(statement("run_continued"), params).fetchone()
     return None if row is None else int(row[0])
 
 
 def recent(conn: Connection, limit: int) -> list[LedgerRow]:
     """The ``limit`` most recently started runs, newest first."""
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(_sql("run_recent"), {"limit": limit, "timeout": FUNCTION_TIMEOUT})
+        cursor.execute(statement("run_recent"), {"limit": limit, "timeout": FUNCTION_TIMEOUT})
         return [LedgerRow(dict(row)) for row in cursor.fetchall()]

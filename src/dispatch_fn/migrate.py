@@ -23,7 +23,7 @@ from typing import Final
 import psycopg
 from psycopg import sql
 
-from dispatch_fn._sql import statement_text
+from dispatch_fn._sql import statement
 from dispatch_fn.errors import MigrationChecksumError, MigrationError
 
 LEDGER: Final = "duly_schema_migration"
@@ -73,7 +73,7 @@ def pending_migrations(
     conn: psycopg.Connection[object], migrations: list[Migration] | None = None
 ) -> list[str]:
     """Versions ``apply_migrations`` would apply now (checksums are not checked)."""
-    exists = conn.execute(_statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
+    exists = conn.execute(statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
     done = _ledger(conn) if exists and exists[0] else {}  # type: ignore[index]
     return [each.version for each in migrations or bundled_migrations() if each.version not in done]
 
@@ -100,7 +100,7 @@ def apply_migrations(
         try:
             return _apply(conn, chosen, until)
         finally:
-            conn.execute(_statement("migration_unlock"), {"lock": _MIGRATION_LOCK})
+            conn.execute(statement("migration_unlock"), {"lock": _MIGRATION_LOCK})
     finally:
         conn.autocommit = was_autocommit
 
@@ -111,7 +111,7 @@ def _lock(conn: psycopg.Connection[object]) -> None:
     # session holding the lock waits for every snapshot to end; a deadlock.
     waited = 0.0
     while True:
-        row = conn.execute(_statement("migration_lock"), {"lock": _MIGRATION_LOCK}).fetchone()
+        row = conn.execute(statement("migration_lock"), {"lock": _MIGRATION_LOCK}).fetchone()
         if row is not None and row[0]:  # type: ignore[index]
             return
         if waited >= _LOCK_WAIT_S:
@@ -127,7 +127,7 @@ def _lock(conn: psycopg.Connection[object]) -> None:
 def _apply(
     conn: psycopg.Connection[object], migrations: list[Migration], until: str | None
 ) -> list[str]:
-    conn.execute(_ledger_statement("migration_ledger"))
+    conn.execute(_ledgerstatement("migration_ledger"))
     done = _ledger(conn)
     for each in migrations:
         recorded = done.get(each.version, "")
@@ -141,7 +141,7 @@ def _apply(
         if each.version in done and not done[each.version]:
             # Applied before checksums existed: the file as it is now becomes the record.
             conn.execute(
-                _ledger_statement("migration_ledger_adopt"),
+                _ledgerstatement("migration_ledger_adopt"),
                 {"checksum": each.checksum, "version": each.version},
             )
     applied: list[str] = []
@@ -156,7 +156,7 @@ def _apply(
 
 
 def _run(conn: psycopg.Connection[object], migration: Migration) -> None:
-    record = _ledger_statement("migration_record")
+    record = _ledgerstatement("migration_record")
     applied = {"version": migration.version, "checksum": migration.checksum}
     try:
         if migration.transactional:
@@ -171,17 +171,14 @@ def _run(conn: psycopg.Connection[object], migration: Migration) -> None:
         raise MigrationError(f"migration {migration.version!r} failed: {failed}") from failed
 
 
-def _statement(name: str) -> sql.SQL:
-    # The ledger's own statements are files in statements/ (migration_*.sql).
-    return sql.SQL(statement_text(name))
-
-
-def _ledger_statement(name: str) -> sql.Composed:
-    return _statement(name).format(ledger=sql.Identifier(LEDGER))
+def _ledger_statement(name: str) -> sql.Composable:
+    # The ledger's own statements are files in statements/ (migration_*.sql),
+    # the ledger's name their one slot.
+    return statement(name, ledger=sql.Identifier(LEDGER))
 
 
 def _ledger(conn: psycopg.Connection[object]) -> dict[str, str]:
-    rows = conn.execute(_ledger_statement("migration_ledger_read")).fetchall()
+    rows = conn.execute(_ledgerstatement("migration_ledger_read")).fetchall()
     return {str(row[0]): str(row[1]) for row in rows}  # type: ignore[index]
 
 
