@@ -24,7 +24,7 @@ def statement_text(name: str) -> str:
     return folder.joinpath(f"{name}.sql").read_text("utf-8")
 
 
-def statement(name: str, **slots: sql.Composable) -> sql.Composable:
+def statement(name: str, **slots: sql.Composable) -> sql.SQL | sql.Composed:
     """``statements/<name>.sql`` as a query, its slots (identifiers only) filled.
 
     The files are fixed text shipped in the package, never input; values

@@ -28,8 +28,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from psycopg import sql
-
 from dispatch_fn import store
 from dispatch_fn._calendar import LAST_DAY
 from dispatch_fn._sql import Connection, statement

@@ -127,7 +127,7 @@ def _lock(conn: psycopg.Connection[object]) -> None:
 def _apply(
     conn: psycopg.Connection[object], migrations: list[Migration], until: str | None
 ) -> list[str]:
-    conn.execute(_ledgerstatement("migration_ledger"))
+    conn.execute(_ledger_statement("migration_ledger"))
     done = _ledger(conn)
     for each in migrations:
         recorded = done.get(each.version, "")
@@ -141,7 +141,7 @@ def _apply(
         if each.version in done and not done[each.version]:
             # Applied before checksums existed: the file as it is now becomes the record.
             conn.execute(
-                _ledgerstatement("migration_ledger_adopt"),
+                _ledger_statement("migration_ledger_adopt"),
                 {"checksum": each.checksum, "version": each.version},
             )
     applied: list[str] = []
@@ -156,7 +156,7 @@ def _apply(
 
 
 def _run(conn: psycopg.Connection[object], migration: Migration) -> None:
-    record = _ledgerstatement("migration_record")
+    record = _ledger_statement("migration_record")
     applied = {"version": migration.version, "checksum": migration.checksum}
     try:
         if migration.transactional:
@@ -171,14 +171,14 @@ def _run(conn: psycopg.Connection[object], migration: Migration) -> None:
         raise MigrationError(f"migration {migration.version!r} failed: {failed}") from failed
 
 
-def _ledger_statement(name: str) -> sql.Composable:
+def _ledger_statement(name: str) -> sql.SQL | sql.Composed:
     # The ledger's own statements are files in statements/ (migration_*.sql),
     # the ledger's name their one slot.
     return statement(name, ledger=sql.Identifier(LEDGER))
 
 
 def _ledger(conn: psycopg.Connection[object]) -> dict[str, str]:
-    rows = conn.execute(_ledgerstatement("migration_ledger_read")).fetchall()
+    rows = conn.execute(_ledger_statement("migration_ledger_read")).fetchall()
     return {str(row[0]): str(row[1]) for row in rows}  # type: ignore[index]
 
 

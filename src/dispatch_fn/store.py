@@ -134,7 +134,10 @@ def ids_with_form(
     """``(id, form)`` of up to ``limit`` duties in scope whose form is none of these."""
     query = statement("unknown_form_ids")
     params = {**scope.params(), "forms": list(forms_excluded), "limit": limit}
-    return [(str(duty_id), form) for duty_id, form in conn.execute(query, params, prepare=False).fetchall()]
+    return [
+        (str(duty_id), form)
+        for duty_id, form in conn.execute(query, params, prepare=False).fetchall()
+    ]
 
 
 def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
@@ -234,7 +237,7 @@ class PageStatement:
 def page_statement(
     scope: Scope, ready: Sequence[tuple[Group, Schedule]], rules: Rules, *, dry_run: bool
 ) -> PageStatement:
-    """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) a page's tasks."""
+    """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) owed tasks."""
     weights = page_plan.weights(ready)
     return PageStatement(
         params={**scope.params(), **_lead_thresholds(), **_arrays(ready, rules)},

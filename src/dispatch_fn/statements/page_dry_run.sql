@@ -1,8 +1,8 @@
--- One keyset page of dispatchable duties, dry: page_write.sql's question without writing —
--- which owed rows are not there yet, and which duties those would advance —
--- reported in the same one row (store.PageResult).
+-- One keyset page of dispatchable duties, dry: page_write.sql's question
+-- without writing (which owed rows are not there yet, and which duties those
+-- would advance), reported in the same one row (store.PageResult).
 --
--- Run from psql with each %(name)s and %(name)b replaced by a value, or
+-- Run from psql with each named placeholder replaced by a value, or
 -- through psycopg as store.dispatch_page does: never prepared, so that every
 -- page is planned with its own values and each null test on them folds away.
 --

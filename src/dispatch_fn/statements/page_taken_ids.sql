@@ -3,7 +3,7 @@
 -- head and page CTEs, word for word, without what the page owes. For a page
 -- the run settles by halves because its statement failed or ran out of time
 -- (ADR 0003, 0009): the same duties, cut by the same row budget.
--- Run from psql with each %(name)s and %(name)b replaced by a value, or
+-- Run from psql with each named placeholder replaced by a value, or
 -- through psycopg as store.page_taken_ids does.
 WITH head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;

@@ -14,7 +14,7 @@
 -- a frequency, where "C" order (fixed-width ASCII) is already chronological,
 -- so the latest of them is their max.
 --
--- Run from psql with each %(name)s and %(name)b replaced by a value, or
+-- Run from psql with each named placeholder replaced by a value, or
 -- through psycopg as store.dispatch_page does: never prepared, so that every
 -- page is planned with its own values and each null test on them folds away.
 --
