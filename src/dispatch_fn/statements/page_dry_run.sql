@@ -1,6 +1,7 @@
--- One keyset page of dispatchable duties, dry: page_write.sql's question
--- without writing (which owed rows are not there yet, and which duties those
--- would advance), reported in the same one row (store.PageResult).
+-- The owed tasks of one keyset page of dispatchable duties, dry:
+-- page_write.sql's question without writing (which owed rows are not there
+-- yet, and which duties those would advance), reported in the same one row
+-- (store.PageResult).
 --
 -- Run from psql with each named placeholder replaced by a value, or
 -- through psycopg as store.dispatch_page does: never prepared, so that every

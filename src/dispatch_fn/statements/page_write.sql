@@ -1,5 +1,6 @@
--- One keyset page of dispatchable duties: insert its owed tasks, advance
--- last_dispatched_period, and report the page in one row (store.PageResult).
+-- The owed tasks of one keyset page of dispatchable duties: insert them,
+-- advance last_dispatched_period, and report the page in one row
+-- (store.PageResult).
 --
 -- Rows go in sorted by the unique key, so two runs inserting overlapping sets
 -- wait on each other in one order instead of deadlocking. The never-regress
