@@ -197,21 +197,3 @@ def test_the_dispatchable_predicate_in_sql_is_the_planners_for_every_combination
         plan.classify(form, status, review) is None for form, status, review in cases
     ]
 
-
-def test_the_partial_index_holds_exactly_the_duties_duly_dispatchable_names(conn: Conn) -> None:
-    # The index (migration 0006) spells the predicate itself; the planner
-    # uses it for a statement that calls the function only while the two
-    # are the same expression once the function is inlined.
-    row = conn.execute(
-        "SELECT pg_get_expr(i.indpred, i.indrelid),"
-        " pg_get_functiondef('duly_dispatchable(text, text, text)'::regprocedure)"
-        " FROM pg_index i WHERE i.indexrelid = 'duly_duty_dispatchable_approved'::regclass"
-    ).fetchone()
-    assert row is not None
-    predicate, definition = str(row[0]), str(row[1])
-    spelled = "status = 'active' AND form = 'recurring' AND review_status = 'approved'"
-    assert spelled in definition
-    assert predicate == (
-        "((status = 'active'::text) AND (form = 'recurring'::text)"
-        " AND (review_status = 'approved'::text))"
-    )
