@@ -196,4 +196,3 @@ def test_the_dispatchable_predicate_in_sql_is_the_planners_for_every_combination
     assert [bool(row[0]) for row in judged] == [
         plan.classify(form, status, review) is None for form, status, review in cases
     ]
-
