@@ -129,12 +129,12 @@ def _perform(conn: Connection, walk: Walk, command: settling.Command) -> settlin
             return _dispatch(conn, walk, command)
         case settling.ListIds(target, after, upto, size, rows, excluded):
             statement = walk.statement_of(target)
-            return _listing(conn, lambda: settling.Ids(tuple(store.page_ids(
+            return _listing(conn, lambda: settling.Ids(tuple(store.page_taken_ids(
                 conn, statement, after, upto, size, page_rows=rows, excluded=excluded,
             ))))  # fmt: skip
         case settling.ReadDuties(after, upto, size):
             return _listing(conn, lambda: settling.Duties(tuple(
-                store.page_duties(conn, walk.scope, after, upto, size=size)
+                store.page_duty_rows(conn, walk.scope, after, upto, size=size)
             )))  # fmt: skip
         case settling.FindLocked(ids):
             return _listing(conn, lambda: settling.Ids(tuple(store.locked_ids(conn, ids))))

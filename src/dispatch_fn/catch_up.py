@@ -28,11 +28,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from psycopg import sql
-
 from dispatch_fn import store
 from dispatch_fn._calendar import LAST_DAY
-from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn._sql import Connection, statement
 from dispatch_fn.ledger import SetAsideAt
 from dispatch_fn.plan import (
     SCHEDULE_INTERVAL,
@@ -157,13 +155,12 @@ def _pairs(
 def _expired_during(
     conn: Connection, scope: Scope, first: datetime, now: datetime
 ) -> tuple[str, ...]:
-    query = sql.SQL(statement_text("catch_up_expired_during")).format(
-        scope=store.scope_condition(scope)
-    )
+    query = statement("catch_up_expired_during")
     # On the calendar's last day there is no day after it to bound by.
     hi = (now + _DAY).date() if now.date() < LAST_DAY else LAST_DAY
     params = {**store.scope_params(scope), "lo": (first - _DAY).date(), "hi": hi}
-    return tuple(str(row[0]) for row in conn.execute(query, params).fetchall())
+    rows = conn.execute(query, params, prepare=False).fetchall()  # as store runs its scoped ones
+    return tuple(str(row[0]) for row in rows)
 
 
 def _key(group: Group) -> _Key:

@@ -19,7 +19,7 @@ from typing import Any, Final
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn._sql import Connection, statement
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
 
@@ -351,7 +351,7 @@ def _alive(conn: Connection) -> bool:
     if conn.closed or conn.broken:
         return False
     try:
-        conn.execute(statement_text("session_ping"))
+        conn.execute(statement("session_ping"))
     except psycopg.OperationalError:
         return False
     return True

@@ -14,7 +14,7 @@ from typing import Any, Final
 from psycopg.rows import dict_row
 
 from dispatch_fn import periods
-from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn._sql import Connection, statement
 from dispatch_fn.errors import PeriodError
 from dispatch_fn.plan import (
     FAULT_REASONS,
@@ -61,7 +61,7 @@ def explain_each(
     """
     wanted = list(dict.fromkeys(duty_ids))
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(statement_text("explain_duties"), {"duty_ids": wanted})
+        cursor.execute(statement("explain_duties"), {"duty_ids": wanted})
         rows = {str(row["id"]): row for row in cursor.fetchall()}
     schedules: dict[Any, Any] = {}
     previous = previous_clock(now, interval)
@@ -81,7 +81,7 @@ def _existing_tasks(
     if not keys:
         return {}
     found = conn.execute(
-        statement_text("explain_tasks"),
+        statement("explain_tasks"),
         {
             "organization_ids": [row["organization_id"]] * len(keys),
             "duty_ids": [judgement.duty_id] * len(keys),

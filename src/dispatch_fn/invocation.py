@@ -22,10 +22,9 @@ from typing import Any, Final, Protocol
 import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from psycopg import sql
 
 from dispatch_fn import continuation, new_faults, queries, recorded
-from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn._sql import Connection, statement
 from dispatch_fn.bounded import clip, scope_echo
 from dispatch_fn.errors import ConfigurationError, EventError
 from dispatch_fn.events import is_query, parse_event, parse_query
@@ -36,7 +35,7 @@ from dispatch_fn.progress import Progress, throttled
 from dispatch_fn.request import Scope
 from dispatch_fn.runtime import Clock, ConnectionSource, Deadline, HandOff, Runtime
 from dispatch_fn.settings import Settings
-from dispatch_fn.store import scope_condition, scope_params
+from dispatch_fn.store import scope_params
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
 # Logs go to stderr so stdout carries only EMF metrics (in Lambda) or the
@@ -290,9 +289,8 @@ def _scope_matched(conn: Connection, scope: Scope) -> tuple[bool | None, str | N
         return None, None
     # The scope as the event named it: a continuation's resume point may pass every duty.
     named = Scope(organization_id=scope.organization_id, duty_ids=scope.duty_ids)
-    query = sql.SQL(statement_text("scope_matches")).format(scope=scope_condition(named))
     try:
-        row = conn.execute(query, scope_params(named)).fetchone()
+        row = conn.execute(statement("scope_matches"), scope_params(named)).fetchone()
     except psycopg.Error:
         # The run is over and recorded; only this remark about it is unknown.
         return None, None

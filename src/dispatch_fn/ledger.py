@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from dispatch_fn import store
-from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn._sql import Connection, statement
 from dispatch_fn.plan import Window
 from dispatch_fn.request import RunRequest, Scope
 
@@ -48,11 +47,6 @@ class SetAsideAt:
     def duty_ids(self) -> tuple[str, ...]:
         """Each duty once, in the order the ledger listed them."""
         return tuple(dict.fromkeys(duty_id for _, duty_id in self.entries))
-
-
-def _sql(name: str) -> sql.SQL:
-    # Each statement is a file in statements/ (run_*.sql), fixed text.
-    return sql.SQL(statement_text(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +85,7 @@ def start(
         "continues_run": continues_run,
         "continuation": request.continuation,
     }
-    row = conn.execute(_sql("run_start"), params).fetchone()
+    row = conn.execute(statement("run_start"), params).fetchone()
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
     return int(row[0])
 
@@ -107,7 +101,7 @@ def finish(
     if status not in STATUSES[1:]:
         raise ValueError(f"run status {status!r}; expected one of {', '.join(STATUSES[1:])}")
     conn.execute(
-        _sql("run_finish"),
+        statement("run_finish"),
         {
             "id": run_id,
             "status": status,
@@ -119,7 +113,7 @@ def finish(
 
 def latest_completed_clock(conn: Connection) -> datetime | None:
     """The clock of the latest completed scheduled, unscoped, non-dry run, if any."""
-    row = conn.execute(_sql("run_latest_completed_clock")).fetchone()
+    row = conn.execute(statement("run_latest_completed_clock")).fetchone()
     return None if row is None else row[0]
 
 
@@ -133,7 +127,7 @@ def record_set_aside(
     if not set_aside:
         return
     conn.execute(
-        _sql("run_set_aside_record"),
+        statement("run_set_aside_record"),
         {
             "run_id": run_id,
             "owed_from": owed_from,
@@ -145,9 +139,10 @@ def record_set_aside(
 
 def owed_again(conn: Connection, scope: Scope) -> list[SetAsideAt]:
     """The set-aside duties in ``scope`` not yet repaid, by the clock and window of their run."""
-    query = _sql("run_set_aside_owed").format(scope=store.scope_condition(scope))
+    query = statement("run_set_aside_owed")
     groups: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
-    for run_id, *at, duty_id in conn.execute(query, store.scope_params(scope)):
+    # Unprepared, as the data layer runs its scoped statements (store says why).
+    for run_id, *at, duty_id in conn.execute(query, store.scope_params(scope), prepare=False):
         groups.setdefault(tuple(at), []).append((int(run_id), str(duty_id)))
     return [
         SetAsideAt(
@@ -178,7 +173,7 @@ def mark_repaid(
     if not entries or (not complete and upto is None):
         return
     conn.execute(
-        _sql("run_set_aside_repaid"),
+        statement("run_set_aside_repaid"),
         {
             "run_id": run_id,
             "run_ids": [owner for owner, _ in entries],
@@ -195,7 +190,7 @@ def continued_run(conn: Connection, request: RunRequest) -> int | None:
     if request.continuation == 0:
         return None
     params = {**_request_params(request), "previous": request.continuation - 1}
-    row = conn.execute(_sql("run_continued"), params).fetchone()
+    row = conn.execute(statement("run_continued"), params).fetchone()
     return None if row is None else int(row[0])
 
 
@@ -206,7 +201,7 @@ def recent(
     when given (``status`` as shown: ``abandoned`` is one)."""
     params = {"limit": limit, "timeout": FUNCTION_TIMEOUT, "mode": mode, "status": status}
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(_sql("run_recent"), params)
+        cursor.execute(statement("run_recent"), params)
         return [LedgerRow(dict(row)) for row in cursor.fetchall()]
 
 
@@ -222,8 +217,8 @@ def one(conn: Connection, run_id: int) -> RunRecord | None:
     """Run ``run_id``'s record, or None when no run has that id."""
     params = {"id": run_id, "timeout": FUNCTION_TIMEOUT}
     with conn.cursor(row_factory=dict_row) as cursor:
-        found = cursor.execute(_sql("run_one"), params).fetchone()
+        found = cursor.execute(statement("run_one"), params).fetchone()
         if found is None:
             return None
-        set_aside = cursor.execute(_sql("run_set_aside_of"), params).fetchall()
+        set_aside = cursor.execute(statement("run_set_aside_of"), params).fetchall()
     return RunRecord(LedgerRow(dict(found)), [dict(row) for row in set_aside])

@@ -23,7 +23,7 @@ from typing import Final
 import psycopg
 from psycopg import sql
 
-from dispatch_fn._sql import statement_text
+from dispatch_fn._sql import statement
 from dispatch_fn.errors import MigrationChecksumError, MigrationError
 
 LEDGER: Final = "duly_schema_migration"
@@ -73,7 +73,7 @@ def pending_migrations(
     conn: psycopg.Connection[object], migrations: list[Migration] | None = None
 ) -> list[str]:
     """Versions ``apply_migrations`` would apply now (checksums are not checked)."""
-    exists = conn.execute(_statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
+    exists = conn.execute(statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
     done = _ledger(conn) if exists and exists[0] else {}  # type: ignore[index]
     return [each.version for each in migrations or bundled_migrations() if each.version not in done]
 
@@ -100,7 +100,7 @@ def apply_migrations(
         try:
             return _apply(conn, chosen, until)
         finally:
-            conn.execute(_statement("migration_unlock"), {"lock": _MIGRATION_LOCK})
+            conn.execute(statement("migration_unlock"), {"lock": _MIGRATION_LOCK})
     finally:
         conn.autocommit = was_autocommit
 
@@ -111,7 +111,7 @@ def _lock(conn: psycopg.Connection[object]) -> None:
     # session holding the lock waits for every snapshot to end; a deadlock.
     waited = 0.0
     while True:
-        row = conn.execute(_statement("migration_lock"), {"lock": _MIGRATION_LOCK}).fetchone()
+        row = conn.execute(statement("migration_lock"), {"lock": _MIGRATION_LOCK}).fetchone()
         if row is not None and row[0]:  # type: ignore[index]
             return
         if waited >= _LOCK_WAIT_S:
@@ -171,13 +171,10 @@ def _run(conn: psycopg.Connection[object], migration: Migration) -> None:
         raise MigrationError(f"migration {migration.version!r} failed: {failed}") from failed
 
 
-def _statement(name: str) -> sql.SQL:
-    # The ledger's own statements are files in statements/ (migration_*.sql).
-    return sql.SQL(statement_text(name))
-
-
-def _ledger_statement(name: str) -> sql.Composed:
-    return _statement(name).format(ledger=sql.Identifier(LEDGER))
+def _ledger_statement(name: str) -> sql.SQL | sql.Composed:
+    # The ledger's own statements are files in statements/ (migration_*.sql),
+    # the ledger's name their one slot.
+    return statement(name, ledger=sql.Identifier(LEDGER))
 
 
 def _ledger(conn: psycopg.Connection[object]) -> dict[str, str]:

@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 
 from dispatch_fn import _scram, database
-from dispatch_fn._sql import statement_text
+from dispatch_fn._sql import statement
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.migrate import apply_migrations, bundled_migrations
 from dispatch_fn.settings import Settings
@@ -322,7 +322,7 @@ def _check_login(conn: psycopg.Connection[Any], login: _Login) -> None:
             f"the dispatcher's login {login.user!r} is the owner that runs migrations; "
             "expected a login of its own (least privilege: docs/deploy.md)"
         )
-    found = conn.execute(_sql("login_attributes"), {"login": login.user}).fetchone()
+    found = conn.execute(statement("login_attributes"), {"login": login.user}).fetchone()
     if found is None:
         return
     *flags, memberships = found
@@ -352,22 +352,22 @@ def _ensure_dispatcher_login(conn: psycopg.Connection[Any], login: _Login) -> No
     _, database_name = _one(conn, "login_session")
     (role,) = _one(conn, "login_database_role")
     own_role = sql.Identifier(str(role))
-    exists = conn.execute(_sql("login_attributes"), {"login": login.user}).fetchone()
-    conn.execute(_sql("login_enable" if exists else "login_create", login=name))
+    exists = conn.execute(statement("login_attributes"), {"login": login.user}).fetchone()
+    conn.execute(statement("login_enable" if exists else "login_create", login=name))
     if login.password is not None:
         # Never the password itself: only its verifier reaches the server (and its logs).
         conn.execute(
-            _sql(
+            statement(
                 "login_password",
                 login=name,
                 verifier=sql.Literal(_scram.verifier(login.password)),
             )
         )
-    conn.execute(_sql("login_grant", role=own_role, login=name))
+    conn.execute(statement("login_grant", role=own_role, login=name))
     if exists is not None and SHARED_DISPATCHER_ROLE in exists[-1]:
         try:
             conn.execute(
-                _sql("login_revoke", role=sql.Identifier(SHARED_DISPATCHER_ROLE), login=name)
+                statement("login_revoke", role=sql.Identifier(SHARED_DISPATCHER_ROLE), login=name)
             )
         except psycopg.errors.InsufficientPrivilege as refused:
             raise ConfigurationError(
@@ -376,28 +376,24 @@ def _ensure_dispatcher_login(conn: psycopg.Connection[Any], login: _Login) -> No
                 f"a migrating role with ADMIN OPTION on {SHARED_DISPATCHER_ROLE}"
             ) from refused
     database_id = sql.Identifier(str(database_name))
-    conn.execute(_sql("login_connect_revoke_public", database=database_id))
-    conn.execute(_sql("login_connect_grant", database=database_id, role=own_role))
+    conn.execute(statement("login_connect_revoke_public", database=database_id))
+    conn.execute(statement("login_connect_grant", database=database_id, role=own_role))
     (public_connects,) = _one(conn, "login_public_connect")
     if public_connects:
         raise ConfigurationError(
             f"PUBLIC can still connect to database {database_name!r}; expected the migrating role "
             "to own it, so that only the dispatcher's role (and the owner) may connect"
         )
-    (on_rds,) = conn.execute(_sql("login_role_exists"), {"role": RDS_IAM_ROLE}).fetchone() or (
+    (on_rds,) = conn.execute(statement("login_role_exists"), {"role": RDS_IAM_ROLE}).fetchone() or (
         False,
     )
     if login.auth == "iam" and on_rds:
         # Membership makes the login accept IAM tokens (and only them) as its password.
-        conn.execute(_sql("login_grant", role=sql.Identifier(RDS_IAM_ROLE), login=name))
-
-
-def _sql(name: str, **slots: sql.Composable) -> sql.Composed:
-    return sql.SQL(statement_text(name)).format(**slots)
+        conn.execute(statement("login_grant", role=sql.Identifier(RDS_IAM_ROLE), login=name))
 
 
 def _one(conn: psycopg.Connection[Any], name: str) -> tuple[Any, ...]:
-    row = conn.execute(_sql(name)).fetchone()
+    row = conn.execute(statement(name)).fetchone()
     if row is None:
         raise RuntimeError(f"statements/{name}.sql returned no row; expected one")
     return tuple(row)

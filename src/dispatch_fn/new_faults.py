@@ -17,9 +17,8 @@ from __future__ import annotations
 import logging
 
 import psycopg
-from psycopg import sql
 
-from dispatch_fn._sql import Connection, statement_text
+from dispatch_fn._sql import Connection, statement
 
 _log = logging.getLogger("duly.new_faults")
 
@@ -33,7 +32,7 @@ def count(conn: Connection, run_id: int | None, faults: int) -> int:
     if run_id is None:
         return faults
     try:
-        row = conn.execute(sql.SQL(statement_text("run_new_faults")), {"run_id": run_id}).fetchone()
+        row = conn.execute(statement("run_new_faults"), {"run_id": run_id}).fetchone()
     except psycopg.Error as exc:
         _log.warning("new faults not counted, all %d counted as new: %s", faults, exc)
         return faults

@@ -217,6 +217,8 @@ def classify(form: object, status: object, review_status: object = APPROVED) -> 
     The form is judged first: a standing duty is never dispatched whatever its
     status, and an unknown form is a broken row even when paused. Then the
     status, then the review gate: only an approved definition is dispatched.
+    The statements ask the same of SQL as ``duly_dispatchable`` (migration
+    0010); the equivalence tests hold the two to the same answers.
     """
     if form == "standing":
         return SkipReason.STANDING
@@ -281,7 +283,7 @@ def schedule_for(
 # (ADR 0009). The SQL spelling of the same rule is
 # ``width_bucket(lead_days, %(lead_thresholds)s::int[])`` with these bounds, in
 # statements/dispatchable_groups.sql, due_rules.sql, fault_members.sql and
-# page_owed.sql.
+# the page statements (page_write.sql, page_dry_run.sql, page_taken_ids.sql).
 LEAD_THRESHOLDS: Final = tuple(2**n for n in range(31))
 
 

@@ -15,7 +15,7 @@ from dispatch_fn.plan import SCHEDULE_INTERVAL, Window
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Limits a run to one organisation and/or a list of duties (``store.scope_condition``)."""
+    """Limits a run to one organisation and/or a list of duties (``store.scope_params``)."""
 
     organization_id: str | None = None
     duty_ids: tuple[str, ...] | None = None

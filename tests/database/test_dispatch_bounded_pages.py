@@ -75,7 +75,7 @@ def test_a_backfill_over_the_row_budget_is_split_into_pages_within_it(
 def test_a_page_is_weighed_only_where_its_duties_could_pass_the_budget(
     heaviest: int, chunk_size: int, page_rows: int | None
 ) -> None:
-    statement = store.PageStatement(variants={}, params={}, ids={}, heaviest=heaviest)
+    statement = store.PageStatement(params={}, heaviest=heaviest)
 
     size = statement.page_size(chunk_size, page_rows)
     budget = statement.budget(size, page_rows)

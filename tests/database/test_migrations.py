@@ -9,7 +9,8 @@ from importlib import resources
 import psycopg
 import pytest
 
-from dispatch_fn.errors import MigrationChecksumError, MigrationError
+from dispatch_fn import periods, plan
+from dispatch_fn.errors import MigrationChecksumError, MigrationError, OffsetOutOfRangeError
 from dispatch_fn.migrate import Migration, apply_migrations, bundled_migrations, pending_migrations
 from support import Conn
 
@@ -136,3 +137,62 @@ def test_two_migrators_at_once_apply_each_migration_once(db_url: str) -> None:
     for thread in threads:
         thread.join()
     assert sorted(results) == [[], ["0900_task_due_index", "0901_t"]]
+
+
+def _engine_accepts(anchor: str, days: int, months: int, grace: int) -> bool:
+    try:
+        periods.check_due_rule(anchor, days, months)
+        periods.check_grace_days(grace)
+    except OffsetOutOfRangeError:
+        return False
+    return True
+
+
+def _around(limit: int) -> list[int]:
+    return [-1, 0, 1, limit - 1, limit, limit + 1]
+
+
+def test_the_due_rule_range_in_sql_is_the_engines_at_every_limit(conn: Conn) -> None:
+    # Migration 0010 spells periods' limits as numbers; each limit, and one
+    # past it either side, is judged alike, so the two cannot drift apart.
+    cases = [
+        (anchor, days, months, grace)
+        for anchor in periods.ANCHORS
+        for days in _around(periods.MAX_DAYS_AFTER_PERIOD)
+        for months in _around(periods.MAX_MONTHS_AFTER_PERIOD)
+        for grace in _around(periods.MAX_GRACE_DAYS)
+    ]
+    anchors, days, months, graces = (list(column) for column in zip(*cases, strict=True))
+    judged = conn.execute(
+        "SELECT duly_due_rule_in_range(a, d, m, g)"
+        " FROM unnest(%s::text[], %s::int[], %s::int[], %s::int[]) WITH ORDINALITY"
+        " AS c(a, d, m, g, n) ORDER BY n",
+        (anchors, days, months, graces),
+    ).fetchall()
+    assert [bool(row[0]) for row in judged] == [_engine_accepts(*case) for case in cases]
+
+
+def test_the_dispatchable_predicate_in_sql_is_the_planners_for_every_combination(
+    conn: Conn,
+) -> None:
+    values = {
+        "form": (*plan.FORMS, "weekly", None),
+        "status": ("active", "paused", "retired", None),
+        "review_status": (plan.APPROVED, "to_review", "returned", None),
+    }
+    cases = [
+        (form, status, review)
+        for form in values["form"]
+        for status in values["status"]
+        for review in values["review_status"]
+    ]
+    forms, statuses, reviews = (list(column) for column in zip(*cases, strict=True))
+    judged = conn.execute(
+        "SELECT coalesce(duly_dispatchable(s, f, r), false)"
+        " FROM unnest(%s::text[], %s::text[], %s::text[]) WITH ORDINALITY"
+        " AS c(f, s, r, n) ORDER BY n",
+        (forms, statuses, reviews),
+    ).fetchall()
+    assert [bool(row[0]) for row in judged] == [
+        plan.classify(form, status, review) is None for form, status, review in cases
+    ]

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import inspect
 import re
+from importlib import resources
 from typing import Any
 
 import psycopg
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from dispatch_fn import database, dispatch, migrate, plan, store
-from dispatch_fn._sql import statement_text
+from dispatch_fn._sql import statement, statement_text
 from support import NOW, duty, insert_duties
 
 _NAMED = re.compile(r"%\(\w+\)[sb]")
@@ -39,32 +43,94 @@ def _received(conn: psycopg.Connection[Any]) -> str:
     return str(row[0])
 
 
-def test_the_page_statement_is_the_files_text_with_its_slots_filled(
+def test_the_page_statement_the_server_receives_is_one_files_text(
     conn: psycopg.Connection[Any],
 ) -> None:
-    received = _received(conn)
-    files = "\n".join(statement_text(name) for name in ("page_owed", "page_write", "page_summary"))
-    expected = (
-        files.replace("{bounds}", "true AND true")
-        .replace("{scope}", "true")
-        .replace("{new_rows}", '"inserted"')
-        .replace("{advanced_rows}", '"advanced"')
+    # psycopg sends each named placeholder as a numbered one.
+    assert _placeholders_blank(_received(conn)) == _placeholders_blank(statement_text("page_write"))
+
+
+def _names() -> list[str]:
+    folder = resources.files("dispatch_fn").joinpath("statements")
+    return sorted(e.name.removesuffix(".sql") for e in folder.iterdir() if e.name.endswith(".sql"))
+
+
+# The slots that remain name what cannot be a bound parameter: the roles and
+# the database a grant names, the migration ledger's table, a role's password
+# verifier (SQL has no placeholder for an identifier or in ALTER ROLE).
+_IDENTIFIER_SLOTS = {"ledger", "login", "role", "database", "verifier"}
+
+
+def _slots(text: str) -> set[str]:
+    return set(re.findall(r"(?<!%\()\{(\w+)\}", text))
+
+
+def test_no_statement_file_is_a_fragment_and_only_identifiers_are_slots() -> None:
+    for name in _names():
+        text = statement_text(name)
+        assert text.startswith("-- "), name  # says what it is, first
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+        assert not body.lstrip().startswith(","), name
+        assert _slots(text) <= _IDENTIFIER_SLOTS, (name, _slots(text))
+    scoped = [name for name in _names() if "duly_in_scope" in statement_text(name)]
+    assert all(not _slots(statement_text(name)) for name in scoped)
+
+
+def _parseable(text: str) -> str:
+    # Each named placeholder becomes one numbered one, as psycopg sends it;
+    # a slot becomes an identifier (the ledger's own) or, for a verifier, a string.
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    def fill(match: re.Match[str]) -> str:
+        filled = {"verifier": "'probe'", "ledger": f'"{migrate.LEDGER}"'}
+        return filled.get(match.group(1), f'"duly_probe_{match.group(1)}"')
+
+    text = re.sub(r"%\((\w+)\)[sb]", number, text)
+    return re.sub(r"(?<!%\()\{(\w+)\}", fill, text)
+
+
+_UTILITY = re.compile(r"^\s*(CREATE|ALTER|GRANT|REVOKE|SET)\b", re.IGNORECASE)
+
+
+def test_every_statement_file_parses_in_postgresql_on_its_own(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # PREPARE parses and analyses a query against the schema (tables, columns,
+    # functions, the parameters' types) without running it. A utility
+    # statement cannot be prepared: PL/pgSQL parses it as a function body.
+    for name in _names():
+        body = "\n".join(
+            line for line in statement_text(name).splitlines() if not line.startswith("--")
+        )
+        text = _parseable(body).strip().removesuffix(";")
+        with conn.transaction(force_rollback=True):
+            if _UTILITY.match(text):
+                conn.execute(
+                    sql.SQL(
+                        "CREATE FUNCTION pg_temp.probe() RETURNS void LANGUAGE plpgsql AS {} "
+                    ).format(sql.Literal(f"BEGIN {text}; END"))
+                )
+            else:
+                conn.execute(sql.SQL("PREPARE probe AS {}").format(sql.SQL(text)))
+                conn.execute("DEALLOCATE probe")
+
+
+def test_the_page_statements_share_their_owed_rows_word_for_word() -> None:
+    def between(text: str, start: str, end: str) -> str:
+        first = text.index(start)
+        return text[first : text.index(end, first)]
+
+    write, dry = statement_text("page_write"), statement_text("page_dry_run")
+    owed = between(write, "WITH cadence AS (", "\ninserted AS (")
+    assert owed == between(dry, "WITH cadence AS (", "\nmissing AS (")
+    head = "head AS NOT MATERIALIZED ("
+    taken = statement_text("page_taken_ids")
+    assert between(taken, head, "\n)\nSELECT id FROM page") == between(
+        write, head, "\n),\nrefused_rule AS ("
     )
-    assert _placeholders_blank(received) == _placeholders_blank(expected)
-
-
-def test_every_slot_a_statement_file_declares_is_one_the_data_layer_fills() -> None:
-    declared = {"bounds", "scope", "new_rows", "advanced_rows", "ledger"}
-    for name in (
-        "page_owed", "page_write", "page_dry_run", "page_summary", "undispatchable_counts",
-        "unknown_form_ids", "dispatchable_groups", "due_rules", "fault_members", "page_bounds",
-        "page_ids", "page_taken", "any_dispatchable", "unlocked_ids", "session_ping",
-        "statement_time_limit", "migration_ledger", "migration_ledger_exists",
-        "migration_ledger_read", "migration_ledger_adopt", "migration_record", "migration_lock",
-        "migration_unlock", "page_dry_run_plan",
-    ):  # fmt: skip
-        slots = set(re.findall(r"(?<!%\()\{(\w+)\}", statement_text(name)))
-        assert slots <= declared, (name, slots - declared)
 
 
 def test_the_data_layer_holds_no_sql_text_of_its_own() -> None:
@@ -177,3 +243,95 @@ def test_groups_with_equal_schedules_send_their_periods_once() -> None:
 
     assert params["c_schedule"] == [0, 0, 0, 1]
     assert len(params["p_key"]) == len(first.periods) + len(ready[3][1].periods)
+
+
+def _many_duties(conn: psycopg.Connection[Any], count: int) -> None:
+    # Enough rows, a third of them paused, that the planner's choice is its own.
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id, source,"
+            " frequency) SELECT 'd' || lpad(n::text, 6, '0'), 'org-' || (n % 4), 'Duty',"
+            " 'recurring', CASE WHEN n % 3 = 0 THEN 'paused' ELSE 'active' END, 'owner-1',"
+            " 'catalog', 'monthly' FROM generate_series(1, {}) n"
+        ).format(sql.Literal(count))
+    )
+    conn.execute("ANALYZE duly_duty")
+
+
+def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> str:
+    # Unprepared, as the data layer runs it: planned with the values bound.
+    explain = sql.SQL("EXPLAIN ") + statement(name)
+    return "\n".join(str(row[0]) for row in conn.execute(explain, params, prepare=False))
+
+
+def _scans_of_duties(plan_text: str) -> list[tuple[str, str, str]]:
+    # Each scan of the page's duly_duty d: (scan line, its Index Cond, its Filter).
+    lines = plan_text.splitlines()
+    found = []
+    for at, line in enumerate(lines):
+        if line.rstrip().split("  (cost")[0].endswith("on duly_duty d"):
+            detail = []
+            for each in lines[at + 1 :]:
+                if "->" in each or not each.strip().startswith(("Index Cond:", "Filter:")):
+                    break
+                detail.append(each.strip())
+            cond = next((d for d in detail if d.startswith("Index Cond:")), "")
+            kept = next((d for d in detail if d.startswith("Filter:")), "")
+            found.append((line.strip(), cond, kept))
+    return found
+
+
+_PAGE_READERS = (
+    "page_write",
+    "page_dry_run",
+    "page_taken_ids",
+    "page_duty_rows",
+    "any_dispatchable",
+)
+_CONTINUED = store.Scope(organization_id="org-1", resume_after="d010000")
+
+
+@pytest.mark.parametrize("scope", [store.Scope(), _CONTINUED], ids=["unscoped", "continued"])
+def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
+    conn: psycopg.Connection[Any], scope: store.Scope
+) -> None:
+    # duly_dispatchable, duly_in_scope and duly_due_rule_in_range are inlined
+    # before planning: the partial index's predicate is proved from the
+    # first, and the bounds and the resume point left of the second, once
+    # their null tests fold away, are the index's own conditions.
+    _many_duties(conn, 20_000)
+    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
+    ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
+    page = store.page_statement(scope, ready, store.Rules(), dry_run=False)
+    params = {
+        **page.params,
+        "after": "d001000",
+        "upto": "d002000",
+        "size": 500,
+        "page_rows": None,
+        "weights": Jsonb({}),
+        "excluded": [],
+    }
+    bounds = "(id > 'd001000'::text) AND (id <= 'd002000'::text)"
+    resumed = " AND (id > 'd010000'::text)" if scope.resume_after else ""
+    kept = "Filter: (organization_id = 'org-1'::text)" if scope.organization_id else ""
+    for name in _PAGE_READERS:
+        text = _plan(conn, name, params)
+        assert _scans_of_duties(text) == [
+            (
+                next(line.strip() for line in text.splitlines() if " on duly_duty d " in line),
+                f"Index Cond: ({bounds}{resumed})",
+                kept,
+            )
+        ], (name, text)
+        assert "duly_duty_dispatchable_approved on duly_duty d " in text, name
+        assert "duly_dispatchable(" not in text, name
+        assert "duly_in_scope" not in text, name
+    text = _plan(conn, "page_bounds", {**store.scope_params(scope), "skip": 999})
+    scans = _scans_of_duties(text)
+    assert scans, text
+    for line, cond, kept_filter in scans:
+        assert "duly_duty_dispatchable_approved" in line, text
+        assert kept_filter == kept, text
+        if scope.resume_after:
+            assert "(id > 'd010000'::text)" in cond, text

@@ -1,4 +1,4 @@
--- Every group of dispatchable duties in {scope}, one per frequency, zone and
+-- Every group of dispatchable duties in the run's scope, one per frequency, zone and
 -- lead bucket, with how many there are and their largest lead: the run plans
 -- one schedule per group (dispatch._plan_groups). The bucket is
 -- plan.lead_bucket's rule, width_bucket over plan.LEAD_THRESHOLDS (powers of
@@ -10,6 +10,7 @@
 SELECT d.frequency, d.timezone, width_bucket(d.lead_days, %(lead_thresholds)s::int[]),
        count(*), max(d.lead_days)
 FROM duly_duty d
-WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
-  AND {scope}
+WHERE duly_dispatchable(d.status, d.form, d.review_status)
+  AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                    %(duty_ids)s::text[], %(resume_after)s::text)
 GROUP BY 1, 2, 3

@@ -1,15 +1,16 @@
--- Up to %(limit)s dispatchable duties in {scope} that the run counts as faults
--- before its pages, in id order, with every field the engine judges, so that
--- the report lists each with the engine's own message (dispatch._fault_list
--- judges each again). A duty is one when its group was refused
+-- Up to %(limit)s dispatchable duties in the run's scope that the run counts
+-- as faults before its pages, in id order, with every field the engine
+-- judges, so that the report lists each with the engine's own message
+-- (dispatch._fault_list judges each again). A duty is one when its group was refused
 -- (%(g_frequency)s, %(g_timezone)s, %(g_lead_bucket)s), else its due rule was
 -- (%(r_anchor)s, %(r_roll)s, %(r_calendar)s; '' for no calendar), else its
--- offsets or grace lie out of range: due_rules.sql's test.
+-- offsets or grace lie out of range (duly_due_rule_in_range).
 -- Every column: near the calendar's edge plan.judge_duty judges the whole row.
 SELECT d.*
 FROM duly_duty d
-WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
-  AND {scope}
+WHERE duly_dispatchable(d.status, d.form, d.review_status)
+  AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                    %(duty_ids)s::text[], %(resume_after)s::text)
   AND (EXISTS (
            SELECT 1
            FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],
@@ -19,10 +20,7 @@ WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approv
              AND g.lead_bucket = width_bucket(d.lead_days, %(lead_thresholds)s::int[]))
        OR (d.due_anchor, d.due_roll, coalesce(d.holiday_calendar, ''))
           IN (SELECT * FROM unnest(%(r_anchor)s::text[], %(r_roll)s::text[], %(r_calendar)s::text[]))
-       OR NOT (CASE WHEN d.due_anchor = 'after_period_end'
-                    THEN d.due_offset_months BETWEEN 0 AND 24
-                         AND d.due_offset_days BETWEEN 0 AND 366
-                    ELSE d.due_offset_months = 0 END
-               AND d.grace_days BETWEEN 0 AND 366))
+       OR NOT duly_due_rule_in_range(
+           d.due_anchor, d.due_offset_days, d.due_offset_months, d.grace_days))
 ORDER BY d.id
 LIMIT %(limit)s

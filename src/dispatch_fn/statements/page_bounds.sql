@@ -1,17 +1,20 @@
--- The last id of every full page of %(skip)s + 1 dispatchable duties in {scope},
--- in order, so that pages can be handed to several connections at once; the
+-- The last id of every full page of %(skip)s + 1 dispatchable duties in the run's
+-- scope, in order, so that pages can be handed to several connections at once; the
 -- result grows with N / page size, not with N. Each step skips one page along
 -- the partial index from the previous bound: one pass over the index in all,
 -- a third of the time numbering every row with row_number() took (ADR 0002).
 WITH RECURSIVE bound(id) AS (
     SELECT (SELECT d.id FROM duly_duty d
-            WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
-              AND {scope}
+            WHERE duly_dispatchable(d.status, d.form, d.review_status)
+              AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                                %(duty_ids)s::text[], %(resume_after)s::text)
             ORDER BY d.id OFFSET %(skip)s LIMIT 1)
     UNION ALL
     SELECT (SELECT d.id FROM duly_duty d
-            WHERE d.status = 'active' AND d.form = 'recurring' AND d.review_status = 'approved'
-              AND {scope} AND d.id > bound.id
+            WHERE duly_dispatchable(d.status, d.form, d.review_status)
+              AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                                %(duty_ids)s::text[], %(resume_after)s::text)
+              AND d.id > bound.id
             ORDER BY d.id OFFSET %(skip)s LIMIT 1)
     FROM bound
     WHERE bound.id IS NOT NULL

@@ -8,7 +8,7 @@ SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_r
        (SELECT coalesce(sum(value::bigint), 0)::bigint
         FROM jsonb_each_text(report -> 'fault_counts')) AS faults,
        report -> 'catch_up' AS catch_up,
-       status = 'running' AND started_at < clock_timestamp() - %(timeout)s AS abandoned
+       status = 'running' AND started_at < clock_timestamp() - %(timeout)s::interval AS abandoned
 FROM duly_dispatch_run
 WHERE (%(mode)s::text IS NULL OR mode = %(mode)s::text)
   AND (%(status)s::text IS NULL

@@ -1,7 +1,9 @@
--- (id, form) of up to %(limit)s duties in {scope} whose form is none of
+-- (id, form) of up to %(limit)s duties in the run's scope whose form is none of
 -- %(forms)s: the faults a report lists by id.
 SELECT d.id, d.form
 FROM duly_duty d
-WHERE (d.form IS NULL OR d.form <> ALL(%(forms)s)) AND {scope}
+WHERE (d.form IS NULL OR d.form <> ALL(%(forms)s))
+  AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                    %(duty_ids)s::text[], %(resume_after)s::text)
 ORDER BY d.id
 LIMIT %(limit)s

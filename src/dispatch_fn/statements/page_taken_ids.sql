@@ -1,0 +1,61 @@
+-- The ids of the duties one page statement (page_write.sql, page_dry_run.sql)
+-- takes for the same parameters, in page order, and nothing else: the same
+-- head and page CTEs, word for word, without what the page owes. For a page
+-- the run settles by halves because its statement failed or ran out of time
+-- (ADR 0003, 0009): the same duties, cut by the same row budget.
+-- Run from psql with each named placeholder replaced by a value, or
+-- through psycopg as store.page_taken_ids does.
+WITH head AS NOT MATERIALIZED (
+    -- plan.classify: only active, recurring, approved duties are dispatched;
+    -- the partial index duly_duty_dispatchable_approved holds exactly them.
+    -- The next %(size)s of them, in id order.
+    SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
+           d.effective_from, d.effective_to, d.frequency, d.timezone,
+           d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
+           d.holiday_calendar, d.lead_days, d.grace_days,
+           -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
+           width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
+    FROM duly_duty d
+    WHERE duly_dispatchable(d.status, d.form, d.review_status)
+      -- The page's keyset range (a null bound is open) within the run's scope.
+      AND (%(after)s::text IS NULL OR d.id > %(after)s)
+      AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
+      AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                        %(duty_ids)s::text[], %(resume_after)s::text)
+      -- Duties the run set aside while settling a failing page (ADR 0003).
+      AND d.id <> ALL(%(excluded)s::text[])
+    ORDER BY d.id
+    LIMIT %(size)s
+),
+page AS (
+    -- The head, cut short before the rows its duties can owe (each duty's
+    -- candidate periods, its group's weight) pass %(page_rows)s: a page is
+    -- bounded in rows whatever the window and the frequency, and always holds
+    -- its first duty (docs/adr/0009). cut_after: the duty after this one was
+    -- cut (the summary says whether the page was).
+    --
+    -- A null %(page_rows)s takes the head whole: the run sends null wherever a
+    -- page of its heaviest duties could not pass the budget, as on most
+    -- scheduled runs (store.PageStatement.budget, page_size). Only one branch
+    -- then runs, the other's one-time filter being false once the value is
+    -- bound: weighing is a window over the page's wide rows, so it is paid
+    -- only where a page could be cut.
+    SELECT head.*, false AS cut_after
+    FROM head
+    WHERE %(page_rows)s::bigint IS NULL
+    UNION ALL
+    SELECT (duty).*, coalesce(reach + next_weight > %(page_rows)s::bigint, false)
+    FROM (SELECT head AS duty,
+                 -- One window, one pass: head is already in id order.
+                 row_number() OVER running AS place,
+                 sum(w.weight) OVER running AS reach,
+                 lead(w.weight) OVER running AS next_weight
+          FROM head
+          -- The weight is looked up, not joined, so rows keep their order.
+          CROSS JOIN LATERAL (
+              SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
+                               ->> head.lead_bucket::text)::int, 0) AS weight) w
+          WINDOW running AS (ORDER BY head.id ROWS UNBOUNDED PRECEDING)) weighed
+    WHERE %(page_rows)s::bigint IS NOT NULL AND (place = 1 OR reach <= %(page_rows)s::bigint)
+)
+SELECT id FROM page ORDER BY id
