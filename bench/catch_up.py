@@ -35,9 +35,9 @@ import psycopg
 from bench.dispatch.data import CLOCK, generate
 from bench.dispatch.mix import CLASSIC
 from bench.dispatch.server import DISPATCH_TABLES, fresh_database, server, vacuum
-from dispatch_fn import dispatch as core
-from dispatch_fn import recorded
-from dispatch_fn.runtime import Runtime
+from dispatch_fn.run import dispatch as core
+from dispatch_fn.run import recorded
+from dispatch_fn.run.runtime import Runtime
 from dispatch_fn.settings import Tuning
 
 

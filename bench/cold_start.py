@@ -37,7 +37,7 @@ _PROBE = """
 import json, sys, time
 sys.path[:0] = sys.argv[1:]
 started, cpu = time.perf_counter(), time.process_time()
-import dispatch_fn.app
+import dispatch_fn.aws.app
 elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
 print(json.dumps({"import_s": elapsed, "cpu_s": cpu, "modules": len(sys.modules),
                   "botocore": "botocore" in sys.modules}))
@@ -126,7 +126,7 @@ def main() -> int:
     bytecode = "ignored" if args.ignore_bytecode else "as shipped"
     print(
         f"{sizes}; {total}\n"
-        f"import dispatch_fn.app, bytecode {bytecode}, over {args.runs} runs: "
+        f"import dispatch_fn.aws.app, bytecode {bytecode}, over {args.runs} runs: "
         f"CPU median {statistics.median(cpu):.3f} s, range {cpu[0]:.3f}-{cpu[-1]:.3f} s; "
         f"wall median {statistics.median(times):.3f} s, range {times[0]:.3f}-{times[-1]:.3f} s; "
         f"modules: {samples[0]['modules']}, botocore loaded: {samples[0]['botocore']}"

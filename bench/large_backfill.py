@@ -28,9 +28,10 @@ from typing import Any
 import psycopg
 
 from bench.dispatch.server import fresh_database, server, vacuum
-from dispatch_fn import dispatch, settings
-from dispatch_fn.plan import Window
-from dispatch_fn.runtime import Runtime
+from dispatch_fn import settings
+from dispatch_fn.planning.plan import Window
+from dispatch_fn.run import dispatch
+from dispatch_fn.run.runtime import Runtime
 
 LAST_DAY = date(2026, 8, 20)
 CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)

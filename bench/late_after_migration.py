@@ -21,8 +21,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from dispatch_fn import embedded
-from dispatch_fn.migrate import apply_migrations
+from dispatch_fn.cli import embedded
+from dispatch_fn.db.migrate import apply_migrations
 
 
 def main() -> None:

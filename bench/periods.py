@@ -14,8 +14,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from dispatch_fn import _zones
-from dispatch_fn.periods import FREQUENCIES, due_date_for, period_key_for, periods_between, zone
+from dispatch_fn.engine import _zones
+from dispatch_fn.engine.periods import (
+    FREQUENCIES,
+    due_date_for,
+    period_key_for,
+    periods_between,
+    zone,
+)
 
 ZONES = (
     "Asia/Shanghai",

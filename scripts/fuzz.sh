@@ -4,6 +4,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
-step "fuzz: tests/handler/test_handler_fuzz.py at soak size"
-DULY_SOAK=1 .venv/bin/pytest tests/handler/test_handler_fuzz.py -q -p no:logging \
+step "fuzz: tests/aws/test_handler_fuzz.py at soak size"
+DULY_SOAK=1 .venv/bin/pytest tests/aws/test_handler_fuzz.py -q -p no:logging \
     --hypothesis-show-statistics "$@"

@@ -6,8 +6,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
 step "soak: concurrent processes and SIGKILLs"
-DULY_SOAK=1 .venv/bin/pytest tests/database/test_dispatch_processes.py -k "soak or sigkill" \
+DULY_SOAK=1 .venv/bin/pytest tests/run/test_dispatch_processes.py -k "soak or sigkill" \
     -q -s -p no:cacheprovider "$@"
 step "soak: the owed-periods state machine"
-DULY_SOAK=1 .venv/bin/pytest tests/database/test_owed_state_machine.py \
+DULY_SOAK=1 .venv/bin/pytest tests/run/test_owed_state_machine.py \
     -q -p no:cacheprovider -p no:logging "$@"

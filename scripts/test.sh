@@ -31,7 +31,7 @@ lint | typecheck | template)
 fast)
     shift
     step "pytest (pure layers)"
-    .venv/bin/pytest tests/engine tests/planner tests/runner "$@"
+    .venv/bin/pytest tests/engine tests/planning tests/runner "$@"
     ;;
 *)
     lint

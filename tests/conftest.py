@@ -25,10 +25,10 @@ from aws_lambda_powertools import Metrics
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from dispatch_fn import embedded
-from dispatch_fn.database import ConnectionCache
-from dispatch_fn.invocation import handle, runtime_for
-from dispatch_fn.migrate import apply_migrations
+from dispatch_fn.aws.invocation import handle, runtime_for
+from dispatch_fn.cli import embedded
+from dispatch_fn.db.database import ConnectionCache
+from dispatch_fn.db.migrate import apply_migrations
 from dispatch_fn.settings import Settings
 from support import Invoke
 
@@ -65,7 +65,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 # Layers that are pure Python: ``make test-fast`` runs them with no server at all.
-_PURE_LAYERS = ("engine", "planner")
+_PURE_LAYERS = ("engine", "planning", "runner")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -75,7 +75,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if layer in _PURE_LAYERS and "server_dsn" in getattr(item, "fixturenames", ()):
             raise pytest.UsageError(
                 f"{item.nodeid} asks for a database, but tests/{layer} is a pure layer;"
-                " move it to tests/database"
+                " move it to a layer that runs against PostgreSQL (tests/db, tests/run)"
             )
 
 
@@ -223,7 +223,7 @@ def deployed(dispatcher_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
     test's configuration names another database, and the cache replaces them.
     """
     monkeypatch.setenv("DATABASE_URL", dispatcher_url)
-    from dispatch_fn import app  # noqa: PLC0415 - only the deployed entry's tests need it
+    from dispatch_fn.aws import app  # noqa: PLC0415 - only the deployed entry's tests need it
 
     def call(event: object, context: object = None) -> dict[str, Any]:
         report: dict[str, Any] = app.lambda_handler(event, context)

@@ -19,8 +19,8 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 if TYPE_CHECKING:  # the pure layers import this module without the run loop
-    from dispatch_fn.dispatch import RunReport
-    from dispatch_fn.plan import Plan
+    from dispatch_fn.planning.plan import Plan
+    from dispatch_fn.run.dispatch import RunReport
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 

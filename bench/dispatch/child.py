@@ -37,11 +37,11 @@ from psycopg.transaction import Transaction
 
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
-from dispatch_fn import dispatch, recorded
-from dispatch_fn.outcome import RunFailedError
-from dispatch_fn.plan import Window
-from dispatch_fn.request import Scope
-from dispatch_fn.runtime import Deadline, Runtime
+from dispatch_fn.planning.plan import Window
+from dispatch_fn.planning.request import Scope
+from dispatch_fn.run import dispatch, recorded
+from dispatch_fn.run.outcome import RunFailedError
+from dispatch_fn.run.runtime import Deadline, Runtime
 from dispatch_fn.settings import Tuning
 
 _ROOT = Path(__file__).resolve().parents[2]

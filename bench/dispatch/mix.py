@@ -54,7 +54,7 @@ NAMES: Final = (
 )  # fmt: skip
 
 
-# The holiday calendars of rolled due dates (SPEC §2a): both hemispheres'
+# The holiday calendars of rolled due dates (docs/contract.md#due-dates): both hemispheres'
 # weekends (SA: Friday and Saturday), subdivisions, and calendars with movable
 # feasts (CN, IN, SA).
 HOLIDAY_CALENDARS: Final = ("US", "US-CA", "DE-BY", "GB-SCT", "CN", "SA", "FR", "JP", "IN", "BR")
@@ -62,7 +62,10 @@ HOLIDAY_CALENDARS: Final = ("US", "US-CA", "DE-BY", "GB-SCT", "CN", "SA", "FR", 
 
 @dataclass(frozen=True, slots=True)
 class Compliance:
-    """The columns of duties as compliance teams write them (SPEC §2a, §4)."""
+    """The columns of duties as compliance teams write them.
+
+    See docs/contract.md#due-dates, #one-run.
+    """
 
     # For due_anchor 'after_period_end': months, then days, after the period.
     after_months: tuple[Choice, ...]

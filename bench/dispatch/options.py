@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Final
 
 from bench.dispatch.mix import CLASSIC, MIXES
-from dispatch_fn import dispatch
+from dispatch_fn.run import dispatch
 
 BENCH_DIR: Final = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ from psycopg.abc import Params, QueryNoTemplate
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 
-from dispatch_fn import embedded
-from dispatch_fn.migrate import apply_migrations
+from dispatch_fn.cli import embedded
+from dispatch_fn.db.migrate import apply_migrations
 
 type Conn = psycopg.Connection[TupleRow]
 

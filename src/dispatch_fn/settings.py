@@ -42,10 +42,11 @@ DEFAULT_MAX_WINDOW_DAYS: Final = 1827
 # A scoped run names its duties in the event; 10,000 ids of 36 characters are
 # ~400 KB, inside Lambda's payload limits and far more than anyone types.
 DEFAULT_MAX_DUTY_IDS: Final = 10_000
-# Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
+# Missed daily clocks a scheduled run catches up at most (docs/contract.md#catch-up); 0 turns it
+# off.
 DEFAULT_CATCH_UP_DAYS: Final = 7
 # Hours between two scheduled runs: the template's cron runs daily. A run owes
-# what became owed since the previous clock (SPEC §4 step 4), so this must
+# what became owed since the previous clock (docs/contract.md#between-runs), so this must
 # match the schedule (template.yaml's ScheduleIntervalHours sets both).
 DEFAULT_SCHEDULE_INTERVAL_HOURS: Final = 24
 MAX_SCHEDULE_INTERVAL_HOURS: Final = 24
@@ -69,7 +70,8 @@ class Tuning:
     workers: int = DEFAULT_WORKERS
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
     max_duty_ids: int = DEFAULT_MAX_DUTY_IDS
-    # Missed daily clocks a scheduled run catches up at most (SPEC §9); 0 turns it off.
+    # Missed daily clocks a scheduled run catches up at most (docs/contract.md#catch-up); 0 turns it
+    # off.
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS
     # Hours between two scheduled clocks (DISPATCH_SCHEDULE_INTERVAL_HOURS).
     schedule_interval_hours: int = DEFAULT_SCHEDULE_INTERVAL_HOURS

@@ -1,4 +1,4 @@
-"""Due dates after the period, business-day rolls and grace (SPEC §2a)."""
+"""Due dates after the period, business-day rolls and grace (docs/contract.md#due-dates)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.errors import (
-    InvalidDayCountError,
-    OffsetOutOfRangeError,
-    PeriodError,
-    UnknownHolidayCalendarError,
-    UnknownRollError,
-    YearOutOfRangeError,
-)
-from dispatch_fn.periods import (
+from dispatch_fn.engine.periods import (
     FREQUENCIES,
     ROLLS,
     due_date_for,
@@ -26,6 +18,14 @@ from dispatch_fn.periods import (
     period_days,
     period_key_for,
     start_of_day,
+)
+from dispatch_fn.errors import (
+    InvalidDayCountError,
+    OffsetOutOfRangeError,
+    PeriodError,
+    UnknownHolidayCalendarError,
+    UnknownRollError,
+    YearOutOfRangeError,
 )
 
 CALENDARS = (None, "US", "US-CA", "DE-BY", "GB-SCT", "CN", "SA", "JP", "BR", "IN")
@@ -43,7 +43,7 @@ def after(frequency: str, key: str, months: int, days: int, **rest: Any) -> date
 @pytest.mark.parametrize(
     ("frequency", "key", "months", "days", "due"),
     [
-        # The three shapes SPEC §2a names.
+        # The three shapes docs/contract.md#due-dates names.
         ("quarterly", "2026-Q3", 0, 20, date(2026, 10, 20)),
         ("monthly", "2026-08", 0, 15, date(2026, 9, 15)),
         ("annual", "2026", 4, 0, date(2027, 4, 30)),

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from dispatch_fn.periods import (
+from dispatch_fn.engine.periods import (
     period_bounds,
     period_key_for,
     periods_between,

@@ -6,8 +6,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from dispatch_fn.errors import YearOutOfRangeError
-from dispatch_fn.periods import (
+from dispatch_fn.engine.periods import (
     FREQUENCIES,
     PeriodBounds,
     due_date_for,
@@ -16,6 +15,7 @@ from dispatch_fn.periods import (
     periods_between,
     zone,
 )
+from dispatch_fn.errors import YearOutOfRangeError
 
 
 def noon(year: int, month: int, day: int) -> datetime:

@@ -8,8 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.errors import YearOutOfRangeError
-from dispatch_fn.periods import (
+from dispatch_fn.engine.periods import (
     FREQUENCIES,
     PeriodBounds,
     due_date_for,
@@ -18,6 +17,7 @@ from dispatch_fn.periods import (
     period_key_for,
     periods_between,
 )
+from dispatch_fn.errors import YearOutOfRangeError
 
 ZONES = (
     "UTC",

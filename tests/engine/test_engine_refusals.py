@@ -8,6 +8,17 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
+from dispatch_fn.engine.periods import (
+    check_day_count,
+    due_date_for,
+    local_date,
+    period_bounds,
+    period_key_for,
+    periods_between,
+    start_of_day,
+    visible_from_for,
+    zone,
+)
 from dispatch_fn.errors import (
     InvalidDateError,
     InvalidDayCountError,
@@ -18,17 +29,6 @@ from dispatch_fn.errors import (
     UnknownFrequencyError,
     UnknownTimezoneError,
     YearOutOfRangeError,
-)
-from dispatch_fn.periods import (
-    check_day_count,
-    due_date_for,
-    local_date,
-    period_bounds,
-    period_key_for,
-    periods_between,
-    start_of_day,
-    visible_from_for,
-    zone,
 )
 
 NOON = datetime(2026, 8, 21, 12, tzinfo=UTC)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn import agenda
-from dispatch_fn.agenda import Board, decide
-from dispatch_fn.settling import Failure, Job, Outcome
-from dispatch_fn.store import PageResult
+from dispatch_fn.db.store import PageResult
+from dispatch_fn.run import agenda
+from dispatch_fn.run.agenda import Board, decide
+from dispatch_fn.run.settling import Failure, Job, Outcome
 
 RANGES = [(None, "b"), ("b", "d"), ("d", None)]
 

@@ -20,8 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn import settling
-from dispatch_fn.settling import (
+from dispatch_fn.db.store import PageResult
+from dispatch_fn.run import settling
+from dispatch_fn.run.settling import (
     Failure,
     Job,
     Outcome,
@@ -29,7 +30,6 @@ from dispatch_fn.settling import (
     Target,
     Walk,
 )
-from dispatch_fn.store import PageResult
 
 CATCH_UP = Target(0)
 REPAY = Target(1, repaying=True)
@@ -505,10 +505,10 @@ def test_after_the_deadline_cancels_a_statement_the_step_asks_nothing_more(
 
 
 def test_settling_loads_no_database_driver() -> None:
-    probe = "import json, sys, dispatch_fn.settling; print(json.dumps(sorted(sys.modules)))"
+    probe = "import json, sys, dispatch_fn.run.settling; print(json.dumps(sorted(sys.modules)))"
     completed = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     loaded = set(json.loads(completed.stdout))
     assert "psycopg" not in loaded
-    assert "dispatch_fn.store" not in loaded
+    assert "dispatch_fn.db.store" not in loaded

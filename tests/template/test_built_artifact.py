@@ -131,7 +131,7 @@ def test_each_function_carries_the_package_alone_and_leaves_the_dependencies_to_
 def test_the_artifact_holds_the_package_as_imported_everywhere_without_the_cli_modules(
     built: Path,
 ) -> None:
-    assert _handler() == "dispatch_fn.app.lambda_handler"
+    assert _handler() == "dispatch_fn.aws.app.lambda_handler"
     package = built / "dispatch_fn"
     assert (package / "app.py").is_file()
     assert not (built / "app.py").exists()  # no top-level module, no import trick
@@ -192,7 +192,7 @@ def _import_closure(module: str) -> set[Path]:
 
 @pytest.mark.parametrize(
     ("handler_module", "reached"),
-    [("dispatch_fn.app", "invocation.py"), ("dispatch_fn.migrate_resource", "migrate.py")],
+    [("dispatch_fn.aws.app", "invocation.py"), ("dispatch_fn.aws.migrate_resource", "migrate.py")],
 )
 def test_no_handler_imports_a_module_only_the_command_line_needs(
     handler_module: str, reached: str
@@ -204,7 +204,7 @@ def test_no_handler_imports_a_module_only_the_command_line_needs(
 
 def test_the_command_line_modules_are_found_by_the_same_closure() -> None:
     # The closure the handlers are checked with does reach them, from the CLI.
-    closure = {path.relative_to(PACKAGE) for path in _import_closure("dispatch_fn.__main__")}
+    closure = {path.relative_to(PACKAGE) for path in _import_closure("dispatch_fn.cli.main")}
     assert {Path(entry) for entry in _cli_only()} <= closure
 
 
@@ -266,7 +266,7 @@ def test_the_layers_holidays_without_translations_give_every_calendars_dates_unc
 _MIGRATION_PROBE = """
 import json, sys
 sys.path[:0] = [".", sys.argv[3]]
-from dispatch_fn import migrate_resource
+from dispatch_fn.aws import migrate_resource
 import psycopg
 sent = []
 migrate_resource.handle(

@@ -22,7 +22,7 @@ _MAX_LAYER_MB = 45
 _PROBE = """
 import json, sys
 sys.path[:0] = [".", sys.argv[1]]
-import dispatch_fn.app
+import dispatch_fn.aws.app
 print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 """
 

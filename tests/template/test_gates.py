@@ -76,7 +76,15 @@ def test_the_pure_layers_collect_without_reaching_a_database() -> None:
     # A server nobody listens on: any attempt to reach it fails the run.
     env = {**os.environ, "DATABASE_URL": "host=/nonexistent-duly-socket-dir connect_timeout=1"}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/engine", "tests/planner", "--collect-only"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/engine",
+            "tests/planning",
+            "tests/runner",
+            "--collect-only",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -115,3 +123,27 @@ def test_the_tests_run_against_the_very_pins_the_lambda_artifact_ships() -> None
     assert {name: dev_pins.get(name) for name in lambda_pins} == lambda_pins
     assert "pytest" in dev_pins
     assert "pytest" not in lambda_pins
+
+
+def _cited_anchors(text: str) -> set[str]:
+    return set(re.findall(r"docs/contract\.md#([a-z0-9-]+)", text))
+
+
+def test_code_and_docs_cite_the_contract_in_the_repository_by_anchors_it_has() -> None:
+    contract = (ROOT / "docs" / "contract.md").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'<a id="([a-z0-9-]+)"></a>', contract))
+    assert {"between-runs", "owed-again", "exit-statuses"} <= anchors
+    # Applied migrations are checksummed whole, comments included: their
+    # text is history and stays as it was written.
+    sources = [
+        path
+        for folder in ("src", "tests", "bench", "docs", "scripts")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".sql", ".md", ".sh"} and "migrations" not in path.parts
+    ]
+    outside = "SPEC " + "\u00a7"  # spelt apart, so this file does not cite it itself
+    for path in [*sources, ROOT / "README.md", ROOT / "template.yaml"]:
+        text = path.read_text(encoding="utf-8")
+        assert outside not in text, f"{path.relative_to(ROOT)} cites a document outside the repo"
+        missing = _cited_anchors(text) - anchors
+        assert not missing, f"{path.relative_to(ROOT)} cites missing anchors {sorted(missing)}"

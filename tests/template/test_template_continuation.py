@@ -1,4 +1,4 @@
-"""The template's part in the run ledger, catch-up and self-continuation (SPEC §9).
+"""The template's part in the run ledger, catch-up and self-continuation (docs/contract.md#ledger).
 
 Read as written (``sam validate`` and cfn-lint, in the gate, would refuse a
 dependency cycle between the role and the function).
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from dispatch_fn import ledger
+from dispatch_fn.db import ledger
 from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 ROOT = Path(__file__).resolve().parents[2]

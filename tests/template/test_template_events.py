@@ -1,4 +1,4 @@
-"""The ready payloads in ``events/`` are valid JSON of the shapes SPEC §5 accepts.
+"""The ready payloads in ``events/`` are valid JSON of the shapes docs/contract.md#events accepts.
 
 These check the files alone; running each through the handler is the handler
 tests' job.

@@ -27,7 +27,7 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-from dispatch_fn.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_ROWS, DEFAULT_WORKERS
+from dispatch_fn.run.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_ROWS, DEFAULT_WORKERS
 from dispatch_fn.settings import DEFAULT_MAX_WINDOW_DAYS, MAX_WORKERS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,14 +230,14 @@ def test_code_comes_from_the_source_directory_with_the_contracted_handler(
 ) -> None:
     props = sam_template["Resources"]["DispatchFunction"]["Properties"]
     assert props["CodeUri"] == "src/"
-    assert props["Handler"] == "dispatch_fn.app.lambda_handler"
+    assert props["Handler"] == "dispatch_fn.aws.app.lambda_handler"
 
 
 def test_function_runs_python_3_12_on_x86_64_where_the_wheels_are_built(
     function: dict[str, Any],
 ) -> None:
     assert function["Runtime"] == "python3.12"
-    assert function["Handler"] == "dispatch_fn.app.lambda_handler"
+    assert function["Handler"] == "dispatch_fn.aws.app.lambda_handler"
     assert function["Architectures"] == ["x86_64"]
 
 
@@ -339,7 +339,7 @@ def test_logs_go_to_a_stack_named_log_group_with_retention(
 
 
 def test_schedule_fires_at_0100_utc_every_day(schedule: dict[str, Any]) -> None:
-    # The daily cron of SPEC §1 unless the operator chose a shorter interval.
+    # The daily cron of docs/contract.md#job unless the operator chose a shorter interval.
     assert schedule["ScheduleExpression"] == {
         "Fn::If": [
             "RunsDaily",
@@ -793,7 +793,7 @@ def test_the_migration_step_is_the_same_artifact_in_the_same_network_as_the_owne
 ) -> None:
     step = sam_template["Resources"]["MigrationFunction"]["Properties"]
     assert step["CodeUri"] == sam_template["Resources"]["DispatchFunction"]["Properties"]["CodeUri"]
-    assert step["Handler"] == "dispatch_fn.migrate_resource.handler"
+    assert step["Handler"] == "dispatch_fn.aws.migrate_resource.handler"
     assert migration_function["Runtime"] == function["Runtime"]
     assert migration_function["VpcConfig"] == function["VpcConfig"]
     variables = migration_function["Environment"]["Variables"]

@@ -1,0 +1,1 @@
+"""The command line only (``python -m dispatch_fn``); never shipped in the Lambda artifact."""

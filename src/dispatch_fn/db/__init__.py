@@ -1,0 +1,1 @@
+"""PostgreSQL: connections, statements, migrations, the data layer, the ledger."""

@@ -1,0 +1,226 @@
+"""The run ledger's statements: ``duly_dispatch_run``, one row per invocation.
+
+See docs/contract.md#ledger.
+
+Each is one short statement on an autocommit connection, issued before a
+run's first page or after its last, so the ledger never sits inside a page's
+transaction and never holds a lock a page waits for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from dispatch_fn.db import store
+from dispatch_fn.db.sql import Connection, statement
+from dispatch_fn.planning.plan import Window
+from dispatch_fn.planning.request import RunRequest, Scope
+
+# The function's Timeout in template.yaml (a template test holds them equal):
+# a run still 'running' after this long was killed, not slow.
+FUNCTION_TIMEOUT: Final = timedelta(seconds=900)
+STATUSES: Final = ("running", "completed", "incomplete", "failed")
+# What ``runs`` shows: a run still running past the function's timeout is abandoned.
+SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
+MODES: Final = ("scheduled", "backfill")
+
+
+@dataclass(frozen=True, slots=True)
+class SetAsideAt:
+    """Duties set aside by runs at one clock (and window), not yet repaid.
+
+    ``entries`` are ``(run_id, duty_id)``; ``owed_from`` is the first clock
+    those runs owed them (the first clock they caught up, or their own);
+    ``window`` is a backfill's.
+    """
+
+    clock: datetime
+    entries: tuple[tuple[int, str], ...]
+    owed_from: datetime
+    window: Window | None = None
+
+    @property
+    def duty_ids(self) -> tuple[str, ...]:
+        """Each duty once, in the order the ledger listed them."""
+        return tuple(dict.fromkeys(duty_id for _, duty_id in self.entries))
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One run as the ``runs`` command shows it."""
+
+    fields: dict[str, Any]
+
+    @property
+    def shown_status(self) -> str:
+        """The status, ``abandoned`` for a run still running past the function's timeout."""
+        return "abandoned" if self.fields["abandoned"] else str(self.fields["status"])
+
+
+def _request_params(request: RunRequest) -> dict[str, Any]:
+    window = request.window
+    return {
+        "mode": request.mode,
+        "clock": request.now,
+        "window_from": None if window is None else window.from_date,
+        "window_to": None if window is None else window.to_date,
+        "organization_id": request.scope.organization_id,
+        "duty_ids": None if request.scope.duty_ids is None else list(request.scope.duty_ids),
+        "dry_run": request.dry_run,
+        "resume_after": request.resume_after,
+    }
+
+
+def start(
+    conn: Connection, request: RunRequest, *, request_id: str | None, continues_run: int | None
+) -> int:
+    """Record a run as ``running``; return its id (the report's ``run_id``)."""
+    params = {
+        **_request_params(request),
+        "request_id": request_id,
+        "continues_run": continues_run,
+        "continuation": request.continuation,
+    }
+    row = conn.execute(statement("run_start"), params).fetchone()
+    assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
+    return int(row[0])
+
+
+def finish(
+    conn: Connection,
+    run_id: int,
+    status: str,
+    report: dict[str, Any] | None,
+    error: str | None = None,
+) -> None:
+    """Record how run ``run_id`` ended: ``completed``, ``incomplete`` or ``failed``."""
+    if status not in STATUSES[1:]:
+        raise ValueError(f"run status {status!r}; expected one of {', '.join(STATUSES[1:])}")
+    conn.execute(
+        statement("run_finish"),
+        {
+            "id": run_id,
+            "status": status,
+            "report": None if report is None else Jsonb(report),
+            "error": error,
+        },
+    )
+
+
+def latest_completed_clock(conn: Connection) -> datetime | None:
+    """The clock of the latest completed scheduled, unscoped, non-dry run, if any."""
+    row = conn.execute(statement("run_latest_completed_clock")).fetchone()
+    return None if row is None else row[0]
+
+
+def record_set_aside(
+    conn: Connection, run_id: int, set_aside: Sequence[tuple[str, str]], *, owed_from: datetime
+) -> None:
+    """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside: the next run owes them.
+
+    ``owed_from`` is the first clock the run owed them (its first caught-up clock).
+    """
+    if not set_aside:
+        return
+    conn.execute(
+        statement("run_set_aside_record"),
+        {
+            "run_id": run_id,
+            "owed_from": owed_from,
+            "duty_ids": [duty_id for duty_id, _ in set_aside],
+            "reasons": [reason for _, reason in set_aside],
+        },
+    )
+
+
+def owed_again(conn: Connection, scope: Scope) -> list[SetAsideAt]:
+    """The set-aside duties in ``scope`` not yet repaid, by the clock and window of their run."""
+    query = statement("run_set_aside_owed")
+    groups: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
+    # Unprepared, as the data layer runs its scoped statements (store says why).
+    for run_id, *at, duty_id in conn.execute(query, store.scope_params(scope), prepare=False):
+        groups.setdefault(tuple(at), []).append((int(run_id), str(duty_id)))
+    return [
+        SetAsideAt(
+            clock,
+            tuple(entries),
+            owed_from=owed_from,
+            window=None if window_from is None else Window(window_from, window_to),
+        )
+        for (clock, owed_from, window_from, window_to), entries in groups.items()
+    ]
+
+
+def mark_repaid(
+    conn: Connection,
+    run_id: int,
+    owed: Sequence[SetAsideAt],
+    *,
+    again: Sequence[str],
+    upto: str | None,
+    complete: bool,
+) -> None:
+    """Record that run ``run_id`` repaid ``owed``, but for the duties it set aside ``again``.
+
+    A run that stopped early (``complete`` False) repaid only the duties up
+    to its gapless mark ``upto``.
+    """
+    entries = [entry for each in owed for entry in each.entries]
+    if not entries or (not complete and upto is None):
+        return
+    conn.execute(
+        statement("run_set_aside_repaid"),
+        {
+            "run_id": run_id,
+            "run_ids": [owner for owner, _ in entries],
+            "duty_ids": [duty_id for _, duty_id in entries],
+            "again": list(again),
+            "complete": complete,
+            "upto": upto,
+        },
+    )
+
+
+def continued_run(conn: Connection, request: RunRequest) -> int | None:
+    """The id of the run ``request`` continues, or None (not a continuation, or not found)."""
+    if request.continuation == 0:
+        return None
+    params = {**_request_params(request), "previous": request.continuation - 1}
+    row = conn.execute(statement("run_continued"), params).fetchone()
+    return None if row is None else int(row[0])
+
+
+def recent(
+    conn: Connection, limit: int, *, mode: str | None = None, status: str | None = None
+) -> list[LedgerRow]:
+    """The ``limit`` most recently started runs, newest first; only of ``mode`` and ``status``
+    when given (``status`` as shown: ``abandoned`` is one)."""
+    params = {"limit": limit, "timeout": FUNCTION_TIMEOUT, "mode": mode, "status": status}
+    with conn.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(statement("run_recent"), params)
+        return [LedgerRow(dict(row)) for row in cursor.fetchall()]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run's whole ledger row, its report included, and the duties it set aside."""
+
+    row: LedgerRow
+    set_aside: list[dict[str, Any]]
+
+
+def one(conn: Connection, run_id: int) -> RunRecord | None:
+    """Run ``run_id``'s record, or None when no run has that id."""
+    params = {"id": run_id, "timeout": FUNCTION_TIMEOUT}
+    with conn.cursor(row_factory=dict_row) as cursor:
+        found = cursor.execute(statement("run_one"), params).fetchone()
+        if found is None:
+            return None
+        set_aside = cursor.execute(statement("run_set_aside_of"), params).fetchall()
+    return RunRecord(LedgerRow(dict(found)), [dict(row) for row in set_aside])

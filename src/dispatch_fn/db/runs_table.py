@@ -1,0 +1,137 @@
+"""The run ledger as ``python -m dispatch_fn runs`` shows it: a table, or JSON for machines.
+
+``runs show ID`` gives one run's whole record: its ledger row, its report and
+the duties it set aside.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from typing import Any, Final
+
+from dispatch_fn.db import ledger
+from dispatch_fn.db.sql import Connection
+
+_COLUMNS: Final = (
+    "id", "clock", "mode", "status", "created", "existing", "faults", "duration", "notes",
+)  # fmt: skip
+
+
+def render(
+    conn: Connection,
+    *,
+    limit: int,
+    as_json: bool,
+    mode: str | None = None,
+    status: str | None = None,
+) -> str:
+    """The ``limit`` newest runs (of ``mode``, with ``status``) as a text table, or JSON."""
+    rows = ledger.recent(conn, limit, mode=mode, status=status)
+    if as_json:
+        return json.dumps([json_row(row) for row in rows], indent=2)
+    if not rows:
+        given = [f"{name} {value}" for name, value in (("mode", mode), ("status", status)) if value]
+        return f"no runs with {' and '.join(given)}" if given else "no runs recorded yet"
+    return _table([_text_row(row) for row in rows])
+
+
+def render_one(record: ledger.RunRecord, *, as_json: bool) -> str:
+    """One run's whole record: its ledger fields, its report and its set-aside duties."""
+    fields = json_row(record.row)
+    fields["set_aside"] = [
+        {name: _plain(value) for name, value in entry.items()} for entry in record.set_aside
+    ]
+    if as_json:
+        return json.dumps(fields, indent=2)
+    report = fields.pop("report")
+    set_aside = fields.pop("set_aside")
+    width = max(map(len, fields))
+    lines = [f"{name:<{width}}  {_shown(value)}" for name, value in fields.items()]
+    lines.append("")
+    if set_aside:
+        lines.append(f"set aside ({len(set_aside)}):")
+        lines.extend(
+            f"  {entry['duty_id']}  {entry['reason']}  owed from {entry['owed_from']}  "
+            + (f"repaid by run {entry['repaid_by']}" if entry["repaid_by"] else "still owed")
+            for entry in set_aside
+        )
+    else:
+        lines.append("set aside: none")
+    lines.append("")
+    lines.append("report:" if report is not None else "report: none (the run has not finished)")
+    if report is not None:
+        lines.append(json.dumps(report, indent=2))
+    return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def json_row(row: ledger.LedgerRow) -> dict[str, Any]:
+    """One run as ``runs --json`` and the ``runs`` query give it."""
+    fields = {name: _plain(value) for name, value in row.fields.items()}
+    fields["status"] = row.shown_status
+    fields["duration_s"] = _seconds(row.fields["started_at"], row.fields["finished_at"])
+    return fields
+
+
+def _text_row(row: ledger.LedgerRow) -> list[str]:
+    fields = row.fields
+    notes = []
+    if fields["window_from"] is not None:
+        notes.append(f"window {fields['window_from']}..{fields['window_to'] or 'today'}")
+    if fields["organization_id"] is not None:
+        notes.append(f"org {fields['organization_id']}")
+    if fields["duty_ids"] is not None:
+        notes.append(f"{len(fields['duty_ids'])} duty id(s)")
+    if fields["dry_run"]:
+        notes.append("dry run")
+    if fields["continues_run"] is not None:
+        notes.append(f"continues #{fields['continues_run']} ({fields['continuation']})")
+    if fields["catch_up"]:
+        caught = fields["catch_up"]
+        notes.append(f"caught up {caught['clocks']} day(s), {caught['tasks_created']} task(s)")
+    if fields["error"]:
+        notes.append(str(fields["error"]).splitlines()[0][:60])
+    seconds = _seconds(fields["started_at"], fields["finished_at"])
+    return [
+        str(fields["id"]),
+        fields["clock"].isoformat(),
+        str(fields["mode"]),
+        row.shown_status,
+        _count(fields["tasks_created"]),
+        _count(fields["tasks_existing"]),
+        _count(fields["faults"] if fields["finished_at"] is not None else None),
+        "-" if seconds is None else f"{seconds:.2f} s",
+        "; ".join(notes),
+    ]
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(name), *(len(row[i]) for row in rows)) for i, name in enumerate(_COLUMNS)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (_COLUMNS, *rows)
+    ]
+    return "\n".join(lines)
+
+
+def _count(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _seconds(started: datetime, finished: datetime | None) -> float | None:
+    return None if finished is None else (finished - started) / timedelta(seconds=1)
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return value

@@ -1,0 +1,34 @@
+"""The SQL the package ships: its statement files, and the connection type they run on.
+
+Apart from the data layer (``store``) so that the connection and migration
+modules can read statement files without importing the planner behind it.
+Every module that runs a statement file loads it here.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+type Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+@functools.cache
+def statement_text(name: str) -> str:
+    """The text of ``statements/<name>.sql``, as shipped in the package."""
+    folder = resources.files("dispatch_fn.db").joinpath("statements")
+    return folder.joinpath(f"{name}.sql").read_text("utf-8")
+
+
+def statement(name: str, **slots: sql.Composable) -> sql.SQL | sql.Composed:
+    """``statements/<name>.sql`` as a query, its slots (identifiers only) filled.
+
+    The files are fixed text shipped in the package, never input; values
+    always travel as bound parameters, never in a slot.
+    """
+    text = sql.SQL(statement_text(name))
+    return text.format(**slots) if slots else text

@@ -1,0 +1,15 @@
+-- store.dispatch_page, before a dry-run page, in the page's own transaction:
+-- probe duly_task through its unique index, never by scanning it.
+--
+-- The dry page asks duly_task whether each owed row exists (page_dry_run.sql,
+-- NOT EXISTS). Once duly_task has been vacuumed while empty (as autovacuum
+-- leaves it after a backfill that timed out and rolled back), the planner
+-- prices a scan of it at nothing and, with the page's owed rows estimated at a
+-- handful, picks a nested loop that rescans the whole table once per owed row.
+-- Other runs filling the table meanwhile make every rescan longer: a page that
+-- takes a second alone can reach the statement timeout (ADR 0003).
+-- An index probe per owed row is what the planner picks anyway once the table
+-- holds anything; this only takes the zero-cost scan off the table. It works
+-- with page_dry_run.sql's OFFSET 0, which keeps the test a per-row subplan:
+-- either alone still rescanned the table in the reproduction.
+SET LOCAL enable_seqscan = off

@@ -1,0 +1,15 @@
+-- The duly_duty rows, every column, of the duties a page statement's head
+-- takes for the same arguments, in page order (page_write.sql's head CTE,
+-- before any row budget cuts it): for a page the run settles duty by
+-- duty because its statement failed (ADR 0003), or whose duties the planner
+-- judges first at the calendar's edge (dispatch_fn.planning.calendar_edge).
+SELECT d.*
+FROM duly_duty d
+WHERE duly_dispatchable(d.status, d.form, d.review_status)
+  AND (%(after)s::text IS NULL OR d.id > %(after)s)
+  AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
+  AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                    %(duty_ids)s::text[], %(resume_after)s::text)
+  AND d.id <> ALL(%(excluded)s::text[])
+ORDER BY d.id
+LIMIT %(size)s

@@ -1,0 +1,391 @@
+"""The data layer: what the dispatcher reads from and writes to PostgreSQL.
+
+Every statement is one whole ``.sql`` file in ``statements/``, written as a
+person would write it and run as it is: this module maps the run's values
+(its scope, the page's bounds, the planner's schedules and decisions) onto
+the files' bound parameters, and maps the rows back. It decides nothing:
+the roll table, the weights and the page sizes are the planner's
+(``page_plan``). Sets travel as arrays (``unnest``), never as temporary
+tables, so a run works unchanged through RDS Proxy.
+
+A statement that binds a scope or a page's bounds runs unprepared: planned
+with its values, each null test on them (``duly_in_scope``, an open bound)
+folds away and leaves the comparison the partial index serves, where a
+generic plan would keep the test and scan the whole index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import psycopg
+import psycopg.rows
+from psycopg.types.json import Jsonb
+
+from dispatch_fn.db.sql import Connection, statement
+from dispatch_fn.planning import page_plan
+from dispatch_fn.planning.plan import LEAD_THRESHOLDS, Schedule
+
+# Re-exported: the data layer's callers have always found the scope here.
+from dispatch_fn.planning.request import Scope as Scope  # noqa: PLC0414
+
+_NO_WEIGHTS: Final = Jsonb({})
+
+
+def scope_params(scope: Scope) -> dict[str, Any]:
+    """The scope's limits, as the statements bind them to ``duly_in_scope``; None: no limit."""
+    return {
+        "organization_id": scope.organization_id,
+        "duty_ids": None if scope.duty_ids is None else list(scope.duty_ids),
+        "resume_after": scope.resume_after,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Dispatchable duties of one frequency, zone and lead bucket: how many, their largest lead.
+
+    The run plans one schedule per group. Anchors, rolls and calendars do not
+    change a schedule, so they are not part of the key: the number of groups
+    stays bounded by the frequencies and zones in use (docs/adr/0002). Leads
+    do, so each group is planned for the leads it has: ``lead_bucket`` is
+    ``plan.lead_bucket`` of each member's lead (docs/adr/0009).
+    """
+
+    frequency: str | None
+    timezone: str
+    lead_bucket: int
+    duties: int
+    max_lead: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueRule:
+    """Dispatchable duties sharing one anchor, roll and calendar, outside refused groups.
+
+    With how many there are, and how many of them have offsets or a grace out
+    of the range the engine allows.
+    """
+
+    due_anchor: str
+    due_roll: str
+    holiday_calendar: str | None
+    duties: int
+    out_of_range: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The due rules in use, as the run judged them: those it dispatches and those it refused."""
+
+    accepted: tuple[DueRule, ...] = ()
+    refused: tuple[DueRule, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PageResult:
+    """What the database reported for one page: its last id (None if it was empty) and counts."""
+
+    upto: str | None
+    rows: int
+    duties: int
+    outside_window: int
+    nothing_due: int
+    owed: int
+    created: int
+    advanced: int
+    cut: bool = False  # the page's row budget ended it before its size did
+
+
+def count_undispatchable(conn: Connection, scope: Scope) -> list[tuple[Any, Any, Any, int]]:
+    """``(form, status, review_status, count)`` for every duty in scope not dispatched."""
+    query = statement("undispatchable_counts")
+    rows = conn.execute(query, scope_params(scope), prepare=False).fetchall()
+    return [(form, status, review, int(n)) for form, status, review, n in rows]
+
+
+def ids_with_form(
+    conn: Connection, scope: Scope, forms_excluded: Sequence[str], limit: int
+) -> list[tuple[str, Any]]:
+    """``(id, form)`` of up to ``limit`` duties in scope whose form is none of these."""
+    query = statement("unknown_form_ids")
+    params = {**scope_params(scope), "forms": list(forms_excluded), "limit": limit}
+    return [
+        (str(duty_id), form)
+        for duty_id, form in conn.execute(query, params, prepare=False).fetchall()
+    ]
+
+
+def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
+    """Every group of dispatchable duties in scope (one aggregate per run)."""
+    query = statement("dispatchable_groups")
+    params = {**scope_params(scope), **_lead_thresholds()}
+    rows = conn.execute(query, params, prepare=False).fetchall()
+    return [
+        Group(frequency, zone, int(bucket), int(count), int(lead))
+        for frequency, zone, bucket, count, lead in rows
+    ]
+
+
+def _lead_thresholds() -> dict[str, list[int]]:
+    # plan.lead_bucket's rule, for the statements' width_bucket.
+    return {"lead_thresholds": list(LEAD_THRESHOLDS)}
+
+
+def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[DueRule]:
+    """Every due rule among the dispatchable duties in scope outside the ``refused`` groups."""
+    query = statement("due_rules")
+    params = {**scope_params(scope), **_group_arrays(refused)}
+    return [
+        DueRule(anchor, roll, calendar, int(count), int(bad))
+        for anchor, roll, calendar, count, bad in conn.execute(query, params, prepare=False)
+    ]
+
+
+def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
+    """The last id of every full page of ``size`` dispatchable duties in scope, in order."""
+    query = statement("page_bounds")
+    params = {**scope_params(scope), "skip": size - 1}
+    return [str(row[0]) for row in conn.execute(query, params, prepare=False)]
+
+
+def fault_members(
+    conn: Connection, scope: Scope, refused: Sequence[Group], rules: Rules, limit: int
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` duties counted as faults before the pages, as duty rows, in id order."""
+    query = statement("fault_members")
+    params = {
+        **scope_params(scope),
+        **_group_arrays(refused),
+        **_rule_arrays(rules.refused, "r"),
+        "limit": limit,
+    }
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        return cur.execute(query, params, prepare=False).fetchall()
+
+
+def _group_arrays(groups: Sequence[Group]) -> dict[str, list[Any]]:
+    return {
+        "g_frequency": [group.frequency for group in groups],
+        "g_timezone": [group.timezone for group in groups],
+        "g_lead_bucket": [group.lead_bucket for group in groups],
+        **_lead_thresholds(),
+    }
+
+
+def _rule_arrays(rules: Sequence[DueRule], prefix: str) -> dict[str, list[Any]]:
+    # '' stands for "no calendar" so that the comparison is a plain equality.
+    return {
+        f"{prefix}_anchor": [rule.due_anchor for rule in rules],
+        f"{prefix}_roll": [rule.due_roll for rule in rules],
+        f"{prefix}_calendar": [rule.holiday_calendar or "" for rule in rules],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PageStatement:
+    """One run's page statement: which file it runs and the schedules it binds.
+
+    Only the page's bounds and size change from page to page, so the arrays
+    are built once per run rather than once per page. The same parameters
+    list the page's ids alone (``page_taken_ids``).
+    """
+
+    params: dict[str, Any]
+    # A dry page counts (page_dry_run.sql), planned with seq scans off
+    # (page_dry_run_plan.sql says why); otherwise it writes (page_write.sql).
+    dry_run: bool = False
+    # Each group's weight (page_plan.weights), bound only where a page is
+    # weighed: scheduled pages need not parse it.
+    weights: Jsonb = _NO_WEIGHTS
+    # The most rows one duty of the run can owe (page_plan.heaviest).
+    heaviest: int = 0
+
+    def page_size(self, chunk_size: int, page_rows: int | None) -> int:
+        """The duties a page of this statement takes (``page_plan.page_size``)."""
+        return page_plan.page_size(chunk_size, page_rows, self.heaviest)
+
+    def budget(self, size: int, page_rows: int | None) -> int | None:
+        """The row budget a page of ``size`` duties is held to (``page_plan.budget``)."""
+        return page_plan.budget(size, page_rows, self.heaviest)
+
+
+def page_statement(
+    scope: Scope, ready: Sequence[tuple[Group, Schedule]], rules: Rules, *, dry_run: bool
+) -> PageStatement:
+    """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) owed tasks."""
+    weights = page_plan.weights(ready)
+    return PageStatement(
+        params={**scope_params(scope), **_lead_thresholds(), **_arrays(ready, rules)},
+        dry_run=dry_run,
+        weights=Jsonb(weights),
+        heaviest=page_plan.heaviest(weights),
+    )
+
+
+def dispatch_page(
+    conn: Connection,
+    page: PageStatement,
+    after: str | None,
+    upto: str | None,
+    size: int,
+    *,
+    page_rows: int | None = None,
+    excluded: Sequence[str] = (),
+    time_limit_ms: int | None = None,
+) -> PageResult:
+    """Run ``page`` on the first ``size`` duties in ``(after, upto]``: one transaction.
+
+    A None bound is open. The page ends early, after its first duty, where the
+    rows its duties can owe would pass ``page_rows`` (None: no such bound).
+    Duties in ``excluded`` (set aside by the run) are not part of the page.
+    ``time_limit_ms`` lowers the statement timeout for this page alone.
+    """
+    query = statement("page_dry_run" if page.dry_run else "page_write")
+    params = _page_params(page, after, upto, size, page_rows, excluded)
+    # Never prepared: a prepared statement would switch to a generic plan after
+    # five pages, and that plan, guessing at the cursor and the page size,
+    # measures slower than planning each page afresh (docs/performance.md has
+    # the figures; `make bench` re-measures them). Planned with its values, each
+    # null test on the bounds and the scope folds away. It also leaves
+    # RDS Proxy and direct connections running the very same plan.
+    settings: list[tuple[str, dict[str, Any]]] = []
+    if page.dry_run:
+        settings.append(("page_dry_run_plan", {}))
+    if time_limit_ms is not None:
+        settings.append(("statement_time_limit", {"ms": max(time_limit_ms, 1)}))
+    if not settings:
+        # One statement in autocommit is one transaction: the page's inserts
+        # and its advances commit together, with no BEGIN/COMMIT round trips.
+        row = conn.execute(query, params, prepare=False).fetchone()
+    else:
+        # A transaction of the page's own, so that each SET LOCAL is the
+        # page's alone and ends with it: the warm connection's next statement
+        # is planned and timed as usual.
+        with conn.transaction():
+            for name, values in settings:
+                conn.execute(statement(name), values)
+            row = conn.execute(query, params, prepare=False).fetchone()
+    assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
+    upto_seen, *counts, cut = row
+    rows, duties, outside, nothing_due, owed, created, advanced = (int(n) for n in counts)
+    return PageResult(
+        None if upto_seen is None else str(upto_seen),
+        rows, duties, outside, nothing_due, owed, created, advanced, cut=bool(cut),
+    )  # fmt: skip
+
+
+def _page_params(  # noqa: PLR0917 - the page's arguments, passed on as they came
+    page: PageStatement,
+    after: str | None,
+    upto: str | None,
+    size: int,
+    page_rows: int | None,
+    excluded: Sequence[str],
+) -> dict[str, Any]:
+    budget = page.budget(size, page_rows)
+    return {
+        **page.params,
+        "after": after,
+        "upto": upto,
+        "size": size,
+        "page_rows": budget,
+        "weights": _NO_WEIGHTS if budget is None else page.weights,
+        "excluded": list(excluded),
+    }
+
+
+def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, list[Any]]:
+    # Each schedule's periods travel once, however many groups share it: keyed
+    # by value, as groups of one frequency whose zones share today's date (or,
+    # in a backfill, every zone) plan equal schedules, and sending each copy
+    # made the period arrays grow with the zones and lead buckets in use.
+    numbers: dict[Schedule, int] = {}
+    arrays: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_threshold",
+            "p_schedule", "p_key", "p_first", "p_last", "p_current", "p_past",
+        )
+    }  # fmt: skip
+    for group, schedule in ready:
+        number = numbers.get(schedule)
+        if number is None:
+            number = numbers[schedule] = len(numbers)
+            for period in schedule.periods:
+                arrays["p_schedule"].append(number)
+                arrays["p_key"].append(period.key)
+                arrays["p_first"].append(period.first_day)
+                arrays["p_last"].append(period.last_day)
+                arrays["p_current"].append(period.current)
+                arrays["p_past"].append(period.past)
+        arrays["c_schedule"].append(number)
+        arrays["c_frequency"].append(group.frequency)
+        arrays["c_timezone"].append(group.timezone)
+        arrays["c_lead_bucket"].append(group.lead_bucket)
+        arrays["c_today"].append(schedule.today)
+        arrays["c_threshold"].append(schedule.threshold)
+    rolled = page_plan.rolled_days(arrays["p_first"], arrays["p_last"], rules.accepted)
+    return {
+        **arrays,
+        **_rule_arrays(rules.refused, "x"),
+        "r_calendar": [each.calendar for each in rolled],
+        "r_day": [each.day for each in rolled],
+        "r_following": [each.following for each in rolled],
+        "r_preceding": [each.preceding for each in rolled],
+    }
+
+
+def page_taken_ids(
+    conn: Connection,
+    page: PageStatement,
+    after: str | None,
+    upto: str | None,
+    size: int,
+    *,
+    page_rows: int | None = None,
+    excluded: Sequence[str] = (),
+) -> list[str]:
+    """The ids ``dispatch_page`` would take for these arguments, in page order (row budget too)."""
+    params = _page_params(page, after, upto, size, page_rows, excluded)
+    rows = conn.execute(statement("page_taken_ids"), params, prepare=False).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def page_duty_rows(
+    conn: Connection,
+    scope: Scope,
+    after: str | None,
+    upto: str | None,
+    *,
+    size: int,
+    excluded: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The ``duly_duty`` rows of the first ``size`` duties in ``(after, upto]``, in page order.
+
+    Those ``dispatch_page`` takes before its row budget cuts the page.
+    """
+    params = {
+        **scope_params(scope),
+        "after": after,
+        "upto": upto,
+        "size": size,
+        "excluded": list(excluded),
+    }
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+        return list(cursor.execute(statement("page_duty_rows"), params, prepare=False).fetchall())
+
+
+def any_dispatchable(conn: Connection, scope: Scope, after: str | None, upto: str | None) -> bool:
+    """Whether any dispatchable duty in scope lies in ``(after, upto]`` (None: open)."""
+    params = {**scope_params(scope), "after": after, "upto": upto}
+    row = conn.execute(statement("any_dispatchable"), params, prepare=False).fetchone()
+    return bool(row and row[0])
+
+
+def locked_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
+    """Those of ``ids`` whose duty row another transaction holds locked against an update."""
+    free = {str(row[0]) for row in conn.execute(statement("unlocked_ids"), {"ids": list(ids)})}
+    return [duty_id for duty_id in ids if duty_id not in free]

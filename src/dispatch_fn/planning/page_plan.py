@@ -1,0 +1,162 @@
+"""The planner's decisions a run's page statements bind: weights, page sizes, rolls.
+
+Pure: no database. ``store.page_statement`` only maps these decisions onto
+the statements' parameters; which days roll where, how heavy each group's
+duties are and how large a page may be are decided here, by the planner and
+the engine's calendar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Final, Protocol
+
+from dispatch_fn.engine import business_days, dates, periods
+from dispatch_fn.planning.plan import Schedule
+
+# The days a due date can land on beyond its period's last day before the
+# roll: the most months and days after_period_end allows (periods.check_due_rule).
+_AFTER_PERIOD_REACH: Final = timedelta(
+    days=periods.MAX_MONTHS_AFTER_PERIOD * 31 + periods.MAX_DAYS_AFTER_PERIOD
+)
+
+
+class GroupKey(Protocol):
+    """What the planner needs of a group of duties (``store.Group``)."""
+
+    @property
+    def frequency(self) -> str | None: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def lead_bucket(self) -> int: ...
+
+
+class RuleKey(Protocol):
+    """What the planner needs of a due rule (``store.DueRule``)."""
+
+    @property
+    def due_anchor(self) -> str: ...
+    @property
+    def due_roll(self) -> str: ...
+    @property
+    def holiday_calendar(self) -> str | None: ...
+
+
+type Weights = dict[str, dict[str, dict[str, int]]]
+
+
+def weights(ready: Iterable[tuple[GroupKey, Schedule]]) -> Weights:
+    """Frequency, then zone, then lead bucket: the rows a duty of that group can owe.
+
+    One per candidate period of its schedule, summed over a catch-up
+    statement's clocks (one cadence each). A group without a frequency is
+    refused, never planned.
+    """
+    found: Weights = {}
+    for group, schedule in ready:
+        if group.frequency is None:
+            continue
+        buckets = found.setdefault(group.frequency, {}).setdefault(group.timezone, {})
+        bucket = str(group.lead_bucket)
+        buckets[bucket] = buckets.get(bucket, 0) + len(schedule.periods)
+    return found
+
+
+def heaviest(weighed: Weights) -> int:
+    """The most rows one duty can owe: its group's weight (0 without groups).
+
+    Not how many such duties there are, which a duty inserted during the run
+    would make untrue.
+    """
+    return max(
+        (w for zones in weighed.values() for ws in zones.values() for w in ws.values()),
+        default=0,
+    )
+
+
+def page_size(chunk_size: int, page_rows: int | None, heaviest: int) -> int:
+    """The duties a page takes: ``chunk_size``, or a little less.
+
+    Fewer where, at no less than half the chunk, a page then stays within
+    ``page_rows`` even if every duty in it is the heaviest: such pages go
+    unweighed (``budget``), and weighing every page costs more than the few
+    more pages do (docs/adr/0009).
+    """
+    if page_rows is None or not heaviest:
+        return chunk_size
+    fits = page_rows // heaviest
+    return fits if max(1, chunk_size // 2) <= fits < chunk_size else chunk_size
+
+
+def budget(size: int, page_rows: int | None, heaviest: int) -> int | None:
+    """The row budget a page of ``size`` duties is held to; None: it cannot be reached.
+
+    Where ``size`` of the run's heaviest duties stay within ``page_rows`` the
+    page is never cut, so it goes unweighed.
+    """
+    if page_rows is None or size * heaviest <= page_rows:
+        return None
+    return page_rows
+
+
+@dataclass(frozen=True, slots=True)
+class RolledDay:
+    """A day that is not a business day of ``calendar``, with the business days either side.
+
+    ``calendar`` is '' for no calendar (the Saturday/Sunday weekend). A side
+    is None past the calendar's edge: the planner refuses such a duty, and a
+    null due date owes nothing either.
+    """
+
+    calendar: str
+    day: date
+    following: date | None
+    preceding: date | None
+
+
+def rolled_days(
+    first_days: Sequence[date], last_days: Sequence[date], rules: Iterable[RuleKey]
+) -> list[RolledDay]:
+    """Every non-business day a rolled due date of this run can land on, per calendar.
+
+    So the page statement rolls by a lookup, the roll itself decided by the
+    engine's calendar. A rule is not tied to a group, so each rolled calendar
+    covers every schedule's periods (a few thousand days at most):
+    ``first_days`` and ``last_days`` are their first and last days.
+    """
+    if not first_days:
+        return []
+    first = min(first_days)
+    last = max(last_days)
+    spans: dict[str | None, tuple[date, date]] = {}
+    for rule in rules:
+        if rule.due_roll == "none":
+            continue
+        reach = last
+        if rule.due_anchor == "after_period_end":
+            # In ordinals: within the reach of 9999-12-31 the sum is no date.
+            ordinal = last.toordinal() + _AFTER_PERIOD_REACH.days
+            reach = date.fromordinal(min(ordinal, dates.LAST_DAY.toordinal()))
+        low, high = spans.get(rule.holiday_calendar, (first, reach))
+        spans[rule.holiday_calendar] = (low, max(high, reach))
+    days: list[RolledDay] = []
+    for code, (low, high) in spans.items():
+        business = business_days.business_calendar(code)
+        for ordinal in range(low.toordinal(), high.toordinal() + 1):
+            day = date.fromordinal(ordinal)
+            if business.is_business_day(day):
+                continue
+            days.append(
+                RolledDay(code or "", day, _nearest(business, day, 1), _nearest(business, day, -1))
+            )
+    return days
+
+
+def _nearest(business: business_days.BusinessCalendar, day: date, step: int) -> date | None:
+    try:
+        return business.next_business_day(day, step)
+    except ValueError:
+        return None

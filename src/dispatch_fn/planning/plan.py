@@ -1,0 +1,613 @@
+"""The pure planner: which tasks a set of duties owes at a clock, and why not.
+
+Decisions only — no database, no clock, no environment. The database path
+asks this module the same questions once per frequency, zone and lead
+bucket (``schedule_for``, ``check_due_rule``, ``classify``) and lets PostgreSQL
+apply the per-duty rules (``within``, ``is_owed``, the due-date clamp) to a
+whole page at once; the equivalence tests hold the two to the same answers.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final, Protocol
+
+from dispatch_fn.engine import dates, periods
+from dispatch_fn.errors import (
+    NaiveDatetimeError,
+    PeriodError,
+    ScheduleIntervalError,
+    UnknownFrequencyError,
+    YearOutOfRangeError,
+)
+
+
+class SkipReason(StrEnum):
+    """Ordinary reasons a duty yields no task (docs/contract.md#faults); the run is not degraded."""
+
+    STANDING = "standing"
+    ONE_OFF = "one_off"
+    NOT_ACTIVE = "not_active"
+    NOT_APPROVED = "not_approved"
+    OUTSIDE_EFFECTIVE_WINDOW = "outside_effective_window"
+    NOTHING_DUE = "nothing_due"
+
+
+class FaultReason(StrEnum):
+    """Reasons the engine refused a duty; any of them marks the run degraded.
+
+    See docs/contract.md#faults.
+    """
+
+    UNKNOWN_FORM = "unknown_form"
+    NO_FREQUENCY = "no_frequency"
+    UNKNOWN_FREQUENCY = "unknown_frequency"
+    INVALID_CADENCE = "invalid_cadence"
+
+
+SKIP_REASONS: Final = tuple(SkipReason)
+FAULT_REASONS: Final = tuple(FaultReason)
+
+FORMS: Final = ("recurring", "one_off", "standing")
+APPROVED: Final = "approved"
+
+# What a null cadence column reads as: the column defaults of ``duly_duty``.
+DEFAULT_TIMEZONE: Final = "UTC"
+DEFAULT_ANCHOR: Final = "period_start"
+DEFAULT_OFFSET_DAYS: Final = 0
+DEFAULT_LEAD_DAYS: Final = 7
+DEFAULT_OFFSET_MONTHS: Final = 0
+DEFAULT_ROLL: Final = "none"
+DEFAULT_GRACE_DAYS: Final = 0
+
+# The time between two scheduled runs: the template's cron runs once a day
+# (docs/contract.md#job); an operator may run it more often (DISPATCH_SCHEDULE_INTERVAL_HOURS).
+SCHEDULE_INTERVAL: Final = timedelta(hours=24)
+
+
+class WindowLike(Protocol):
+    """Anything with the backfill window's two dates (``to_date`` None: up to today)."""
+
+    @property
+    def from_date(self) -> date: ...
+
+    @property
+    def to_date(self) -> date | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """An inclusive backfill window of local calendar days."""
+
+    from_date: date
+    to_date: date | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cadence:
+    """The duty fields that decide its periods and dates."""
+
+    frequency: str | None
+    timezone: str = DEFAULT_TIMEZONE
+    due_anchor: str = DEFAULT_ANCHOR
+    due_offset_days: int = DEFAULT_OFFSET_DAYS
+    lead_days: int = DEFAULT_LEAD_DAYS
+    due_offset_months: int = DEFAULT_OFFSET_MONTHS
+    due_roll: str = DEFAULT_ROLL
+    holiday_calendar: str | None = None
+    grace_days: int = DEFAULT_GRACE_DAYS
+
+    @classmethod
+    def of(cls, duty: Mapping[str, Any]) -> Cadence:
+        """The cadence of a ``duly_duty`` row, null fields read as column defaults."""
+        return cls(
+            frequency=duty.get("frequency"),
+            timezone=_default(duty.get("timezone"), DEFAULT_TIMEZONE),
+            due_anchor=_default(duty.get("due_anchor"), DEFAULT_ANCHOR),
+            due_offset_days=_default(duty.get("due_offset_days"), DEFAULT_OFFSET_DAYS),
+            lead_days=_default(duty.get("lead_days"), DEFAULT_LEAD_DAYS),
+            due_offset_months=_default(duty.get("due_offset_months"), DEFAULT_OFFSET_MONTHS),
+            due_roll=_default(duty.get("due_roll"), DEFAULT_ROLL),
+            holiday_calendar=duty.get("holiday_calendar"),
+            grace_days=_default(duty.get("grace_days"), DEFAULT_GRACE_DAYS),
+        )
+
+    def due_date(self, period: Period) -> date:
+        """``periods.due_date_for`` of ``period`` under this cadence."""
+        return periods.due_date_for(
+            str(self.frequency),
+            period.key,
+            self.timezone,
+            self.due_anchor,
+            self.due_offset_days,
+            due_offset_months=self.due_offset_months,
+            due_roll=self.due_roll,
+            holiday_calendar=self.holiday_calendar,
+        )
+
+    def window_day(self, period: Period, due_date: date) -> date:
+        """The day the effective window is tested on: the due date, or the period's last day.
+
+        A task due after its period ends still reports on that period, so a
+        duty that ended with the period still owes it (docs/contract.md#scheduled-run).
+        """
+        return period.last_day if self.due_anchor == "after_period_end" else due_date
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """A candidate period: its key, its first and last local day, and whether it holds now.
+
+    ``past``: it ended by the run's clock and started after the previous
+    scheduled clock, so no run saw it current (docs/contract.md#between-runs).
+    """
+
+    key: str
+    first_day: date
+    last_day: date
+    current: bool
+    past: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """The periods every duty of one frequency and zone may owe at one clock.
+
+    Anchor, offset and lead only pick due dates inside these periods and decide
+    which are visible yet, so one schedule serves every duty of its frequency
+    and zone. ``today`` is the duty-local date the effective window and the
+    visibility gate test; None for a backfill, which has neither.
+    ``threshold`` is the first local day that starts after the previous
+    scheduled clock: a past period is owed when its ``visible_from`` is on or
+    after it (``is_owed``). None for a backfill.
+    """
+
+    today: date | None
+    periods: tuple[Period, ...]
+    threshold: date | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A duty that owes nothing at this clock, with the reason (a fault or an ordinary skip)."""
+
+    duty_id: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The planner's answer: task rows to insert and duties that yield none.
+
+    Both names are the contract's (docs/contract.md#faults). ``skipped`` lists every duty that
+    yields nothing, faults included; a run report's ``skipped`` counts only the
+    ordinary reasons, which is ``skip_counts()`` here, and its ``faults`` are
+    ``faults`` here.
+    """
+
+    drafts: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+
+    @property
+    def faults(self) -> list[Skip]:
+        """The skipped duties whose reason is a fault."""
+        return [skip for skip in self.skipped if skip.reason in FAULT_REASONS]
+
+    def skip_counts(self) -> dict[str, int]:
+        """Skipped duties counted per ordinary reason."""
+        counts = Counter(skip.reason for skip in self.skipped if skip.reason in SKIP_REASONS)
+        return dict(sorted(counts.items()))
+
+
+class CadenceRefused(ValueError):  # noqa: N818 - reads as the outcome it is
+    """The engine refused a cadence; ``reason`` is the fault to record."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def classify(form: object, status: object, review_status: object = APPROVED) -> str | None:
+    """Why a duty of this form, status and review is not dispatched, or None if it is.
+
+    The form is judged first: a standing duty is never dispatched whatever its
+    status, and an unknown form is a broken row even when paused. Then the
+    status, then the review gate: only an approved definition is dispatched.
+    The statements ask the same of SQL as ``duly_dispatchable`` (migration
+    0010); the equivalence tests hold the two to the same answers.
+    """
+    if form == "standing":
+        return SkipReason.STANDING
+    if form == "one_off":
+        return SkipReason.ONE_OFF
+    if form != "recurring":
+        return FaultReason.UNKNOWN_FORM
+    if status != "active":
+        return SkipReason.NOT_ACTIVE
+    if review_status != APPROVED:
+        return SkipReason.NOT_APPROVED
+    return None
+
+
+def unknown_form_detail(form: object) -> str:
+    """The fault detail for a duty whose form is none of the known ones."""
+    return f"unknown form {form!r}; expected one of {', '.join(FORMS)}"
+
+
+def within(day: date, effective_from: date | None, effective_to: date | None) -> bool:
+    """Whether ``day`` lies in ``[effective_from, effective_to]``; a null bound is open."""
+    return (effective_from is None or day >= effective_from) and (
+        effective_to is None or day <= effective_to
+    )
+
+
+def schedule_for(
+    frequency: str | None,
+    timezone: str,
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    lead_horizon: int = 0,
+    previous: datetime | None = None,
+) -> Schedule:
+    """The candidate periods of a frequency in a zone, enough for leads up to ``lead_horizon``.
+
+    A scheduled run's candidates include the periods that began after the
+    ``previous`` scheduled clock and ended by ``now`` (docs/contract.md#between-runs; None:
+    ``now - SCHEDULE_INTERVAL``). Raises ``CadenceRefused`` naming the fault
+    if the engine refuses them.
+    """
+    if frequency is None:
+        raise CadenceRefused(
+            FaultReason.NO_FREQUENCY, "frequency is null; a recurring duty needs one"
+        )
+    try:
+        return _schedule_for(
+            frequency,
+            timezone,
+            now,
+            window,
+            (lead_horizon, now - SCHEDULE_INTERVAL if previous is None else previous),
+        )
+    except PeriodError as exc:
+        raise _refusal(exc) from exc
+
+
+# The lower bounds of the lead buckets: 1, 2, 4, ... 2**30 days (a lead of 0
+# or less is bucket 0). The database path plans one schedule per frequency,
+# zone and bucket, so a duty's group is planned for at most twice its own lead
+# (ADR 0009). The SQL spelling of the same rule is
+# ``width_bucket(lead_days, %(lead_thresholds)s::int[])`` with these bounds, in
+# statements/dispatchable_groups.sql, due_rules.sql, fault_members.sql and
+# the page statements (page_write.sql, page_dry_run.sql, page_taken_ids.sql).
+LEAD_THRESHOLDS: Final = tuple(2**n for n in range(31))
+
+
+def lead_bucket(lead_days: int) -> int:
+    """The bucket of ``lead_days``: how many of ``LEAD_THRESHOLDS`` it reaches (width_bucket)."""
+    return bisect.bisect_right(LEAD_THRESHOLDS, lead_days)
+
+
+def check_due_rule(cadence: Cadence) -> None:
+    """Raise ``CadenceRefused`` if the engine refuses this cadence's due-date fields or grace."""
+    try:
+        periods.check_due_rule(
+            cadence.due_anchor,
+            cadence.due_offset_days,
+            cadence.due_offset_months,
+            cadence.due_roll,
+            cadence.holiday_calendar,
+        )
+        periods.check_grace_days(cadence.grace_days)
+    except PeriodError as exc:
+        raise _refusal(exc) from exc
+
+
+def is_owed(
+    period: Period, visible_from: date, today: date | None, threshold: date | None = None
+) -> bool:
+    """The visibility gate: a later period is owed once its lead window has opened.
+
+    The current period is owed even if its own ``visible_from`` lies ahead; a
+    backfill (``today`` None) owes every candidate. A past period (``Period.past``)
+    is owed when it became owed after the previous clock: the earlier of its
+    start and its ``visible_from`` day's start came after that clock. Its start
+    did, so that is ``visible_from >= threshold`` (``Schedule.threshold``).
+    """
+    if today is None or period.current:
+        return True
+    if period.past:
+        return threshold is not None and visible_from >= threshold
+    return visible_from <= today
+
+
+def _refusal(exc: PeriodError) -> CadenceRefused:
+    reason = (
+        FaultReason.UNKNOWN_FREQUENCY
+        if isinstance(exc, UnknownFrequencyError)
+        else FaultReason.INVALID_CADENCE
+    )
+    return CadenceRefused(reason, str(exc))
+
+
+def _schedule_for(
+    frequency: str,
+    zone: str,
+    now: datetime,
+    window: WindowLike | None,
+    reach: tuple[int, datetime],
+) -> Schedule:
+    lead_horizon, previous = reach
+    today = periods.local_date(now, zone)
+    if window is not None:
+        last_day = window.to_date if window.to_date is not None else today
+        keys = periods.periods_between(
+            frequency,
+            periods.start_of_day(window.from_date, zone),
+            periods.start_of_day(last_day, zone),
+            zone,
+        )
+        return Schedule(None, _periods(frequency, keys, current=None))
+    # The contract (docs/contract.md#scheduled-run) names the candidates
+    # periods_between(now, first instant of today + lead). A later period is owed only when due -
+    # lead <= today, and
+    # its due date lies inside it, so it starts on or before today + lead:
+    # candidates up to the largest lead cover every duty of the schedule, and
+    # is_owed() makes the per-duty cut. A lead of 0 or less leaves the current
+    # period alone.
+    horizon_day = _add_days_within_calendar(today, max(lead_horizon, 0))
+    horizon = max(now, periods.start_of_day(horizon_day, zone))
+    keys = periods.periods_between(frequency, now, horizon, zone)
+    later = _periods(frequency, keys, current=keys[0])
+    threshold = _threshold(previous, zone)
+    past: tuple[Period, ...] = ()
+    if threshold < later[0].first_day:
+        # Periods that began after the previous clock and are over by now:
+        # shorter than the interval, or a day the run clock skipped over
+        # (America/Nuuk's 2026-03-28 at 01:00 UTC). Candidates for every
+        # lead: whether one is owed depends on its visible_from alone.
+        begun = periods.periods_between(frequency, periods.start_of_day(threshold, zone), now, zone)
+        past = tuple(
+            Period(key, *periods.period_days(frequency, key), current=False, past=True)
+            for key in begun
+            if key != keys[0]
+        )
+    return Schedule(today, past + later, threshold)
+
+
+def _threshold(previous: datetime, zone: str) -> date:
+    """The first local day in ``zone`` whose start comes after the instant ``previous``.
+
+    Days start in order (a skipped day starts with the next one), and the day
+    after ``previous``'s own starts after it, so that day is the one.
+    """
+    try:
+        day = periods.local_date(previous, zone)
+    except YearOutOfRangeError:
+        # Before 1583: no period starts earlier than the calendar's first day.
+        return dates.FIRST_DAY
+    return _add_days_within_calendar(day, 1)
+
+
+def _periods(frequency: str, keys: list[str], current: str | None) -> tuple[Period, ...]:
+    return tuple(Period(key, *periods.period_days(frequency, key), key == current) for key in keys)
+
+
+def _add_days_within_calendar(day: date, days: int) -> date:
+    # Past 9999-12-31 there are no periods to owe; stop the range there.
+    try:
+        return day + timedelta(days=days)
+    except OverflowError:
+        return date.max
+
+
+def plan_dispatch(
+    duties: Iterable[Mapping[str, Any]],
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    interval: timedelta = SCHEDULE_INTERVAL,
+) -> Plan:
+    """Plan a run over ``duties`` (``duly_duty`` rows) at clock ``now``.
+
+    ``window`` None is a scheduled run, the previous one ``interval`` earlier;
+    otherwise a backfill of that window. A naive ``now`` is refused outright:
+    it is the run's fault, not any duty's.
+    """
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise NaiveDatetimeError(f"now {now!r} is naive; expected an aware datetime (an instant)")
+    previous = previous_clock(now, interval)
+    plan = Plan()
+    schedules: ScheduleMemo = {}
+    for duty in duties:
+        judged = judge_duty(duty, now, window, schedules, previous=previous)
+        if judged.skip is not None:
+            plan.skipped.append(judged.skip)
+            continue
+        plan.drafts.extend(
+            _draft(duty, c.period.key, c.due_date, c.visible_from, c.late_after)
+            for c in judged.candidates
+            if c.not_owed is None
+        )
+    return plan
+
+
+class NotOwed(StrEnum):
+    """Why a candidate period of a dispatched duty is owed no task at this clock."""
+
+    OUTSIDE_EFFECTIVE_WINDOW = "outside_effective_window"
+    NOT_VISIBLE_YET = "not_visible_yet"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One candidate period of a duty, its dates, and why it is not owed (None: it is)."""
+
+    period: Period
+    due_date: date
+    visible_from: date
+    late_after: date
+    not_owed: NotOwed | None
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """Everything the planner decided about one duty at one clock.
+
+    ``skip`` set: the duty yields nothing, for that reason (and ``candidates``
+    is empty). Otherwise every candidate period with its verdict.
+    """
+
+    duty_id: str
+    cadence: Cadence
+    candidates: tuple[Candidate, ...] = ()
+    skip: Skip | None = None
+
+
+# The schedules judge_duty has planned, by frequency, zone and lead bucket: a
+# caller judging many duties passes one, so each is planned once.
+type ScheduleMemo = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
+
+
+def previous_clock(now: datetime, interval: timedelta) -> datetime:
+    """The scheduled clock before ``now``: ``interval`` earlier (docs/contract.md#between-runs)."""
+    if not timedelta(0) < interval <= SCHEDULE_INTERVAL:
+        raise ScheduleIntervalError(
+            f"schedule interval {interval!r}; expected more than 0 and at most {SCHEDULE_INTERVAL}"
+        )
+    try:
+        return now - interval
+    except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
+        return now
+
+
+def judge_duty(
+    duty: Mapping[str, Any],
+    now: datetime,
+    window: WindowLike | None = None,
+    schedules: ScheduleMemo | None = None,
+    *,
+    previous: datetime | None = None,
+) -> Judgement:
+    """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
+
+    ``plan_dispatch`` is this over many duties; ``explain`` shows it to a person.
+    ``schedules`` shares planned schedules between calls of one run (all at
+    ``now`` and ``previous``); ``previous`` is the scheduled clock before
+    ``now`` (None: ``now - SCHEDULE_INTERVAL``).
+    """
+    duty_id = str(duty["id"])
+    cadence = Cadence.of(duty)
+    # An absent review_status reads as its column default; a present null
+    # is a definition nobody approved.
+    not_dispatched = classify(
+        duty.get("form"), duty.get("status"), duty.get("review_status", APPROVED)
+    )
+    if not_dispatched is not None:
+        detail = (
+            unknown_form_detail(duty.get("form"))
+            if not_dispatched == FaultReason.UNKNOWN_FORM
+            else ""
+        )
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, not_dispatched, detail))
+    try:
+        schedule = _duty_schedule(
+            cadence, (now, previous), window, {} if schedules is None else schedules
+        )
+    except CadenceRefused as refused:
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, refused.reason, refused.detail))
+    effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
+    if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
+        return Judgement(duty_id, cadence, skip=Skip(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
+    candidates = []
+    try:
+        for period in schedule.periods:
+            due_date = cadence.due_date(period)
+            visible_from = periods.visible_from_for(due_date, cadence.lead_days)
+            owed = is_owed(period, visible_from, schedule.today, schedule.threshold)
+            if period.past and not owed:
+                # Owed by an earlier run, when it became visible: not this run's question.
+                continue
+            not_owed = None
+            if not within(cadence.window_day(period, due_date), effective_from, effective_to):
+                not_owed = NotOwed.OUTSIDE_EFFECTIVE_WINDOW
+            elif not owed:
+                not_owed = NotOwed.NOT_VISIBLE_YET
+            late_after = periods.late_after_for(due_date, cadence.grace_days)
+            candidates.append(Candidate(period, due_date, visible_from, late_after, not_owed))
+    except PeriodError as exc:  # a lead, roll or grace reaching past the calendar's edge
+        return Judgement(
+            duty_id, cadence, skip=Skip(duty_id, FaultReason.INVALID_CADENCE, str(exc))
+        )
+    if all(candidate.not_owed is not None for candidate in candidates):
+        return Judgement(
+            duty_id,
+            cadence,
+            tuple(candidates),
+            skip=Skip(duty_id, SkipReason.NOTHING_DUE),
+        )
+    return Judgement(duty_id, cadence, tuple(candidates))
+
+
+def _duty_schedule(
+    cadence: Cadence,
+    clocks: tuple[datetime, datetime | None],
+    window: WindowLike | None,
+    schedules: ScheduleMemo,
+) -> Schedule:
+    """The duty's schedule, its cadence checked in the order the database path checks it."""
+    now, previous = clocks
+    try:
+        lead = periods.check_day_count(cadence.lead_days, "lead_days")
+    except PeriodError as exc:
+        raise _refusal(exc) from exc
+    memo = (cadence.frequency, cadence.timezone, lead)
+    if memo not in schedules:
+        try:
+            schedules[memo] = schedule_for(
+                cadence.frequency,
+                cadence.timezone,
+                now,
+                window,
+                lead_horizon=lead,
+                previous=previous,
+            )
+        except CadenceRefused as refused:
+            schedules[memo] = refused
+    found = schedules[memo]
+    if isinstance(found, CadenceRefused):
+        raise found
+    check_due_rule(cadence)
+    return found
+
+
+def _draft(
+    duty: Mapping[str, Any], period_key: str, due_date: date, visible_from: date, late_after: date
+) -> dict[str, Any]:
+    # Name and business unit are copied, so renaming or transferring a duty
+    # later never rewrites the history its tasks record.
+    return {
+        "organization_id": duty["organization_id"],
+        "duty_id": duty["id"],
+        "owner_id": duty["owner_id"],
+        "business_unit_id": duty.get("business_unit_id"),
+        "subject": duty["name"],
+        "source": duty["source"],
+        "period_key": period_key,
+        "due_date": due_date,
+        "visible_from": visible_from,
+        # Stamped once: re-gracing the duty later never moves a task's lateness.
+        "late_after": late_after,
+        "status": "open",
+    }
+
+
+def _default[T](value: T | None, default: T) -> T:
+    return default if value is None else value

@@ -1,0 +1,53 @@
+"""What one run is asked to do: its clock, window, scope and whether to write.
+
+The event parser builds a ``RunRequest`` and the run loop, the ledger and the
+hand-off read the same value; nothing here talks to a database, so the parser
+imports it without the run loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Limits a run to one organisation and/or a list of duties (``store.scope_params``)."""
+
+    organization_id: str | None = None
+    duty_ids: tuple[str, ...] | None = None
+    # A continuation's resume point (docs/contract.md#continuation): only duties whose id sorts
+    # after it.
+    resume_after: str | None = None
+
+    @property
+    def named(self) -> bool:
+        """Whether the run is limited to an organisation or to listed duties."""
+        return self.organization_id is not None or self.duty_ids is not None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What one invocation asks for: its clock, window, scope and whether to write."""
+
+    now: datetime
+    window: Window | None = None
+    dry_run: bool = False
+    scope: Scope = field(default_factory=Scope)
+    # How many times the run has been handed on before (docs/contract.md#ledger); 0 for a first run.
+    continuation: int = 0
+    # The time since the previous scheduled clock (docs/contract.md#between-runs).
+    interval: timedelta = SCHEDULE_INTERVAL
+
+    @property
+    def mode(self) -> str:
+        """``scheduled`` or ``backfill``."""
+        return "scheduled" if self.window is None else "backfill"
+
+    @property
+    def resume_after(self) -> str | None:
+        """The id a continuation resumes after; part of the scope, so every statement obeys it."""
+        return self.scope.resume_after

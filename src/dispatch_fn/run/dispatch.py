@@ -1,0 +1,700 @@
+"""One run of the dispatcher against the database: pages, plans, writes, report.
+
+The imperative shell around ``plan``: it asks the planner once per frequency
+and zone in use, then lets one statement per keyset page of duties insert what
+is owed. Each page is its own short transaction, so a run killed at any
+instant leaves only whole pages behind and the next run completes the rest.
+Pages hold disjoint duties, so several connections can take them in turn:
+worker threads only execute steps (``_pages.execute``); ``_walk`` alone decides
+what runs next, and ``_fold`` alone turns the outcomes into the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from itertools import chain
+from operator import attrgetter
+from typing import Any, Final
+
+import psycopg
+
+from dispatch_fn import settings
+from dispatch_fn.bounded import clip, fault_listing, scope_echo
+from dispatch_fn.db import store
+from dispatch_fn.db.sql import Connection
+from dispatch_fn.planning import calendar_edge
+from dispatch_fn.planning.plan import (
+    FAULT_REASONS,
+    FORMS,
+    SKIP_REASONS,
+    Cadence,
+    CadenceRefused,
+    FaultReason,
+    Schedule,
+    SkipReason,
+    check_due_rule,
+    classify,
+    lead_bucket,
+    previous_clock,
+    unknown_form_detail,
+)
+from dispatch_fn.planning.request import RunRequest as RunRequest  # noqa: PLC0414 - its callers' name
+from dispatch_fn.planning.request import Scope
+from dispatch_fn.run import _pages, agenda, catch_up
+from dispatch_fn.run.catch_up import OwedAgain
+from dispatch_fn.run.outcome import RunFailedError, RunOutcome
+from dispatch_fn.run.progress import ProgressMeter
+from dispatch_fn.run.runtime import Runtime
+
+# The defaults are configuration (settings.py says why each is what it is),
+# named here too: what a run uses unless its runtime's ``Tuning`` says otherwise.
+DEFAULT_CHUNK_SIZE: Final = settings.DEFAULT_CHUNK_SIZE
+DEFAULT_PAGE_ROWS: Final = settings.DEFAULT_PAGE_ROWS
+DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
+# A report lists at most this many faulty (or locked) duties; the count covers them all.
+FAULT_LIST_LIMIT: Final = 100
+# Why an incomplete run stopped (RunReport.stopped_by), and the connections a
+# run may open: the scheduler's rules (``agenda``), named here for callers.
+STOPPED_BY_DEADLINE: Final = agenda.STOPPED_BY_DEADLINE
+STOPPED_BY_TIMEOUTS: Final = agenda.STOPPED_BY_TIMEOUTS
+CONNECTION_ATTEMPTS: Final = agenda.CONNECTION_ATTEMPTS
+# A run with no deadline, no hand-off and the default tuning: the bench's, a test's.
+LOCAL: Final = Runtime()
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """The outcome of a run, as counted by the database; built once, by ``_fold``."""
+
+    request: RunRequest
+    duties_read: int = 0
+    tasks_created: int = 0
+    tasks_existing: int = 0
+    duties_advanced: int = 0
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    faults: tuple[dict[str, str], ...] = ()
+    fault_counts: Mapping[str, int] = field(default_factory=dict)
+    # Duties left without this clock's periods though their values are fine
+    # (their row locked elsewhere, their statement timed out alone): not
+    # faults, but owed again by the next run that writes (docs/contract.md#owed-again). All of
+    # them: the ledger keeps every id, the report lists the first hundred.
+    set_aside: tuple[_pages.SetAside, ...] = ()
+    pages: int = 0
+    retries: int = 0
+    complete: bool = True
+    # Why an incomplete run stopped: ``deadline`` (the invocation's time) or
+    # ``statement_timeouts`` (more than the run's allowance); None if complete.
+    stopped_by: str | None = None
+    last_duty_id: str | None = None
+    catch_up: catch_up.CatchUpReport | None = None
+    owed_again: OwedAgain | None = None
+    repaid_created: int = 0
+
+    @property
+    def fault_total(self) -> int:
+        """Every duty the run faulted, listed or not."""
+        return sum(self.fault_counts.values())
+
+    @property
+    def degraded(self) -> bool:
+        """Whether any duty was refused by the engine or set aside."""
+        return self.fault_total > 0 or bool(self.set_aside)
+
+    @property
+    def set_aside_pairs(self) -> tuple[tuple[str, str], ...]:
+        """``(duty_id, reason)`` of every set-aside duty, as the ledger keeps them."""
+        return tuple((each.duty_id, str(each.reason)) for each in self.set_aside)
+
+    @property
+    def set_aside_ids(self) -> tuple[str, ...]:
+        """The set-aside duties' ids, in id order."""
+        return tuple(each.duty_id for each in self.set_aside)
+
+    def as_json(self) -> dict[str, Any]:
+        """The report of docs/contract.md#report, JSON-serialisable."""
+        window = self.request.window
+        return {
+            "mode": self.request.mode,
+            "now": self.request.now.isoformat(),
+            "window": None
+            if window is None
+            else {"from": _iso(window.from_date), "to": _iso(window.to_date)},
+            "dry_run": self.request.dry_run,
+            # Echoes of input stay bounded: a report is a Lambda response and a log line.
+            "scope": scope_echo(self.request.scope.organization_id, self.request.scope.duty_ids),
+            "duties_read": self.duties_read,
+            "tasks_created": self.tasks_created,
+            "tasks_existing": self.tasks_existing,
+            "duties_advanced": self.duties_advanced,
+            "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
+            **fault_listing(list(self.faults), self.fault_total),
+            "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
+            "degraded": self.degraded,
+            "set_aside": [
+                {"duty_id": clip(each.duty_id), "reason": str(each.reason), "detail": each.detail}
+                for each in self.set_aside[:FAULT_LIST_LIMIT]
+            ],
+            "set_aside_count": len(self.set_aside),
+            "complete": self.complete,
+            "stopped_by": self.stopped_by,
+            "last_duty_id": self.last_duty_id,
+            "pages": self.pages,
+            "retries": self.retries,
+            "catch_up": None if self.catch_up is None else self.catch_up.as_json(),
+            "owed_again": None
+            if self.owed_again is None
+            else self.owed_again.as_json(self.repaid_created),
+        }
+
+
+def run(
+    conns: Sequence[Connection],
+    request: RunRequest,
+    runtime: Runtime = LOCAL,
+    *,
+    catch_up_clocks: Sequence[datetime] = (),
+    owed_again: OwedAgain | None = None,
+) -> RunReport:
+    """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
+
+    ``conns`` must be in autocommit mode: each page is one statement, so its
+    own transaction. Pages are shared among them, one thread each. A page
+    holds at most ``Tuning.chunk_size`` duties (or somewhat fewer, where that
+    spares weighing them: ``store.PageStatement.page_size``) and, past its
+    first, at most ``Tuning.page_rows`` candidate rows. The runtime's budget
+    is asked before each page, and bounds a page already running: either way
+    the run ends early with ``complete`` False, and the next run picks up the
+    rest. A connection that dies is replaced from ``runtime.connections`` (at
+    most ``CONNECTION_ATTEMPTS`` per run, closed when the run ends). A page past
+    statement_timeout is split, at most ``Tuning.max_timeouts`` times per run.
+    ``catch_up_clocks`` are the missed daily clocks whose owed tasks each page
+    also dispatches (docs/contract.md#ledger); ``owed_again``, what earlier runs' set-aside
+    duties are owed (docs/contract.md#ledger), dispatched the same way.
+    """
+    if not conns:
+        raise ValueError("dispatch.run needs at least one connection; got none")
+    if not all(each.autocommit for each in conns):
+        # Otherwise every page would join one long transaction, and a run
+        # killed near its end would lose all of them.
+        raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
+    tuning = runtime.tuning
+    try:
+        preamble, planned = _prepare(conns[0], request)
+        clocks = tuple(catch_up_clocks)
+        ready, rules = planned.ready, planned.rules
+        owed = None if request.dry_run else owed_again
+        if not ready:
+            walked = _Walked((), (), complete=True)
+            return _fold(request, preamble, [], walked, clocks, owed=owed)
+        statement = store.page_statement(request.scope, ready, rules, dry_run=request.dry_run)
+        extras = catch_up.page_statements(
+            conns[0],
+            request.scope,
+            ready,
+            rules,
+            clocks=clocks,
+            now=request.now,
+            interval=request.interval,
+        )
+        repaying = (
+            ()
+            if owed is None
+            else tuple(catch_up.repay_statements(request.scope, ready, rules, owed))
+        )
+        size = statement.page_size(tuning.chunk_size, tuning.page_rows)
+        # The pages' bounds up front, so that connections take pages in turn and
+        # a page put back (its locks held elsewhere) does not hold up the next.
+        bounds = store.page_bounds(conns[0], request.scope, size)
+    except (psycopg.Error, OSError) as exc:
+        raise failed_before_pages(request, exc) from exc
+    ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
+    walk = _pages.Walk(
+        statement,
+        request.scope,
+        size,
+        (*extras, *repaying),
+        repaying,
+        _edge_of(request, ready),
+        rows=tuning.page_rows,
+        deadline=runtime.budget.deadline(),
+        timeouts=_pages.TimeoutAllowance(tuning.max_timeouts),
+    )
+    meter = ProgressMeter(sum(group.duties for group, _ in ready), runtime.on_progress)
+    source = runtime.connections
+    reconnect = None if source is None else source.reconnect
+    walked = _walk(conns, walk, ranges, runtime.budget.should_stop, reconnect, meter=meter)
+    report = _fold(request, preamble, ranges, walked, clocks, owed=owed)
+    if walked.fatal:
+        # Committed pages stay committed; say which, so the next run's work is known.
+        problems = "; ".join(
+            f"range after {o.job.after!r} up to {o.job.upto!r}: {type(o.error).__name__}: {o.error}"
+            for o in walked.fatal
+        )
+        raise _failed(report, f"{len(walked.fatal)} page(s) failed: {problems}") from (
+            walked.fatal[0].error
+        )
+    return report
+
+
+def failed_before_pages(request: RunRequest, exc: Exception) -> RunFailedError:
+    """The failure of a run that wrote nothing: it failed before its first page."""
+    empty = _fold(request, _Preamble(), [], _Walked((), (), complete=False))
+    return _failed(empty, f"{type(exc).__name__}: {exc}")
+
+
+def _failed(report: RunReport, problem: str) -> RunFailedError:
+    return RunFailedError(
+        f"run failed after {report.pages} committed page(s), last duty id "
+        f"{report.last_duty_id!r}: {problem}; report so far: {json.dumps(report.as_json())}",
+        RunOutcome(report),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Walked:
+    """Every step's outcome in the order they ended, those that failed the run, completeness."""
+
+    outcomes: tuple[_pages.Outcome, ...]
+    fatal: tuple[_pages.Outcome, ...]
+    complete: bool
+    stopped_by: str | None = None  # RunReport.stopped_by
+
+
+def _walk(
+    conns: Sequence[Connection],
+    walk: _pages.Walk,
+    ranges: Sequence[tuple[str | None, str | None]],
+    should_stop: Callable[[], bool],
+    reconnect: Callable[[], Connection] | None,
+    *,
+    meter: ProgressMeter,
+) -> _Walked:
+    """Hand out the ranges' pages to idle connections until none is left.
+
+    The only place that schedules: workers execute one step each and return;
+    what follows each outcome is the board's to decide (``agenda``), on this
+    thread.
+    """
+    board = agenda.Board(ranges)
+    links = _Links(list(conns), reconnect)
+    running: dict[Future[_pages.Outcome], Connection] = {}
+    try:
+        with ThreadPoolExecutor(len(conns), thread_name_prefix="dispatch") as pool:
+            while _hand_out(pool, running, links, board, (walk, should_stop)):
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    _take_back(running.pop(future), future.result(), board, links, meter)
+        return _walked(board, links.idle, walk.scope)
+    finally:
+        links.close()
+
+
+def _hand_out(
+    pool: ThreadPoolExecutor,
+    running: dict[Future[_pages.Outcome], Connection],
+    links: _Links,
+    board: agenda.Board,
+    walking: tuple[_pages.Walk, Callable[[], bool]],
+) -> bool:
+    """Give idle connections the next jobs, ``should_stop`` asked before each; any running?"""
+    walk, should_stop = walking
+    while links.idle and board.open():
+        if should_stop():
+            board.stop(STOPPED_BY_DEADLINE)
+            break
+        job = board.agenda.take()
+        conn = links.idle.pop(0)
+        running[pool.submit(_pages.execute, conn, walk, job)] = conn
+    return bool(running)
+
+
+def _take_back(
+    conn: Connection,
+    outcome: _pages.Outcome,
+    board: agenda.Board,
+    links: _Links,
+    meter: ProgressMeter,
+) -> None:
+    """One step ended: the board decides what follows; its connection is idle again, or replaced."""
+    alive = board.record(outcome)
+    meter.page(sum(page.duties for page in outcome.pages), board.created, board.existing)
+    if alive:
+        links.idle.append(conn)
+    elif board.wants_connections():
+        links.reopen()
+
+
+def _walked(board: agenda.Board, idle: Sequence[Connection], scope: Scope) -> _Walked:
+    board.finish(connections_left=bool(idle))
+    left = board.agenda.left()
+    complete = not board.fatal and (not left or not _any_left(idle, scope, left))
+    return _Walked(
+        tuple(board.outcomes),
+        tuple(board.fatal),
+        complete=complete,
+        stopped_by=None if complete else board.stopped_by,
+    )
+
+
+class _Links:
+    """The run's connections: those idle, and the fresh ones it opened in place of dead ones."""
+
+    def __init__(self, idle: list[Connection], reconnect: Callable[[], Connection] | None) -> None:
+        self.idle = idle
+        self._reconnect = reconnect
+        self._opened: list[Connection] = []
+
+    def reopen(self) -> None:
+        """A fresh connection in place of one that died, if the run may still open one."""
+        if self._reconnect is None or len(self._opened) >= CONNECTION_ATTEMPTS:
+            return
+        try:
+            fresh = self._reconnect()
+        except psycopg.OperationalError:
+            return  # the others carry on
+        self._opened.append(fresh)
+        self.idle.append(fresh)
+
+    def close(self) -> None:
+        for each in self._opened:
+            each.close()
+
+
+def _any_left(idle: Sequence[Connection], scope: store.Scope, jobs: Sequence[_pages.Job]) -> bool:
+    """Whether the pages a stopped run did not take hold any duty (a last page exactly full)."""
+    if not idle:
+        return True
+    try:
+        return any(store.any_dispatchable(idle[0], scope, job.after, job.upto) for job in jobs)
+    except psycopg.Error:
+        return True  # unknown: the next run will see
+
+
+def gapless_mark(
+    ranges: Sequence[tuple[str | None, str | None]], outcomes: Sequence[_pages.Outcome]
+) -> str | None:
+    """The id up to which every duty was dispatched (or set aside) with no gap behind it.
+
+    Range n is ``ranges[n] = (lower, upper]``; a range's steps run one after
+    another, so its last successful outcome says how far it got.
+    """
+    reached: dict[int, str | None] = {}
+    finished: set[int] = set()
+    for outcome in (each for each in outcomes if each.failure in agenda.SETTLED):
+        if outcome.reached is not None:
+            reached[outcome.job.range_no] = outcome.reached
+        if not outcome.more:
+            finished.add(outcome.job.range_no)
+    mark = None
+    for n, (lower, _) in enumerate(ranges):
+        mark = reached.get(n, lower)
+        if n not in finished:
+            break
+    return mark
+
+
+@dataclass(frozen=True, slots=True)
+class _Preamble:
+    """What a run learns before its pages: the duties it will not dispatch, and why."""
+
+    duties_read: int = 0
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    fault_counts: Mapping[str, int] = field(default_factory=dict)
+    faults: tuple[dict[str, str], ...] = ()
+
+
+def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned]:
+    """What the run will not dispatch and why, and the groups it will, each planned once."""
+    duties_read = 0
+    skipped: Counter[str] = Counter()
+    fault_counts: Counter[str] = Counter()
+    faults: list[dict[str, str]] = []
+    for form, status, review, count in store.count_undispatchable(conn, request.scope):
+        reason = classify(form, status, review)
+        duties_read += count
+        if reason == FaultReason.UNKNOWN_FORM:
+            fault_counts[reason] += count
+        elif reason is not None:
+            skipped[reason] += count
+    if fault_counts[FaultReason.UNKNOWN_FORM]:
+        faults.extend(
+            {
+                "duty_id": duty_id,
+                "reason": FaultReason.UNKNOWN_FORM,
+                "detail": unknown_form_detail(form),
+            }
+            for duty_id, form in store.ids_with_form(conn, request.scope, FORMS, FAULT_LIST_LIMIT)
+        )
+    ready: list[tuple[store.Group, Schedule]] = []
+    refused_groups: dict[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]] = {}
+    for group, outcome in _plan_groups(conn, request):
+        if isinstance(outcome, Schedule):
+            ready.append((group, outcome))
+        else:
+            refused_groups[group.frequency, group.timezone, group.lead_bucket] = (group, outcome)
+            duties_read += group.duties
+            fault_counts[outcome.reason] += group.duties
+    refused_keys = [group for group, _ in refused_groups.values()]
+    rules, rule_faults = _judge_rules(
+        store.due_rules(conn, request.scope, refused_keys) if ready else []
+    )
+    duties_read += rule_faults.total()
+    fault_counts.update(rule_faults)
+    if sum(fault_counts.values()) > fault_counts[FaultReason.UNKNOWN_FORM]:
+        faults.extend(
+            _fault_list(
+                conn,
+                request.scope,
+                refused_groups,
+                (rules, _edge_of(request, ready)),
+                FAULT_LIST_LIMIT - len(faults),
+            )
+        )
+    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """What the page statements bind: each planned group with its schedule, and the rules."""
+
+    ready: list[tuple[store.Group, Schedule]]
+    rules: store.Rules
+
+
+def _edge_of(
+    request: RunRequest, ready: Sequence[tuple[store.Group, Schedule]]
+) -> calendar_edge.Edge | None:
+    """The groups whose duties the planner judges page by page (``calendar_edge``), if any."""
+    groups = frozenset(
+        (group.frequency, group.timezone)
+        for group, schedule in ready
+        if calendar_edge.near_edge(schedule)
+    )
+    previous = previous_clock(request.now, request.interval)
+    return calendar_edge.Edge(request.now, request.window, groups, previous) if groups else None
+
+
+def _plan_groups(
+    conn: Connection, request: RunRequest
+) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
+    """Every group of dispatchable duties with its schedule, or the engine's refusal.
+
+    A group is a frequency, zone and lead bucket, so its schedule is planned
+    for the largest lead of its bucket (one duty with a lead of years widens
+    its own bucket's schedule, not everyone's: docs/adr/0009), or, near the
+    calendar's end, for the largest the calendar allows
+    (``calendar_edge.schedule_within_calendar``).
+    """
+    return [
+        (
+            group,
+            calendar_edge.schedule_within_calendar(
+                group.frequency,
+                group.timezone,
+                request.now,
+                request.window,
+                group.max_lead,
+                previous=previous_clock(request.now, request.interval),
+            ),
+        )
+        for group in store.dispatchable_groups(conn, request.scope)
+    ]
+
+
+def _judge_rules(found: Sequence[store.DueRule]) -> tuple[store.Rules, Counter[str]]:
+    """The due rules in use, accepted or refused, and the faults they account for, by reason.
+
+    A refused rule's duties are its faults; an accepted rule's are those whose
+    offsets or grace lie out of range. Zero offsets are valid on every anchor,
+    so a rule is judged on its anchor, roll and calendar alone.
+    """
+    accepted: list[store.DueRule] = []
+    refused: list[store.DueRule] = []
+    faults: Counter[str] = Counter()
+    for rule in found:
+        try:
+            check_due_rule(
+                Cadence(
+                    None,
+                    due_anchor=rule.due_anchor,
+                    due_roll=rule.due_roll,
+                    holiday_calendar=rule.holiday_calendar,
+                )
+            )
+        except CadenceRefused as refusal:
+            refused.append(rule)
+            faults[refusal.reason] += rule.duties
+        else:
+            accepted.append(rule)
+            faults[FaultReason.INVALID_CADENCE] += rule.out_of_range
+    return store.Rules(tuple(accepted), tuple(refused)), +faults
+
+
+def _fault_list(
+    conn: Connection,
+    scope: Scope,
+    refused_groups: Mapping[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]],
+    judged: tuple[store.Rules, calendar_edge.Edge | None],
+    room: int,
+) -> list[dict[str, str]]:
+    """Up to ``room`` of the duties counted as faults before the pages, each with its reason.
+
+    A duty of a refused group carries the group's refusal; any other is judged
+    again as the planner judges a duty row, so it carries the engine's own
+    message for its values. Near the calendar's edge that is the planner's
+    whole judgement: a lead reaching past the calendar is refused first.
+    """
+    if room <= 0:
+        return []
+    rules, edge = judged
+    groups = [group for group, _ in refused_groups.values()]
+    faults = []
+    for row in store.fault_members(conn, scope, groups, rules, room):
+        key = (row["frequency"], row["timezone"], lead_bucket(row["lead_days"]))
+        refusal = refused_groups.get(key, (None, None))[1]
+        if refusal is None and edge is not None:
+            refusal = edge.refusal(row)
+        if refusal is None:
+            try:
+                check_due_rule(Cadence.of(row))
+            except CadenceRefused as refused:
+                refusal = refused
+        if refusal is not None:
+            faults.append(
+                {"duty_id": str(row["id"]), "reason": refusal.reason, "detail": refusal.detail}
+            )
+    return faults
+
+
+def _fold(
+    request: RunRequest,
+    preamble: _Preamble,
+    ranges: Sequence[tuple[str | None, str | None]],
+    walked: _Walked,
+    clocks: tuple[datetime, ...] = (),
+    *,
+    owed: OwedAgain | None = None,
+) -> RunReport:
+    """The run's report, from what it learnt first and every step's outcome: the one tally.
+
+    Every statement that committed counts, even in a step that failed later
+    (its rows were written); duties set aside count only from steps that
+    finished or settled up to their stop (``agenda.SETTLED``), since a step
+    done again finds them again.
+    """
+    tally = _Tally.of(walked.outcomes)
+    set_aside = _settled_set_asides(walked.outcomes)
+    refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
+    faults, fault_counts = _faults(preamble, refused)
+    return RunReport(
+        request,
+        duties_read=preamble.duties_read + tally.duties + _uncounted(set_aside),
+        tasks_created=tally.created + tally.caught_created + tally.repaid_created,
+        tasks_existing=tally.owed - tally.created,
+        duties_advanced=tally.advanced,
+        skipped=_skipped(preamble, tally),
+        faults=faults,
+        fault_counts=fault_counts,
+        # A duty whose statement timed out alone waits for the next run as a
+        # locked one does: its values are fine, not a fault (docs/adr/0009).
+        set_aside=tuple(each for each in set_aside if each.reason in _WAITING),
+        pages=tally.pages,
+        retries=tally.retries,
+        complete=walked.complete,
+        stopped_by=walked.stopped_by,
+        last_duty_id=gapless_mark(ranges, walked.outcomes),
+        catch_up=catch_up.CatchUpReport(clocks, tally.caught_created) if clocks else None,
+        owed_again=owed,
+        repaid_created=tally.repaid_created,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """What the committed statements of a run's steps add up to.
+
+    Catch-up statements (and those owed again) add only what they wrote and
+    advanced: their duties were counted with the page at the run's own clock.
+    """
+
+    pages: int  # pages that held any candidate row
+    duties: int
+    owed: int
+    created: int
+    advanced: int
+    outside_window: int
+    nothing_due: int
+    caught_created: int
+    repaid_created: int
+    retries: int
+
+    @classmethod
+    def of(cls, outcomes: Sequence[_pages.Outcome]) -> _Tally:
+        pages = list(chain.from_iterable(outcome.pages for outcome in outcomes))
+        caught = list(chain.from_iterable(outcome.caught for outcome in outcomes))
+        repaid = list(chain.from_iterable(outcome.repaid for outcome in outcomes))
+        return cls(
+            pages=sum(map(bool, _counts(pages, "rows"))),
+            duties=sum(_counts(pages, "duties")),
+            owed=sum(_counts(pages, "owed")),
+            created=sum(_counts(pages, "created")),
+            advanced=sum(_counts([*pages, *caught, *repaid], "advanced")),
+            outside_window=sum(_counts(pages, "outside_window")),
+            nothing_due=sum(_counts(pages, "nothing_due")),
+            caught_created=sum(_counts(caught, "created")),
+            repaid_created=sum(_counts(repaid, "created")),
+            retries=sum(outcome.retries for outcome in outcomes),
+        )
+
+
+def _counts(results: Iterable[store.PageResult], name: str) -> Iterable[int]:
+    return map(attrgetter(name), results)
+
+
+def _settled_set_asides(outcomes: Sequence[_pages.Outcome]) -> list[_pages.SetAside]:
+    """The duties set aside by steps that settled them, in range order (so in id order)."""
+    finished = [outcome for outcome in outcomes if outcome.failure in agenda.SETTLED]
+    finished.sort(key=lambda outcome: outcome.job.range_no)
+    return list(chain.from_iterable(outcome.set_aside for outcome in finished))
+
+
+def _uncounted(set_aside: Sequence[_pages.SetAside]) -> int:
+    # A duty set aside by its page (not by a statement after it) was read by no page.
+    return sum(not each.counted for each in set_aside)
+
+
+def _faults(
+    preamble: _Preamble, refused: Sequence[_pages.SetAside]
+) -> tuple[tuple[dict[str, str], ...], Counter[str]]:
+    """The faults listed and counted: those found before the pages, then those the server refused.
+
+    A duty whose task the server refuses to store is reported as a cadence
+    fault: docs/contract.md#one-run fixes the fault reasons, and the detail names the problem.
+    """
+    faults = [
+        *preamble.faults,
+        *({"duty_id": each.duty_id, "reason": FaultReason.INVALID_CADENCE, "detail": each.detail}
+          for each in refused),
+    ]  # fmt: skip
+    counts = Counter(preamble.fault_counts)
+    counts[FaultReason.INVALID_CADENCE] += len(refused)
+    return tuple(faults[:FAULT_LIST_LIMIT]), counts
+
+
+def _skipped(preamble: _Preamble, tally: _Tally) -> Counter[str]:
+    skipped = Counter(preamble.skipped)
+    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += tally.outside_window
+    skipped[SkipReason.NOTHING_DUE] += tally.nothing_due
+    return skipped
+
+
+_WAITING: Final = (_pages.SetAsideReason.LOCKED, _pages.SetAsideReason.TIMED_OUT)
+
+
+def _iso(day: date | None) -> str | None:
+    return None if day is None else day.isoformat()

@@ -1,0 +1,175 @@
+"""Why a duty got, or did not get, a task: the planner's verdict per candidate period.
+
+``python -m dispatch_fn explain DUTY_ID`` and a dry run naming ``duty_ids``
+both answer from ``plan.judge_duty`` — the same decisions a run makes — plus
+one look at which of the owed tasks already exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from psycopg.rows import dict_row
+
+from dispatch_fn.db.sql import Connection, statement
+from dispatch_fn.engine import periods
+from dispatch_fn.errors import PeriodError
+from dispatch_fn.planning.plan import (
+    FAULT_REASONS,
+    SCHEDULE_INTERVAL,
+    Judgement,
+    WindowLike,
+    judge_duty,
+    previous_clock,
+)
+
+# A dry run explains at most this many duties in its report (docs/contract.md#explain).
+MAX_EXPLAINED: Final = 100
+
+
+def explain(
+    conn: Connection,
+    duty_ids: Sequence[str],
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    interval: timedelta = SCHEDULE_INTERVAL,
+) -> dict[str, dict[str, Any]]:
+    """Each duty's explanation at clock ``now`` (or for backfill ``window``), by id.
+
+    ``interval`` back is the previous scheduled clock, as in a run. An id with
+    no stored duty is explained as ``found: false``.
+    """
+    return dict(explain_each(conn, duty_ids, now, window, interval=interval))
+
+
+def explain_each(
+    conn: Connection,
+    duty_ids: Sequence[str],
+    now: datetime,
+    window: WindowLike | None = None,
+    *,
+    interval: timedelta = SCHEDULE_INTERVAL,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``explain``'s pairs one duty at a time, in the order named, each id once.
+
+    Each is computed only when asked for, so a caller that stops early (the
+    dry run's response budget) never builds the rest: one daily duty over
+    five years is 1,826 candidates.
+    """
+    wanted = list(dict.fromkeys(duty_ids))
+    with conn.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(statement("explain_duties"), {"duty_ids": wanted})
+        rows = {str(row["id"]): row for row in cursor.fetchall()}
+    schedules: dict[Any, Any] = {}
+    previous = previous_clock(now, interval)
+    for duty_id in wanted:
+        row = rows.get(duty_id)
+        if row is None:
+            yield duty_id, {"duty_id": duty_id, "found": False}
+            continue
+        judgement = judge_duty(row, now, window, schedules, previous=previous)
+        yield duty_id, _as_json(row, judgement, _existing_tasks(conn, row, judgement))
+
+
+def _existing_tasks(
+    conn: Connection, row: dict[str, Any], judgement: Judgement
+) -> dict[str, tuple[int, datetime]]:
+    keys = [candidate.period.key for candidate in judgement.candidates]
+    if not keys:
+        return {}
+    found = conn.execute(
+        statement("explain_tasks"),
+        {
+            "organization_ids": [row["organization_id"]] * len(keys),
+            "duty_ids": [judgement.duty_id] * len(keys),
+            "owner_ids": [row["owner_id"]] * len(keys),
+            "period_keys": keys,
+        },
+    ).fetchall()
+    return {str(k): (int(i), created) for _, k, i, created in found}
+
+
+def _as_json(
+    row: dict[str, Any], judgement: Judgement, existing: dict[str, tuple[int, datetime]]
+) -> dict[str, Any]:
+    skip = judgement.skip
+    cadence = judgement.cadence
+    candidates = []
+    for candidate in judgement.candidates:
+        task = existing.get(candidate.period.key)
+        if task is not None:
+            verdict: dict[str, Any] = {
+                "verdict": "exists",
+                "task_id": task[0],
+                "created_at": task[1].isoformat(),
+            }
+        elif candidate.not_owed is None:
+            verdict = {"verdict": "would_create"}
+        else:
+            verdict = {"verdict": "not_owed", "reason": str(candidate.not_owed)}
+        candidates.append(
+            {
+                "period_key": candidate.period.key,
+                **_bounds(str(cadence.frequency), candidate.period.key, cadence.timezone),
+                "due_date": candidate.due_date.isoformat(),
+                "visible_from": candidate.visible_from.isoformat(),
+                "late_after": candidate.late_after.isoformat(),
+                **verdict,
+            }
+        )
+    return {
+        "duty_id": judgement.duty_id,
+        "found": True,
+        "name": row.get("name"),
+        "frequency": cadence.frequency,
+        "timezone": cadence.timezone,
+        "skip": None
+        if skip is None
+        else {
+            "reason": str(skip.reason),
+            "detail": skip.detail,
+            "fault": skip.reason in FAULT_REASONS,
+        },
+        "candidates": candidates,
+    }
+
+
+def _bounds(frequency: str, key: str, timezone: str) -> dict[str, str | None]:
+    try:
+        bounds = periods.period_bounds(frequency, key, timezone)
+    except PeriodError:  # the last period of year 9999 has no end instant
+        return {"start": None, "end": None}
+    return {"start": bounds.start.isoformat(), "end": bounds.end.isoformat()}
+
+
+def render(explained: dict[str, Any], clock: str) -> str:
+    """One duty's explanation as a readable table."""
+    if not explained["found"]:
+        return f"duty {explained['duty_id']!r} is unknown"
+    lines = [
+        f"duty {explained['duty_id']} ({explained['name']}): {explained['frequency']} in "
+        f"{explained['timezone']}, at {clock}"
+    ]
+    skip = explained["skip"]
+    if skip is not None:
+        kind = "fault" if skip["fault"] else "skipped"
+        detail = f": {skip['detail']}" if skip["detail"] else ""
+        lines.append(f"  {kind}: {skip['reason']}{detail}")
+    if explained["candidates"]:
+        lines.append(
+            f"  {'period':<12}{'starts':<27}{'due':<12}{'visible':<12}{'late after':<12}verdict"
+        )
+    for c in explained["candidates"]:
+        why = {
+            "exists": f"exists (task {c.get('task_id')}, created {c.get('created_at')})",
+            "would_create": "would create",
+            "not_owed": f"not owed: {c.get('reason')}",
+        }[c["verdict"]]
+        lines.append(
+            f"  {c['period_key']:<12}{c['start'] or '-':<27}{c['due_date']:<12}"
+            f"{c['visible_from']:<12}{c['late_after']:<12}{why}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""One run as the ledger sees it: recorded, caught up, continued (docs/contract.md#ledger).
+
+Around ``dispatch.run``: a ledger row before the first page and after the
+last; the missed clocks a scheduled run catches up; the hand-off of a run its
+deadline stopped. The handler and the CLI call this with the runtime they
+built: its budget, its hand-off, its tuning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from dispatch_fn.db import ledger
+from dispatch_fn.db.sql import Connection
+from dispatch_fn.planning.request import RunRequest
+from dispatch_fn.run import catch_up, continuation, dispatch
+from dispatch_fn.run.dispatch import LOCAL
+from dispatch_fn.run.outcome import Ending, RunFailedError, RunOutcome, unreported
+from dispatch_fn.run.runtime import HandOff, Runtime
+
+
+def execute(
+    conns: Sequence[Connection], request: RunRequest, runtime: Runtime = LOCAL
+) -> RunOutcome:
+    """Run ``request`` on ``conns`` (autocommit), recorded in the ledger; return how it ended.
+
+    Without a hand-off in ``runtime`` (a local run) an incomplete run simply
+    ends incomplete.
+    """
+    conn = conns[0]
+    if not all(each.autocommit for each in conns):
+        # The ledger's rows must commit on their own, never with a page's.
+        raise ValueError("recorded.execute needs autocommit connections: each write commits alone")
+    catch_up_days = runtime.tuning.catch_up_days
+    try:
+        clocks: tuple[datetime, ...] = ()
+        if request.mode == "scheduled" and not request.dry_run and not request.scope.named:
+            clocks = catch_up.missed_clocks(
+                ledger.latest_completed_clock(conn), request.now, catch_up_days
+            )
+        run_id = ledger.start(
+            conn,
+            request,
+            request_id=runtime.request_id,
+            continues_run=ledger.continued_run(conn, request),
+        )
+    except psycopg.Error as exc:
+        raise RunFailedError(
+            f"run not started: the run ledger is unreachable: {type(exc).__name__}: {exc}", None
+        ) from exc
+    try:
+        # A question about the duties in scope, not the ledger alone: its
+        # failure is the run's, recorded as a run that failed before its pages.
+        owed = None if request.dry_run else _owed_again(conn, request, catch_up_days)
+    except psycopg.Error as exc:
+        failed = _recorded(dispatch.failed_before_pages(request, exc), run_id)
+        _record_failure(conn, run_id, failed.report, str(failed))
+        raise failed from exc
+    try:
+        report = dispatch.run(conns, request, runtime, catch_up_clocks=clocks, owed_again=owed)
+    except RunFailedError as failed:
+        recorded_failure = _recorded(failed, run_id)
+        set_aside = () if failed.outcome is None else failed.outcome.report.set_aside_pairs
+        if not request.dry_run and set_aside:
+            # The pages it committed set these aside: owed again like any others.
+            with suppress(psycopg.Error):
+                ledger.record_set_aside(
+                    conn, run_id, set_aside, owed_from=_owed_from(request, clocks)
+                )
+        _record_failure(conn, run_id, recorded_failure.report, str(recorded_failure))
+        raise recorded_failure from failed.__cause__
+    except KeyboardInterrupt:
+        # Ctrl-C on a local run: ended, not abandoned for the function's timeout.
+        # Its committed pages stay; a re-run owes the rest. The ledger gives it
+        # no status of its own: failed, error 'interrupted' (docs/contract.md#ledger).
+        _record_failure(conn, run_id, unreported(run_id), "interrupted")
+        raise
+    return _ended(conn, RunOutcome(report, run_id), clocks, owed=owed, hand_off=runtime.hand_off)
+
+
+def _recorded(failed: RunFailedError, run_id: int) -> RunFailedError:
+    """The same failure, its outcome that of ledger row ``run_id``."""
+    if failed.outcome is None:
+        return failed
+    return RunFailedError(str(failed), replace(failed.outcome, run_id=run_id))
+
+
+def _ended(
+    conn: Connection,
+    outcome: RunOutcome,
+    clocks: tuple[datetime, ...],
+    *,
+    owed: catch_up.OwedAgain | None,
+    hand_off: HandOff | None,
+) -> RunOutcome:
+    """Record how the run ended, and hand the rest on if it stopped for its deadline."""
+    report, run_id = outcome.report, outcome.run_id
+    assert run_id is not None  # noqa: S101 - a recorded run has its ledger row
+    request = report.request
+    ended = replace(outcome, ending=Ending())
+    if not request.dry_run:
+        _record_set_aside(conn, ended, (owed, _owed_from(request, clocks)))
+    if report.complete:
+        _record_end(conn, "completed", ended)
+        return ended
+    reason = continuation.not_handed_off(request, report)
+    if reason is None and hand_off is None:
+        reason = (
+            f"stopped by its deadline at duty id {report.last_duty_id!r}; a local run hands "
+            "nothing off: run the same event again with resume_after to go on"
+        )
+    if reason is not None or hand_off is None:
+        stopped = replace(ended, ending=Ending(incomplete_reason=reason))
+        _record_end(conn, "incomplete", stopped)
+        return stopped
+    # Recorded before the hand-off: the continuation finds the run it continues
+    # by this row's final report, and may start within milliseconds.
+    try:
+        following = continuation.next_event(request, report)
+    except continuation.HandOffError as refused:
+        return _not_handed(conn, ended, refused)
+    handed = replace(ended, ending=Ending(handed_off=True))
+    _record_end(conn, "incomplete", handed)
+    try:
+        hand_off(following)
+    except continuation.HandOffError as refused:
+        return _not_handed(conn, ended, refused)
+    return handed
+
+
+def _not_handed(
+    conn: Connection, outcome: RunOutcome, refused: continuation.HandOffError
+) -> RunOutcome:
+    why = str(refused)
+    ended = replace(outcome, ending=Ending(hand_off_error=why, incomplete_reason=why))
+    _record_end(conn, "incomplete", ended)
+    return ended
+
+
+def _owed_again(
+    conn: Connection, request: RunRequest, catch_up_days: int
+) -> catch_up.OwedAgain | None:
+    """What earlier runs' set-aside duties in scope are owed by this run.
+
+    See docs/contract.md#owed-again.
+    """
+    found = ledger.owed_again(conn, request.scope)
+    return catch_up.OwedAgain.of(found, request.now, days=catch_up_days, interval=request.interval)
+
+
+def _owed_from(request: RunRequest, clocks: tuple[datetime, ...]) -> datetime:
+    # A duty set aside misses the clocks its run caught up as well as its own.
+    return min((*clocks, request.now))
+
+
+def _record_set_aside(
+    conn: Connection,
+    outcome: RunOutcome,
+    owing: tuple[catch_up.OwedAgain | None, datetime],
+) -> None:
+    """Keep this run's set-aside duties, and mark what it repaid; before its ledger row ends.
+
+    ``owing`` is what the run owed earlier set-aside duties, and the first
+    clock it owed its own.
+    """
+    owed, owed_from = owing
+    report, run_id = outcome.report, outcome.run_id
+    assert run_id is not None  # noqa: S101 - a recorded run has its ledger row
+    try:
+        ledger.record_set_aside(conn, run_id, report.set_aside_pairs, owed_from=owed_from)
+        if owed is not None:
+            ledger.mark_repaid(
+                conn,
+                run_id,
+                owed.set_aside,
+                again=report.set_aside_ids,
+                upto=report.last_duty_id,
+                complete=report.complete,
+            )
+    except psycopg.Error as exc:
+        # The tasks are written; what is lost is the record of who is owed
+        # again, so the run fails loudly rather than end quietly with a hole.
+        failed = RunFailedError(
+            f"run {run_id} finished but the duties it set aside could not be recorded: "
+            f"{type(exc).__name__}: {exc}",
+            outcome,
+        )
+        _record_failure(conn, run_id, failed.report, str(failed))
+        raise failed from exc
+
+
+def _record_end(conn: Connection, status: str, outcome: RunOutcome) -> None:
+    run_id = outcome.run_id
+    assert run_id is not None  # noqa: S101 - a recorded run has its ledger row
+    reason = None if outcome.ending is None else outcome.ending.incomplete_reason
+    try:
+        # An incomplete run's reason is the row's error: `runs` shows it.
+        ledger.finish(conn, run_id, status, outcome.as_json(), reason)
+    except psycopg.Error as exc:
+        # Every page is committed; only the record of it is missing (the row
+        # stays 'running'). Raised so the handler starts its next run on fresh
+        # connections and the failure is seen.
+        raise RunFailedError(
+            f"run {run_id} finished ({status}) but its ledger row could not be written: "
+            f"{type(exc).__name__}: {exc}",
+            outcome,
+        ) from exc
+
+
+def _record_failure(conn: Connection, run_id: int, report: dict[str, Any], error: str) -> None:
+    try:
+        ledger.finish(conn, run_id, "failed", report, error)
+    except psycopg.Error:
+        # The failure may have been the connection itself; the row then stays
+        # 'running' and reads as abandoned once the function's timeout passes.
+        return

@@ -1,0 +1,700 @@
+"""Settling one step of a run: what it runs, in which order, and what each answer means.
+
+A step dispatches one page of a range: the page statement over the range's
+next duties, then each statement that runs after it (catch-up, owed again)
+over exactly the duties the page covered. When the server refuses a page for
+one row's content, a duty's row is locked elsewhere, or a page runs past
+statement_timeout, the page is halved until the duties to blame stand alone;
+they are set aside and the rest is dispatched (docs/adr/0003-failing-pages.md,
+docs/adr/0009-bounded-pages.md). Near the calendar's edge the planner judges
+the page's duties first and those it refuses are set aside (``calendar_edge``).
+
+Nothing here does I/O or reads a clock, as psycopg writes its protocol:
+``settle`` is a generator that yields commands (``Dispatch``, ``ListIds``,
+``ReadDuties``, ``FindLocked``, ``SpendTimeout``, ``Wait``) and is sent each
+command's reply (``Committed``, ``Ids``, ``Duties``, ``Allowance``, or one of
+the failures ``Locked``, ``Refused``, ``TimedOut``, ``Conflict``,
+``DeadlineReached``, ``Lost``, ``Failed``); it returns the step's ``Outcome``.
+``_pages`` drives it on a connection; the rules are tested without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+if TYPE_CHECKING:
+    from dispatch_fn.db.store import PageResult
+
+# A statement that meets a deadlock or a serialization failure (two runs on
+# the same duties) is simply tried again, this many times in all.
+ATTEMPTS: Final = 5
+# Past this many duties set aside in one step the error is not one row's: the
+# step fails instead of being taken apart one statement per duty.
+MAX_SET_ASIDE_PER_PAGE: Final = 32
+LOCKED_DETAIL: Final = "its row was locked by another transaction; the next run dispatches it"
+TIMED_OUT_DETAIL: Final = (
+    "the dispatch statement runs past statement_timeout on this duty alone;"
+    " the next run tries it again"
+)
+
+
+class Failure(StrEnum):
+    """Why a step ended without finishing its page."""
+
+    LOCKED = "locked"  # lock_timeout on its first try: the run tries it again later
+    LOST = "lost"  # the connection died: the page is done again on another one
+    DEADLINE = "deadline"  # the run's deadline cancelled it: the run stops, incomplete
+    TIMEOUTS = "timeouts"  # one timeout past the run's allowance: the run stops, incomplete
+    ERROR = "error"  # anything else: the run fails
+
+
+class SetAsideReason(StrEnum):
+    """Why a duty was left out of the page it belongs to."""
+
+    LOCKED = "locked"  # another transaction held its row past lock_timeout
+    REFUSED = "refused"  # the statement fails on this duty alone
+    TIMED_OUT = "timed_out"  # the statement runs past statement_timeout on this duty alone
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """The next page of range ``range_no``: the first duties after ``after``, up to ``upto``."""
+
+    range_no: int
+    after: str | None
+    upto: str | None
+    deferred: int = 0  # times put back after a lock timeout
+    lost: int = 0  # times a connection died under it
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A duty left out of its page, and the server's (or the planner's) words for why."""
+
+    duty_id: str
+    reason: SetAsideReason
+    detail: str
+    # Its duty was counted already by a page the step committed (a catch-up
+    # statement refused it after its page at the run's clock was stored).
+    counted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one step did: every statement it committed, and where its range stands.
+
+    ``reached`` is the last id the step covered (None if it covered none);
+    ``more`` says the range may hold duties after it. On a ``failure`` the
+    committed pages still count, and ``error`` is what the server said.
+    """
+
+    job: Job
+    pages: tuple[PageResult, ...] = ()
+    retries: int = 0
+    set_aside: tuple[SetAside, ...] = ()
+    reached: str | None = None
+    more: bool = False
+    failure: Failure | None = None
+    error: Exception | None = None
+    caught: tuple[
+        PageResult, ...
+    ] = ()  # the catch-up statements' results (docs/contract.md#catch-up)
+    repaid: tuple[
+        PageResult, ...
+    ] = ()  # those owed again to set-aside duties (docs/contract.md#owed-again)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Which statement a command runs: the page's own (``extra`` None), or the n-th after it."""
+
+    extra: int | None = None
+    repaying: bool = False  # it dispatches what set-aside duties are owed again
+
+
+PAGE: Final = Target()
+
+
+class Judge(Protocol):
+    """The planner at the calendar's edge (``calendar_edge.Edge``): which duties it refuses, why."""
+
+    def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+        """``(duty_id, detail)`` of the duties the planner refuses."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """What every step of a run shares: its page bounds and the statements after the page.
+
+    A page holds at most ``size`` duties and, past its first duty, at most
+    ``rows`` candidate rows (None: no bound). ``edge`` (None: far from the
+    calendar's edges) judges each page's duties before they are dispatched.
+    """
+
+    size: int
+    rows: int | None = None
+    extras: tuple[Target, ...] = ()
+    edge: Judge | None = None
+
+
+# Commands: what a step asks its driver to do.
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Run ``target`` on the first ``size`` duties in ``(after, upto]`` not in ``excluded``.
+
+    Within the run's deadline, and past its first duty within ``rows``
+    candidate rows (None: no bound). Replied to with ``Committed`` or a failure.
+    """
+
+    target: Target
+    after: str | None
+    upto: str | None
+    size: int
+    rows: int | None
+    excluded: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListIds:
+    """The ids ``Dispatch`` with these arguments would take, in the server's order: ``Ids``."""
+
+    target: Target
+    after: str | None
+    upto: str | None
+    size: int
+    rows: int | None
+    excluded: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadDuties:
+    """The duty rows of the first ``size`` duties in ``(after, upto]``: ``Duties``."""
+
+    after: str | None
+    upto: str | None
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FindLocked:
+    """Those of ``ids`` whose row another transaction holds locked: ``Ids``."""
+
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SpendTimeout:
+    """Take one statement timeout from the run's allowance: ``Allowance``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Pause before a statement is tried again (the reply is None)."""
+
+    seconds: float
+
+
+type Command = Dispatch | ListIds | ReadDuties | FindLocked | SpendTimeout | Wait
+
+
+# Replies: what the driver saw.
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The statement ran and committed; the server's counts."""
+
+    page: PageResult
+
+
+@dataclass(frozen=True, slots=True)
+class Ids:
+    """Duty ids, in the server's order."""
+
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Duties:
+    """Duty rows, in the server's order."""
+
+    rows: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Allowance:
+    """Whether the run's allowance had a statement timeout left to spend."""
+
+    granted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """A row the statement needs was locked past lock_timeout (SQLSTATE 55P03)."""
+
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The server refused one row's values (SQLSTATE classes 22, 23, 54); ``detail`` says how."""
+
+    error: Exception
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """The statement ran past the session's own statement_timeout (57014)."""
+
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A deadlock or a serialization failure: the statement may simply run again."""
+
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineReached:
+    """The run's deadline cancelled the statement (None: it came before the statement began)."""
+
+    error: Exception | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """The connection died under the statement."""
+
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """Any other error: the statement's or the server's, not one row's."""
+
+    error: Exception
+
+
+type Splittable = Locked | Refused | TimedOut
+type Reply = (
+    Committed | Ids | Duties | Allowance | Splittable | Conflict | DeadlineReached | Lost | Failed
+    | None
+)  # fmt: skip
+type Steps[T] = Generator[Command, Reply, T]
+
+
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    """The step ends here; ``settled`` is the last id up to which its duties were settled."""
+
+    failure: Failure
+    error: Exception | None
+    settled: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Apart:
+    """The page is to be taken apart; ``failed`` is what its ids just met (None: try them)."""
+
+    failed: Splittable | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """Duties to settle: ``ids``, the next after ``after``; ``failed`` is what they just met."""
+
+    after: str | None
+    ids: Sequence[str]
+    failed: Splittable | None = None
+
+
+@dataclass(slots=True)
+class _Record:
+    # What the step has committed and set aside so far, in order; only appended to.
+    pages: list[PageResult] = field(default_factory=list)
+    caught: list[PageResult] = field(default_factory=list)
+    repaid: list[PageResult] = field(default_factory=list)
+    set_aside: list[SetAside] = field(default_factory=list)
+    retries: int = 0
+    isolated: int = 0  # duties set aside because a statement failed on them alone
+
+    def excluded(self) -> tuple[str, ...]:
+        return tuple(each.duty_id for each in self.set_aside)
+
+    def outcome(
+        self,
+        job: Job,
+        *,
+        reached: str | None = None,
+        more: bool = False,
+        stop: _Stop | None = None,
+        set_aside: Sequence[SetAside] | None = None,
+    ) -> Outcome:
+        return Outcome(
+            job,
+            pages=tuple(self.pages),
+            retries=self.retries,
+            set_aside=tuple(self.set_aside if set_aside is None else set_aside),
+            reached=reached,
+            more=more,
+            failure=None if stop is None else stop.failure,
+            error=None if stop is None else stop.error,
+            caught=tuple(self.caught),
+            repaid=tuple(self.repaid),
+        )
+
+
+def settle(walk: Walk, job: Job) -> Steps[Outcome]:
+    """The commands that dispatch the page ``job`` names; returns what the step did."""
+    record = _Record()
+    if walk.edge is None:
+        return (yield from _ordinary(walk, job, record))
+    return (yield from _judged(walk, walk.edge, job, record))
+
+
+def _ordinary(walk: Walk, job: Job, record: _Record) -> Steps[Outcome]:
+    """A page as the server bounds it: tried whole, then, if it fails, its very ids."""
+    first = yield from _page(walk, record, job.after, job.upto)
+    if isinstance(first, Committed):
+        return record.outcome(job, reached=first.page.upto, more=_more(walk, job, first.page))
+    verdict = yield from _verdict(job, record, first)
+    if isinstance(verdict, _Stop):
+        return _stopped(job, record, verdict)
+    # The very duties the page took, cut by the same row budget.
+    listed = yield ListIds(PAGE, job.after, job.upto, walk.size, walk.rows, ())
+    if not isinstance(listed, Ids):
+        return _stopped(job, record, _ended(listed))
+    if not listed.ids:
+        return record.outcome(job, reached=job.after)
+    stop = yield from _settle_ids(walk, job, record, _Span(job.after, listed.ids, verdict.failed))
+    if stop is not None:
+        return _stopped(job, record, stop)
+    # The row budget may have cut the page short of its size: the range goes
+    # on unless it ended here (an empty page after it says so).
+    last = listed.ids[-1]
+    return record.outcome(job, reached=last, more=not _ends_range(job, last))
+
+
+def _judged(walk: Walk, edge: Judge, job: Job, record: _Record) -> Steps[Outcome]:
+    """A page near the calendar's edge: its duties judged first, then dispatched up to the last."""
+    read = yield ReadDuties(job.after, job.upto, walk.size)
+    if not isinstance(read, Duties):
+        return _stopped(job, record, _ended(read))
+    record.set_aside.extend(
+        SetAside(duty_id, SetAsideReason.REFUSED, detail)
+        for duty_id, detail in edge.refused(read.rows)
+    )
+    ids = [str(duty["id"]) for duty in read.rows]
+    if not ids:
+        return record.outcome(job, reached=job.after)
+    failure, cursor = yield from _through(walk, record, job.after, ids[-1])
+    if failure is not None:
+        stop = yield from _judged_apart(walk, job, record, ids, (cursor, failure))
+        if stop is not None:
+            return _stopped(job, record, stop, ids)
+    return record.outcome(job, reached=ids[-1], more=_judged_more(walk, job, ids))
+
+
+def _through(
+    walk: Walk, record: _Record, cursor: str | None, last: str
+) -> Steps[tuple[Splittable | _Stop | None, str | None]]:
+    """Dispatch the duties after ``cursor`` up to ``last``, in as many pages as needed.
+
+    Bounded by the judged ids, so the duties set aside do not pull unjudged
+    ones into a page. Returns what stopped it (None: nothing) and the last id
+    a committed page reached, which is also how far the step's duties are
+    settled.
+    """
+    while True:
+        reply = yield from _page(walk, record, cursor, last)
+        if not isinstance(reply, Committed):
+            return reply, cursor
+        if reply.page.upto in {None, last}:
+            return None, last
+        cursor = reply.page.upto
+
+
+def _judged_apart(
+    walk: Walk,
+    job: Job,
+    record: _Record,
+    ids: Sequence[str],
+    failed: tuple[str | None, Splittable | _Stop],
+) -> Steps[_Stop | None]:
+    """Settle the judged duties no committed page reached, after a page of them failed.
+
+    The pages behind the cursor are stored, the planner's judgement is made.
+    """
+    cursor, failure = failed
+    verdict = yield from _verdict(job, record, failure)
+    if isinstance(verdict, _Stop):
+        return replace(verdict, settled=cursor)
+    rest = yield from _following(record, PAGE, ids, cursor)
+    if isinstance(rest, _Stop):
+        return rest
+    return (yield from _settle_ids(walk, job, record, _Span(cursor, rest, verdict.failed), cursor))
+
+
+def _verdict(job: Job, record: _Record, failure: Splittable | _Stop) -> Steps[_Stop | _Apart]:
+    """What follows a page that failed on its first try: the step ends, or the page is split."""
+    if isinstance(failure, _Stop):
+        return failure
+    if isinstance(failure, Locked):
+        # Tried again later, unless the step committed pages already: a step
+        # done again would do them again.
+        if job.deferred == 0 and not record.pages:
+            return _Stop(Failure.LOCKED, failure.error)
+        # Once deferred, its locked duties are left out and the rest tried.
+        return _Apart(None if job.deferred else failure)
+    stop = yield from _spend(failure)
+    return stop or _Apart(failure)
+
+
+def _settle_ids(
+    walk: Walk, job: Job, record: _Record, span: _Span, settled: str | None = None
+) -> Steps[_Stop | None]:
+    """Settle a page's ids; once locked already, its locked duties are set aside untried."""
+    aside = set(record.excluded())
+    kept = [duty_id for duty_id in span.ids if duty_id not in aside]
+    if job.deferred and kept:
+        # Only those not set aside already: a duty the planner refused may be locked too.
+        locked = yield FindLocked(tuple(kept))
+        if not isinstance(locked, Ids):
+            return _ended(locked)
+        record.set_aside.extend(
+            SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL) for duty_id in locked.ids
+        )
+        kept = [duty_id for duty_id in kept if duty_id not in locked.ids]
+    return (yield from _settle(walk, record, PAGE, replace(span, ids=kept), settled))
+
+
+def _settle(
+    walk: Walk, record: _Record, target: Target, span: _Span, settled: str | None = None
+) -> Steps[_Stop | None]:
+    """Dispatch every duty of ``span`` with ``target``; set aside those it fails on alone.
+
+    A span that failed is halved, and each half tried in id order; one that
+    failed alone is set aside. Halving keeps the cost of one bad duty in a
+    page of n at about 2 log2(n) statements, every good half committed as it
+    goes. ``settled`` moves only with the page's own statement: while a
+    statement after it is settled, the others have not run on its duties.
+    """
+    pending = [span]
+    while pending:
+        moved = yield from _settle_span(walk, record, target, pending)
+        if isinstance(moved, _Stop):
+            return replace(moved, settled=settled)
+        if target.extra is None and moved is not None:
+            settled = moved
+    return None
+
+
+def _settle_span(
+    walk: Walk, record: _Record, target: Target, pending: list[_Span]
+) -> Steps[_Stop | str | None]:
+    """Settle the span on top of ``pending``, queueing what remains of it; how far it settled."""
+    now = pending.pop()
+    if not now.ids:
+        return None
+    if now.failed is not None:
+        stop = _halve(record, target, now, pending)
+        return stop or (now.ids[0] if len(now.ids) == 1 else None)
+    reply = yield from _commit(walk, record, target, now.after, now.ids[-1])
+    if isinstance(reply, _Stop):
+        return reply
+    if not isinstance(reply, Committed):
+        pending.append(replace(now, failed=reply))
+        return (yield from _spend(reply))
+    reached = now.ids[-1] if reply.page.upto is None else reply.page.upto
+    if reached != now.ids[-1]:
+        # The row budget ended the statement before the span's last id: the rest follows.
+        rest = yield from _following(record, target, now.ids, reached)
+        if isinstance(rest, _Stop):
+            return rest
+        pending.append(_Span(reached, rest))
+    return reached
+
+
+def _halve(record: _Record, target: Target, span: _Span, pending: list[_Span]) -> _Stop | None:
+    """Queue the halves of a span that failed, first half on top; or set aside its one duty."""
+    ids, failed = span.ids, span.failed
+    assert failed is not None  # noqa: S101 - only spans that failed are halved
+    if len(ids) > 1:
+        half = len(ids) // 2
+        pending.extend([_Span(ids[half - 1], ids[half:]), _Span(span.after, ids[:half])])
+        return None
+    if record.isolated >= MAX_SET_ASIDE_PER_PAGE:
+        return _Stop(Failure.ERROR, failed.error)
+    record.isolated += 1
+    record.set_aside.append(_alone(ids[0], failed, counted=target.extra is not None))
+    return None
+
+
+def _alone(duty_id: str, failed: Splittable, *, counted: bool) -> SetAside:
+    """A duty the statement failed on alone, and why."""
+    match failed:
+        case Locked():
+            return SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL, counted)
+        case TimedOut():
+            # Its values are fine, its page was slow: not a fault, tried again next run.
+            return SetAside(duty_id, SetAsideReason.TIMED_OUT, TIMED_OUT_DETAIL, counted)
+        case Refused(detail=detail):
+            return SetAside(duty_id, SetAsideReason.REFUSED, detail, counted)
+
+
+def _commit(
+    walk: Walk, record: _Record, target: Target, after: str | None, upto: str | None
+) -> Steps[Committed | Splittable | _Stop]:
+    if target.extra is None:
+        return (yield from _page(walk, record, after, upto))
+    return (yield from _extra(walk, record, target, after, upto))
+
+
+def _page(
+    walk: Walk, record: _Record, after: str | None, upto: str | None
+) -> Steps[Committed | Splittable | _Stop]:
+    """The page statement, then each statement after it over exactly the duties it covered."""
+    command = Dispatch(PAGE, after, upto, walk.size, walk.rows, record.excluded())
+    reply = yield from _dispatch(record, command)
+    if not isinstance(reply, Committed):
+        return reply
+    record.pages.append(reply.page)
+    if reply.page.upto is None:
+        return reply
+    # The same duties again, at each missed clock: bounded by the page's last
+    # id (and by nothing else), so exactly the duties the page covered.
+    for extra in walk.extras:
+        stop = yield from _catch_up(walk, record, extra, after, reply.page.upto)
+        if stop is not None:
+            return stop
+    return reply
+
+
+def _catch_up(
+    walk: Walk, record: _Record, extra: Target, after: str | None, upto: str
+) -> Steps[_Stop | None]:
+    """One statement after a committed page; settled alone if it fails."""
+    reply = yield from _extra(walk, record, extra, after, upto)
+    if isinstance(reply, Committed | _Stop):
+        return None if isinstance(reply, Committed) else reply
+    stop = yield from _spend(reply)
+    if stop is not None:
+        return stop
+    # The page at the run's clock is stored: only this statement is split.
+    listed = yield ListIds(extra, after, upto, walk.size, None, record.excluded())
+    if not isinstance(listed, Ids):
+        return _ended(listed)
+    return (yield from _settle(walk, record, extra, _Span(after, listed.ids, reply)))
+
+
+def _extra(
+    walk: Walk, record: _Record, extra: Target, after: str | None, upto: str | None
+) -> Steps[Committed | Splittable | _Stop]:
+    command = Dispatch(extra, after, upto, walk.size, None, record.excluded())
+    reply = yield from _dispatch(record, command)
+    if isinstance(reply, Committed):
+        (record.repaid if extra.repaying else record.caught).append(reply.page)
+    return reply
+
+
+def _dispatch(record: _Record, command: Dispatch) -> Steps[Committed | Splittable | _Stop]:
+    """One statement, tried again after a deadlock or a serialization failure."""
+    attempt = 1
+    while True:
+        reply = yield command
+        if not isinstance(reply, Conflict):
+            return _answer(reply)
+        if attempt == ATTEMPTS:
+            return _Stop(Failure.ERROR, reply.error)
+        record.retries += 1
+        yield Wait(0.05 * attempt)
+        attempt += 1
+
+
+def _answer(reply: Reply) -> Committed | Splittable | _Stop:
+    if isinstance(reply, Committed | Locked | Refused | TimedOut):
+        return reply
+    return _ended(reply)
+
+
+def _following(
+    record: _Record, target: Target, ids: Sequence[str], point: str | None
+) -> Steps[Sequence[str] | _Stop]:
+    """Those of ``ids`` (in the server's order) that sort after ``point``."""
+    if point is None or not ids:
+        return ids
+    if point in ids:
+        return ids[ids.index(point) + 1 :]
+    # A duty made dispatchable since ``ids`` were read ended a page: only the
+    # server knows how its collation orders it among them. The last id
+    # bounded the page that ended at ``point``, so it follows it.
+    listed = yield ListIds(target, point, ids[-1], len(ids), None, record.excluded())
+    if not isinstance(listed, Ids):
+        return _ended(listed)
+    later = set(listed.ids)
+    return [duty_id for duty_id in ids[:-1] if duty_id in later] + [ids[-1]]
+
+
+def _spend(failure: Splittable) -> Steps[_Stop | None]:
+    # Splitting a page that timed out costs timeouts again: a run spends few.
+    if not isinstance(failure, TimedOut):
+        return None
+    allowance = yield SpendTimeout()
+    if isinstance(allowance, Allowance) and allowance.granted:
+        return None
+    return _Stop(Failure.TIMEOUTS, failure.error)
+
+
+def _ended(reply: Reply) -> _Stop:
+    """The stop a reply other than the one asked for means."""
+    match reply:
+        case DeadlineReached(error=error):
+            return _Stop(Failure.DEADLINE, error)
+        case Lost(error=error):
+            return _Stop(Failure.LOST, error)
+        case Locked(error=error) | Refused(error=error) | TimedOut(error=error):
+            return _Stop(Failure.ERROR, error)
+        case Conflict(error=error) | Failed(error=error):
+            return _Stop(Failure.ERROR, error)
+        case _:
+            raise TypeError(f"no command of a step is answered with {reply!r}")
+
+
+def _stopped(job: Job, record: _Record, stop: _Stop, judged: Sequence[str] = ()) -> Outcome:
+    """The outcome of a step that ended early."""
+    if stop.failure is Failure.DEADLINE:
+        # Where the step began: its cancelled statement committed nothing.
+        return record.outcome(job, reached=job.after, stop=stop)
+    if stop.failure is not Failure.TIMEOUTS:
+        return record.outcome(job, stop=stop)
+    # How far it settled; the rest is the next run's.
+    reached = job.after if stop.settled is None else stop.settled
+    kept = record.set_aside
+    if reached is not None and reached in judged:
+        # Duties the planner refused past that point are judged again then.
+        beyond = set(judged[judged.index(reached) + 1 :])
+        kept = [each for each in kept if each.duty_id not in beyond]
+    return record.outcome(job, reached=reached, more=True, stop=stop, set_aside=kept)
+
+
+def _more(walk: Walk, job: Job, page: PageResult) -> bool:
+    # A page short of its size (not for its row budget), or one that reached
+    # its range's bound, ends the range.
+    return (page.rows >= walk.size or page.cut) and not _ends_range(job, page.upto)
+
+
+def _judged_more(walk: Walk, job: Job, ids: Sequence[str]) -> bool:
+    return len(ids) >= walk.size and not _ends_range(job, ids[-1])
+
+
+def _ends_range(job: Job, reached: str | None) -> bool:
+    return job.upto is not None and reached == job.upto

@@ -1,0 +1,238 @@
+"""The run ledger: one duly_dispatch_run row per invocation, and the `runs` command.
+
+See docs/contract.md#ledger.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from dispatch_fn.aws import app
+from dispatch_fn.cli.main import main
+from dispatch_fn.db import ledger
+from dispatch_fn.db.sql import statement_text
+from dispatch_fn.errors import EventError
+from dispatch_fn.run import catch_up, dispatch, recorded
+from dispatch_fn.run.outcome import RunFailedError
+from support import CLOCK, Conn, Invoke, duty, insert_duties
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _runs(conn: Conn) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+        cursor.execute("SELECT * FROM duly_dispatch_run ORDER BY id")
+        return list(cursor.fetchall())
+
+
+@pytest.fixture
+def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    yield db_url
+    app._connections.discard()
+
+
+def test_a_completed_run_is_recorded_with_its_clock_scope_timings_and_report(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("a"), duty("b", organization_id="org-2")])
+    report = invoke({"now": CLOCK, "organization_id": "org-2"}, _Context("req-1"))
+    [row] = _runs(conn)
+    assert report["run_id"] == row["id"]
+    assert (row["mode"], row["clock"].isoformat(), row["status"]) == (
+        "scheduled",
+        "2026-08-21T01:00:00+00:00",
+        "completed",
+    )
+    assert (row["organization_id"], row["duty_ids"], row["dry_run"]) == ("org-2", None, False)
+    assert (row["window_from"], row["window_to"], row["request_id"]) == (None, None, "req-1")
+    assert row["started_at"] <= row["finished_at"]
+    assert row["report"]["tasks_created"] == report["tasks_created"] == 1
+    assert row["report"]["run_id"] == row["id"]
+    assert row["error"] is None
+
+
+def test_a_backfill_and_a_dry_run_are_recorded_too(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("a")])
+    invoke({"from": "2026-01-01", "to": "2026-03-31", "now": CLOCK, "duty_ids": ["a"]})
+    dry = invoke({"now": CLOCK, "dry_run": True})
+    backfill, dry_row = _runs(conn)
+    assert (backfill["mode"], str(backfill["window_from"]), str(backfill["window_to"])) == (
+        "backfill",
+        "2026-01-01",
+        "2026-03-31",
+    )
+    assert backfill["duty_ids"] == ["a"]
+    assert (dry_row["dry_run"], dry_row["status"], dry["run_id"]) == (True, "completed", 2)
+
+
+def test_an_incomplete_run_is_recorded_as_incomplete(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("a")])
+    report = invoke({"now": CLOCK}, _Context("req-2", remaining_ms=0))
+    [row] = _runs(conn)
+    assert report["complete"] is False
+    assert row["status"] == "incomplete"
+    assert row["report"]["complete"] is False
+
+
+def test_a_failed_run_is_recorded_as_failed_with_its_error(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("a")])
+    # The database refuses the page's insert, as a full disk or a bad migration would.
+    conn.execute("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+                 " $$ BEGIN RAISE EXCEPTION 'no room for %', NEW.duty_id; END $$")  # fmt: skip
+    conn.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON duly_task FOR EACH ROW EXECUTE FUNCTION refuse()"
+    )
+    with pytest.raises(RunFailedError):
+        invoke({"now": CLOCK})
+    [row] = _runs(conn)
+    assert row["status"] == "failed"
+    assert "no room for a" in row["error"]
+    assert row["report"]["run_id"] == row["id"]
+
+
+def test_a_refused_event_runs_nothing_and_records_nothing(conn: Conn, invoke: Invoke) -> None:
+    with pytest.raises(EventError):
+        invoke({"to": "2026-01-01"})
+    assert _runs(conn) == []
+
+
+def test_a_killed_run_stays_running_and_reads_as_abandoned_after_the_timeout(
+    conn: Conn, db_url: str
+) -> None:
+    insert_duties(conn, [duty(f"d{n:03}", frequency="daily", lead_days=30) for n in range(300)])
+    # Every task insert sleeps, so the run is surely mid-page when it is killed.
+    conn.execute("CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS"
+                 " $$ BEGIN PERFORM pg_sleep(0.01); RETURN NEW; END $$")  # fmt: skip
+    conn.execute(
+        "CREATE TRIGGER slow BEFORE INSERT ON duly_task FOR EACH ROW EXECUTE FUNCTION slow()"
+    )
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dispatch_fn",
+            "invoke",
+            os.path.join(_ROOT, "events", "console.json"),
+        ],
+        env={**os.environ, "DATABASE_URL": db_url, "DISPATCH_CHUNK_SIZE": "50"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _runs(conn) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    [row] = _runs(conn)
+    assert (row["status"], row["finished_at"]) == ("running", None)
+    [fresh] = ledger.recent(conn, 5)
+    assert fresh.shown_status == "running"
+    conn.execute(
+        "UPDATE duly_dispatch_run SET started_at = started_at - %s - interval '1 second'",
+        (ledger.FUNCTION_TIMEOUT,),
+    )
+    [stale] = ledger.recent(conn, 5)
+    assert stale.shown_status == "abandoned"
+
+
+def test_the_runs_command_prints_the_newest_run_first_as_a_table(
+    conn: Conn, database: str, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    insert_duties(conn, [duty("a"), duty("bad", timezone="Mars/Olympus")])
+    invoke({"now": "2026-08-20T01:00:00Z"})
+    invoke({"now": CLOCK})
+    capsys.readouterr()
+    assert main(["runs", "--limit", "5"]) == 0
+    header, newest, older = capsys.readouterr().out.splitlines()
+    assert header.split() == [
+        "id", "clock", "mode", "status", "created", "existing", "faults", "duration", "notes",
+    ]  # fmt: skip
+    assert newest.split()[:7] == [
+        "2", "2026-08-21T01:00:00+00:00", "scheduled", "completed", "0", "1", "1",
+    ]  # fmt: skip
+    assert older.split()[:7] == [
+        "1", "2026-08-20T01:00:00+00:00", "scheduled", "completed", "1", "0", "1",
+    ]  # fmt: skip
+
+
+def test_the_runs_command_speaks_json_and_honours_the_limit(
+    conn: Conn, database: str, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    insert_duties(conn, [duty("a")])
+    for clock in ("2026-08-19T01:00:00Z", "2026-08-20T01:00:00Z", CLOCK):
+        invoke({"now": clock})
+    capsys.readouterr()
+    assert main(["runs", "--limit", "2", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert [run["id"] for run in runs] == [3, 2]
+    assert runs[0]["clock"] == "2026-08-21T01:00:00+00:00"
+    assert runs[0]["status"] == "completed"
+    assert runs[0]["tasks_existing"] == 1
+    assert runs[0]["duration_s"] >= 0
+
+
+def test_the_runs_command_says_so_when_the_ledger_is_empty(
+    database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().out.strip() == "no runs recorded yet"
+
+
+class _Context:
+    """What the handler reads from Lambda's context object."""
+
+    def __init__(self, request_id: str, remaining_ms: int = 600_000) -> None:
+        self.aws_request_id = request_id
+        self._remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._remaining_ms
+
+
+def test_a_run_whose_ledger_is_unreachable_fails_before_its_first_page(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("a")])
+    conn.execute("ALTER TABLE duly_dispatch_run RENAME TO gone")
+    with pytest.raises(RunFailedError, match="run not started"):
+        invoke({"now": CLOCK})
+    assert conn.execute("SELECT count(*) FROM duly_task").fetchone() == (0,)
+
+
+def test_the_ledger_and_catch_up_statements_are_files_a_dba_can_read() -> None:
+    for module in (ledger, catch_up):
+        source = inspect.getsource(module)
+        for keyword in ("SELECT ", "INSERT ", "UPDATE ", " FROM duly_"):
+            assert keyword not in source, (module.__name__, keyword)
+    for name in ("run_start", "run_finish", "run_latest_completed_clock", "run_continued",
+                 "run_recent", "catch_up_expired_during"):  # fmt: skip
+        text = statement_text(name)
+        assert text.startswith("-- "), name
+        assert set(re.findall(r"(?<!%\()\{(\w+)\}", text)) <= {"scope"}, name
+
+
+def test_a_run_needs_autocommit_connections_so_its_ledger_rows_commit_alone(db_url: str) -> None:
+    with psycopg.connect(db_url) as in_transaction:
+        with pytest.raises(ValueError, match="autocommit"):
+            recorded.execute(
+                [in_transaction],
+                dispatch.RunRequest(now=datetime.fromisoformat(CLOCK)),
+            )
+        assert in_transaction.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

@@ -1,0 +1,339 @@
+"""What the server receives is the statement files' own text, with only their slots filled."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from importlib import resources
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from dispatch_fn.db import database, migrate, store
+from dispatch_fn.db.sql import statement, statement_text
+from dispatch_fn.planning import plan
+from dispatch_fn.run import dispatch
+from support import NOW, duty, insert_duties
+
+_NAMED = re.compile(r"%\(\w+\)[sb]")
+_NUMBERED = re.compile(r"\$\d+")
+
+
+def _placeholders_blank(text: str) -> str:
+    return _NUMBERED.sub("?", _NAMED.sub("?", text))
+
+
+def _received(conn: psycopg.Connection[Any]) -> str:
+    # current_query() inside a statement trigger is the top-level statement's
+    # text exactly as the server received it from the client.
+    conn.execute("CREATE TABLE seen (query text)")
+    conn.execute(
+        "CREATE FUNCTION remember() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO seen VALUES (current_query()); RETURN NULL; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER remember AFTER INSERT ON duly_task FOR EACH STATEMENT"
+        " EXECUTE FUNCTION remember()"
+    )
+    insert_duties(conn, [duty("d1")])
+    dispatch.run([conn], dispatch.RunRequest(now=NOW))
+    row = conn.execute("SELECT query FROM seen").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_the_page_statement_the_server_receives_is_one_files_text(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # psycopg sends each named placeholder as a numbered one.
+    assert _placeholders_blank(_received(conn)) == _placeholders_blank(statement_text("page_write"))
+
+
+def _names() -> list[str]:
+    folder = resources.files("dispatch_fn").joinpath("statements")
+    return sorted(e.name.removesuffix(".sql") for e in folder.iterdir() if e.name.endswith(".sql"))
+
+
+# The slots that remain name what cannot be a bound parameter: the roles and
+# the database a grant names, the migration ledger's table, a role's password
+# verifier (SQL has no placeholder for an identifier or in ALTER ROLE).
+_IDENTIFIER_SLOTS = {"ledger", "login", "role", "database", "verifier"}
+
+
+def _slots(text: str) -> set[str]:
+    return set(re.findall(r"(?<!%\()\{(\w+)\}", text))
+
+
+def test_no_statement_file_is_a_fragment_and_only_identifiers_are_slots() -> None:
+    for name in _names():
+        text = statement_text(name)
+        assert text.startswith("-- "), name  # says what it is, first
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+        assert not body.lstrip().startswith(","), name
+        assert _slots(text) <= _IDENTIFIER_SLOTS, (name, _slots(text))
+    scoped = [name for name in _names() if "duly_in_scope" in statement_text(name)]
+    assert all(not _slots(statement_text(name)) for name in scoped)
+
+
+def _parseable(text: str) -> str:
+    # Each named placeholder becomes one numbered one, as psycopg sends it;
+    # a slot becomes an identifier (the ledger's own) or, for a verifier, a string.
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    def fill(match: re.Match[str]) -> str:
+        filled = {"verifier": "'probe'", "ledger": f'"{migrate.LEDGER}"'}
+        return filled.get(match.group(1), f'"duly_probe_{match.group(1)}"')
+
+    text = re.sub(r"%\((\w+)\)[sb]", number, text)
+    return re.sub(r"(?<!%\()\{(\w+)\}", fill, text)
+
+
+_UTILITY = re.compile(r"^\s*(CREATE|ALTER|GRANT|REVOKE|SET)\b", re.IGNORECASE)
+
+
+def test_every_statement_file_parses_in_postgresql_on_its_own(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # PREPARE parses and analyses a query against the schema (tables, columns,
+    # functions, the parameters' types) without running it. A utility
+    # statement cannot be prepared: PL/pgSQL parses it as a function body.
+    for name in _names():
+        body = "\n".join(
+            line for line in statement_text(name).splitlines() if not line.startswith("--")
+        )
+        text = _parseable(body).strip().removesuffix(";")
+        with conn.transaction(force_rollback=True):
+            if _UTILITY.match(text):
+                conn.execute(
+                    sql.SQL(
+                        "CREATE FUNCTION pg_temp.probe() RETURNS void LANGUAGE plpgsql AS {} "
+                    ).format(sql.Literal(f"BEGIN {text}; END"))
+                )
+            else:
+                conn.execute(sql.SQL("PREPARE probe AS {}").format(sql.SQL(text)))
+                conn.execute("DEALLOCATE probe")
+
+
+def test_the_page_statements_share_their_owed_rows_word_for_word() -> None:
+    def between(text: str, start: str, end: str) -> str:
+        first = text.index(start)
+        return text[first : text.index(end, first)]
+
+    write, dry = statement_text("page_write"), statement_text("page_dry_run")
+    owed = between(write, "WITH cadence AS (", "\ninserted AS (")
+    assert owed == between(dry, "WITH cadence AS (", "\nmissing AS (")
+    head = "head AS NOT MATERIALIZED ("
+    taken = statement_text("page_taken_ids")
+    assert between(taken, head, "\n)\nSELECT id FROM page") == between(
+        write, head, "\n),\nrefused_rule AS ("
+    )
+
+
+def test_the_data_layer_holds_no_sql_text_of_its_own() -> None:
+    for module in (store, migrate, database):
+        source = inspect.getsource(module)
+        for keyword in ("SELECT ", "INSERT ", "UPDATE ", " FROM duly_", "WITH ", "CREATE TABLE"):
+            assert keyword not in source, (module.__name__, keyword)
+
+
+def _last_statement(observer: psycopg.Connection[Any], session: psycopg.Connection[Any]) -> str:
+    # An idle backend's pg_stat_activity.query is the last statement it received.
+    row = observer.execute(
+        "SELECT query FROM pg_stat_activity WHERE pid = %s", (session.info.backend_pid,)
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _ledger_text(name: str) -> str:
+    return statement_text(name).replace("{ledger}", f'"{migrate.LEDGER}"')
+
+
+def test_the_session_ping_and_the_migration_lock_are_the_files_text(
+    conn: psycopg.Connection[Any], db_url: str
+) -> None:
+    with psycopg.connect(db_url, autocommit=True) as session:
+        assert database._alive(session)
+        assert _last_statement(conn, session) == statement_text("session_ping")
+        migrate.apply_migrations(session)  # nothing pending: lock, ledger, unlock
+        assert _placeholders_blank(_last_statement(conn, session)) == _placeholders_blank(
+            statement_text("migration_unlock")
+        )
+        assert migrate.pending_migrations(session) == []
+        assert _last_statement(conn, session) == _ledger_text("migration_ledger_read")
+
+
+def test_the_migration_ledgers_statements_are_the_files_text(
+    db_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # A database never migrated; an event trigger sees the ledger's DDL, then a
+    # statement trigger on the ledger sees its rows being written.
+    conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    conn.execute("CREATE TABLE seen (query text)")
+    conn.execute(
+        "CREATE FUNCTION remember() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO seen VALUES (current_query()); RETURN NULL; END $$"
+    )
+    conn.execute(
+        "CREATE FUNCTION remember_ddl() RETURNS event_trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN INSERT INTO seen VALUES (current_query()); END $$"
+    )
+    conn.execute(
+        "CREATE EVENT TRIGGER remember_ddl ON ddl_command_end"
+        " WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE') EXECUTE FUNCTION remember_ddl()"
+    )
+    probe = migrate.Migration("0000_probe", "SELECT 1")
+    try:
+        with psycopg.connect(db_url, autocommit=True) as session:
+            assert migrate.pending_migrations(session, [probe]) == ["0000_probe"]
+            assert _placeholders_blank(_last_statement(conn, session)) == _placeholders_blank(
+                statement_text("migration_ledger_exists")
+            )
+            migrate.apply_migrations(session, [probe])
+            conn.execute("DROP EVENT TRIGGER remember_ddl")
+            ddl = {str(row[0]) for row in conn.execute("SELECT query FROM seen")}
+            assert ddl == {_ledger_text("migration_ledger")}
+            conn.execute("TRUNCATE seen")
+            conn.execute(
+                f"CREATE TRIGGER remember AFTER INSERT OR UPDATE ON {migrate.LEDGER}"
+                " FOR EACH STATEMENT EXECUTE FUNCTION remember()"
+            )
+            # Recorded before checksums existed: the run adopts the file's checksum.
+            conn.execute(f"UPDATE {migrate.LEDGER} SET checksum = NULL")
+            conn.execute("TRUNCATE seen")
+            migrate.apply_migrations(session, [probe, migrate.Migration("0001_probe", "SELECT 2")])
+    finally:
+        conn.execute("DROP EVENT TRIGGER IF EXISTS remember_ddl")
+    seen = [_placeholders_blank(str(row[0])) for row in conn.execute("SELECT query FROM seen")]
+    assert seen == [
+        _placeholders_blank(_ledger_text(name))
+        for name in ("migration_ledger_adopt", "migration_record")
+    ]
+
+
+def test_a_dry_page_turns_seq_scans_off_for_its_own_transaction_only(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # page_dry_run_plan.sql is SET LOCAL: the warm connection's next statement
+    # (a real run's page, on the same Lambda container) is planned as usual.
+    insert_duties(conn, [duty("d1")])
+    report = dispatch.run([conn], dispatch.RunRequest(now=NOW, dry_run=True))
+    assert report.tasks_created == 1
+    assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
+    assert statement_text("page_dry_run_plan").strip().endswith("SET LOCAL enable_seqscan = off")
+
+
+def test_groups_with_equal_schedules_send_their_periods_once() -> None:
+    # Two zones on the same local date at the clock, in two lead buckets of
+    # one of them, plan equal monthly schedules; a zone still on the day
+    # before (Los Angeles at 01:00 UTC) does not.
+    zones = ("Europe/Paris", "Europe/Berlin", "America/Los_Angeles")
+    ready = [
+        (store.Group("monthly", zone, bucket, 1, 0), plan.schedule_for("monthly", zone, NOW))
+        for zone, bucket in ((zones[0], 0), (zones[0], 3), (zones[1], 0), (zones[2], 0))
+    ]
+    first = ready[0][1]
+    assert ready[1][1] == ready[2][1] == first != ready[3][1]
+
+    params = store.page_statement(store.Scope(), ready, store.Rules(), dry_run=False).params
+
+    assert params["c_schedule"] == [0, 0, 0, 1]
+    assert len(params["p_key"]) == len(first.periods) + len(ready[3][1].periods)
+
+
+def _many_duties(conn: psycopg.Connection[Any], count: int) -> None:
+    # Enough rows, a third of them paused, that the planner's choice is its own.
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id, source,"
+            " frequency) SELECT 'd' || lpad(n::text, 6, '0'), 'org-' || (n % 4), 'Duty',"
+            " 'recurring', CASE WHEN n % 3 = 0 THEN 'paused' ELSE 'active' END, 'owner-1',"
+            " 'catalog', 'monthly' FROM generate_series(1, {}) n"
+        ).format(sql.Literal(count))
+    )
+    conn.execute("ANALYZE duly_duty")
+
+
+def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> str:
+    # Unprepared, as the data layer runs it: planned with the values bound.
+    explain = sql.SQL("EXPLAIN ") + statement(name)
+    return "\n".join(str(row[0]) for row in conn.execute(explain, params, prepare=False))
+
+
+def _scans_of_duties(plan_text: str) -> list[tuple[str, str, str]]:
+    # Each scan of the page's duly_duty d: (scan line, its Index Cond, its Filter).
+    lines = plan_text.splitlines()
+    found = []
+    for at, line in enumerate(lines):
+        if line.rstrip().split("  (cost")[0].endswith("on duly_duty d"):
+            detail = []
+            for each in lines[at + 1 :]:
+                if "->" in each or not each.strip().startswith(("Index Cond:", "Filter:")):
+                    break
+                detail.append(each.strip())
+            cond = next((d for d in detail if d.startswith("Index Cond:")), "")
+            kept = next((d for d in detail if d.startswith("Filter:")), "")
+            found.append((line.strip(), cond, kept))
+    return found
+
+
+_PAGE_READERS = (
+    "page_write",
+    "page_dry_run",
+    "page_taken_ids",
+    "page_duty_rows",
+    "any_dispatchable",
+)
+_CONTINUED = store.Scope(organization_id="org-1", resume_after="d010000")
+
+
+@pytest.mark.parametrize("scope", [store.Scope(), _CONTINUED], ids=["unscoped", "continued"])
+def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
+    conn: psycopg.Connection[Any], scope: store.Scope
+) -> None:
+    # duly_dispatchable, duly_in_scope and duly_due_rule_in_range are inlined
+    # before planning: the partial index's predicate is proved from the
+    # first, and the bounds and the resume point left of the second, once
+    # their null tests fold away, are the index's own conditions.
+    _many_duties(conn, 20_000)
+    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
+    ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
+    page = store.page_statement(scope, ready, store.Rules(), dry_run=False)
+    params = {
+        **page.params,
+        "after": "d001000",
+        "upto": "d002000",
+        "size": 500,
+        "page_rows": None,
+        "weights": Jsonb({}),
+        "excluded": [],
+    }
+    bounds = "(id > 'd001000'::text) AND (id <= 'd002000'::text)"
+    resumed = " AND (id > 'd010000'::text)" if scope.resume_after else ""
+    kept = "Filter: (organization_id = 'org-1'::text)" if scope.organization_id else ""
+    for name in _PAGE_READERS:
+        text = _plan(conn, name, params)
+        assert _scans_of_duties(text) == [
+            (
+                next(line.strip() for line in text.splitlines() if " on duly_duty d " in line),
+                f"Index Cond: ({bounds}{resumed})",
+                kept,
+            )
+        ], (name, text)
+        assert "duly_duty_dispatchable_approved on duly_duty d " in text, name
+        assert "duly_dispatchable(" not in text, name
+        assert "duly_in_scope" not in text, name
+    text = _plan(conn, "page_bounds", {**store.scope_params(scope), "skip": 999})
+    scans = _scans_of_duties(text)
+    assert scans, text
+    for line, cond, kept_filter in scans:
+        assert "duly_duty_dispatchable_approved" in line, text
+        assert kept_filter == kept, text
+        if scope.resume_after:
+            assert "(id > 'd010000'::text)" in cond, text

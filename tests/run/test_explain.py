@@ -1,0 +1,161 @@
+"""Explain: the planner's verdict per candidate period, held against what a real run creates."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from datetime import UTC, date, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from dispatch_fn.cli.main import main
+from dispatch_fn.planning.plan import Window
+from dispatch_fn.run import dispatch
+from dispatch_fn.run.explain import explain
+from support import NOW, Invoke, duty, insert_duties
+
+DUTIES = [
+    duty("monthly", lead_days=14),
+    duty("weekly-late", frequency="weekly", due_anchor="period_end", lead_days=10),
+    duty("daily-window", frequency="daily", lead_days=3, effective_to=date(2026, 8, 22)),
+    duty("after", due_anchor="after_period_end", due_offset_days=15, grace_days=5),
+    duty("rolled", due_roll="following", holiday_calendar="US", lead_days=40),
+    duty("paused", status="paused"),
+    duty("gated", review_status="to_review"),
+    duty("mars", timezone="Mars/Olympus"),
+    duty("future", effective_from=date(2030, 1, 1)),
+]
+
+
+def _tasks(conn: psycopg.Connection[Any]) -> set[tuple[str, str]]:
+    return {(str(d), str(k)) for d, k in conn.execute("SELECT duty_id, period_key FROM duly_task")}
+
+
+@pytest.mark.parametrize("window", [None, Window(date(2026, 5, 1), date(2026, 8, 20))])
+def test_explain_verdicts_are_what_a_real_run_then_does(
+    conn: psycopg.Connection[Any], window: Window | None
+) -> None:
+    insert_duties(conn, DUTIES)
+    # Some tasks already there: an earlier scheduled run, a week before.
+    dispatch.run([conn], dispatch.RunRequest(now=datetime(2026, 8, 14, 1, tzinfo=UTC)))
+    before = _tasks(conn)
+    explained = explain(conn, [d["id"] for d in DUTIES], NOW, window)
+    dispatch.run([conn], dispatch.RunRequest(now=NOW, window=window))
+    created = _tasks(conn) - before
+
+    def having(verdict: str) -> set[tuple[str, str]]:
+        return {
+            (duty_id, c["period_key"])
+            for duty_id, e in explained.items()
+            for c in e["candidates"]
+            if c["verdict"] == verdict
+        }
+
+    assert having("would_create") == created
+    assert having("exists") <= before
+    assert not having("not_owed") & _tasks(conn)
+    assert created  # the clock is chosen so that the run does create something
+
+
+def test_explain_names_each_kind_of_verdict_and_skip(conn: psycopg.Connection[Any]) -> None:
+    insert_duties(conn, DUTIES)
+    dispatch.run([conn], dispatch.RunRequest(now=NOW))
+    explained = explain(conn, [d["id"] for d in DUTIES] + ["nobody"], NOW)
+    assert explained["nobody"] == {"duty_id": "nobody", "found": False}
+    assert explained["paused"]["skip"] == {"reason": "not_active", "detail": "", "fault": False}
+    assert explained["gated"]["skip"]["reason"] == "not_approved"
+    assert explained["mars"]["skip"]["fault"] is True
+    assert "Mars/Olympus" in explained["mars"]["skip"]["detail"]
+    assert explained["future"]["skip"]["reason"] == "outside_effective_window"
+    weekly = {c["period_key"]: c for c in explained["weekly-late"]["candidates"]}
+    assert weekly["2026-W34"]["verdict"] == "exists"
+    assert isinstance(weekly["2026-W34"]["task_id"], int)
+    assert weekly["2026-W35"] == {
+        "period_key": "2026-W35",
+        "start": "2026-08-24T00:00:00+00:00",
+        "end": "2026-08-31T00:00:00+00:00",
+        "due_date": "2026-08-30",
+        "visible_from": "2026-08-20",
+        "late_after": "2026-08-30",
+        "verdict": "exists",
+        "task_id": weekly["2026-W35"]["task_id"],
+        "created_at": weekly["2026-W35"]["created_at"],
+    }
+    daily = {c["period_key"]: c for c in explained["daily-window"]["candidates"]}
+    assert daily["2026-08-23"]["verdict"] == "not_owed"
+    assert daily["2026-08-23"]["reason"] == "outside_effective_window"
+    after = explained["after"]["candidates"][0]
+    assert (after["due_date"], after["late_after"]) == ("2026-09-15", "2026-09-20")
+
+
+def test_a_dry_run_naming_duties_explains_each_in_its_report(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    insert_duties(conn, DUTIES)
+    report = invoke(
+        {"now": "2026-08-21T01:00:00Z", "dry_run": True, "duty_ids": ["monthly", "gated", "x"]}
+    )
+    assert set(report["explain"]) == {"monthly", "gated", "x"}
+    assert report["explain"]["monthly"]["candidates"][0]["verdict"] == "would_create"
+    assert report["explain"]["x"]["found"] is False
+    assert json.loads(json.dumps(report)) == report
+
+
+def test_a_run_that_writes_or_names_no_duties_carries_no_explain(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    insert_duties(conn, DUTIES)
+    assert "explain" not in invoke({"now": "2026-08-21T01:00:00Z", "duty_ids": ["monthly"]})
+    assert "explain" not in invoke({"now": "2026-08-21T01:00:00Z", "dry_run": True})
+
+
+def test_the_explain_command_prints_a_table_and_fails_for_an_unknown_duty(
+    conn: psycopg.Connection[Any],
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    insert_duties(conn, DUTIES)
+    assert main(["explain", "weekly-late", "--now", "2026-08-21T01:00:00Z"]) == 0
+    out = capsys.readouterr().out
+    assert "2026-W34" in out
+    assert "would create" in out
+    assert "not owed: not_visible_yet" in out
+    assert main(["explain", "weekly-late", "--from", "2026-08-01", "--to", "2026-08-10",
+                 "--json"]) == 0  # fmt: skip
+    keys = [c["period_key"] for c in json.loads(capsys.readouterr().out)["candidates"]]
+    assert keys == ["2026-W31", "2026-W32", "2026-W33"]
+    assert main(["explain", "nobody"]) != 0
+    assert "unknown" in capsys.readouterr().out
+    assert main(["explain", "weekly-late", "--to", "2026-08-10"]) != 0
+    assert "to" in capsys.readouterr().err
+
+
+# The function's MemorySize is 256 MB; explaining must leave the run most of it.
+EXPLAIN_PEAK_LIMIT = 64 * 2**20
+
+
+def test_a_dry_run_explaining_100_daily_duties_over_5_years_stays_within_its_memory(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    ids = [f"daily-{n:03}" for n in range(100)]
+    insert_duties(conn, [duty(i, frequency="daily", lead_days=0) for i in ids])
+    event = {"from": "2021-08-22", "to": "2026-08-21", "dry_run": True, "duty_ids": ids}
+    tracemalloc.start()
+    try:
+        report = invoke(event)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < EXPLAIN_PEAK_LIMIT, f"{peak / 2**20:.1f} MiB"
+    # The budget's semantics: whole duties, in the order named, then a count of the rest.
+    kept = list(report["explain"])
+    assert kept == ids[: len(kept)]
+    assert 1 <= len(kept) < 100
+    assert all(len(report["explain"][i]["candidates"]) == 1826 for i in kept)
+    assert report["explain_omitted"] == 100 - len(kept)
+    assert str(report["explain_omitted"]) in report["explain_hint"]
+    assert len(json.dumps(report["explain"])) <= 1_000_000
