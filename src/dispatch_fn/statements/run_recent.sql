@@ -12,7 +12,7 @@ SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_r
 FROM duly_dispatch_run
 WHERE (%(mode)s::text IS NULL OR mode = %(mode)s::text)
   AND (%(status)s::text IS NULL
-       OR CASE WHEN status = 'running' AND started_at < clock_timestamp() - %(timeout)s
+       OR CASE WHEN status = 'running' AND started_at < clock_timestamp() - %(timeout)s::interval
                THEN 'abandoned' ELSE status END = %(status)s::text)
 ORDER BY started_at DESC, id DESC
 LIMIT %(limit)s
