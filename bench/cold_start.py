@@ -86,7 +86,7 @@ def main() -> int:
     args = parser.parse_args()
     built: Path = args.build
     layer = Path(args.layer) if args.layer and Path(args.layer).is_dir() else None
-    if not (built / "dispatch_fn" / "app.py").is_file():
+    if not (built / "dispatch_fn" / "aws" / "app.py").is_file():
         print(f"no build in {built}; run `make build` (or make test) first", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory(prefix="duly-cold-") as scratch:

@@ -41,7 +41,7 @@ def _index_is_valid(conn: Conn, name: str) -> bool | None:
 
 
 def test_every_applied_migration_records_the_sha256_of_its_file(conn: Conn) -> None:
-    folder = resources.files("dispatch_fn").joinpath("migrations")
+    folder = resources.files("dispatch_fn.db").joinpath("migrations")
     expected = {
         entry.name.removesuffix(".sql"): hashlib.sha256(entry.read_bytes()).hexdigest()
         for entry in folder.iterdir()

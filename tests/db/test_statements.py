@@ -53,7 +53,7 @@ def test_the_page_statement_the_server_receives_is_one_files_text(
 
 
 def _names() -> list[str]:
-    folder = resources.files("dispatch_fn").joinpath("statements")
+    folder = resources.files("dispatch_fn.db").joinpath("statements")
     return sorted(e.name.removesuffix(".sql") for e in folder.iterdir() if e.name.endswith(".sql"))
 
 

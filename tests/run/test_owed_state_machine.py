@@ -87,8 +87,8 @@ SIZE = (
 )
 
 DAY: Final = timedelta(days=1)
-# The default cron's interval: what "the previous scheduled clock" is (docs/contract.md#between-
-# runs).
+# The default cron's interval: what "the previous scheduled clock" is
+# (docs/contract.md#between-runs).
 INTERVAL: Final = timedelta(hours=24)
 CATCH_UP: Final = timedelta(days=DEFAULT_CATCH_UP_DAYS)
 # The scheduled chain starts here and runs past Nuuk's 03-29 and Lord_Howe's 04-05.

@@ -51,7 +51,7 @@ def _cli_only() -> list[str]:
 @pytest.fixture(scope="module")
 def built() -> Path:
     """The sam build output; scripts/test.sh builds it before pytest, or we build it here."""
-    if not (BUILT / "dispatch_fn" / "app.py").is_file() or not LAYER.is_dir():
+    if not (BUILT / "dispatch_fn" / "aws" / "app.py").is_file() or not LAYER.is_dir():
         subprocess.run([str(ROOT / "scripts" / "template_gates.sh")], check=True, cwd=ROOT)
     return BUILT
 
@@ -133,7 +133,7 @@ def test_the_artifact_holds_the_package_as_imported_everywhere_without_the_cli_m
 ) -> None:
     assert _handler() == "dispatch_fn.aws.app.lambda_handler"
     package = built / "dispatch_fn"
-    assert (package / "app.py").is_file()
+    assert (package / "aws" / "app.py").is_file()
     assert not (built / "app.py").exists()  # no top-level module, no import trick
     for cli_only in _cli_only():
         assert (PACKAGE / cli_only).exists(), f"scripts/cli_only.txt names a missing {cli_only}"
@@ -192,7 +192,10 @@ def _import_closure(module: str) -> set[Path]:
 
 @pytest.mark.parametrize(
     ("handler_module", "reached"),
-    [("dispatch_fn.aws.app", "invocation.py"), ("dispatch_fn.aws.migrate_resource", "migrate.py")],
+    [
+        ("dispatch_fn.aws.app", "aws/invocation.py"),
+        ("dispatch_fn.aws.migrate_resource", "db/migrate.py"),
+    ],
 )
 def test_no_handler_imports_a_module_only_the_command_line_needs(
     handler_module: str, reached: str
@@ -204,8 +207,9 @@ def test_no_handler_imports_a_module_only_the_command_line_needs(
 
 def test_the_command_line_modules_are_found_by_the_same_closure() -> None:
     # The closure the handlers are checked with does reach them, from the CLI.
-    closure = {path.relative_to(PACKAGE) for path in _import_closure("dispatch_fn.cli.main")}
-    assert {Path(entry) for entry in _cli_only()} <= closure
+    closure = {path.relative_to(PACKAGE) for path in _import_closure("dispatch_fn.__main__")}
+    assert {Path("__main__.py"), Path("cli/main.py"), Path("cli/invoke.py")} <= closure
+    assert all(any(_is_cli_only(path) for path in closure) for _ in _cli_only())
 
 
 def test_every_module_ships_with_bytecode_the_runtime_uses_unchecked(built: Path) -> None:
@@ -282,10 +286,10 @@ def test_the_built_migration_step_answers_cloudformation_against_the_database(
     built: Path, db_url: str, server_dsn: str
 ) -> None:
     artifact = BUILT.parent / "MigrationFunction"
-    assert (artifact / "dispatch_fn" / "migrate_resource.py").is_file()
-    migrations = artifact / "dispatch_fn" / "migrations"
+    assert (artifact / "dispatch_fn" / "aws" / "migrate_resource.py").is_file()
+    migrations = artifact / "dispatch_fn" / "db" / "migrations"
     assert sorted(p.name for p in migrations.glob("*.sql")) == sorted(
-        p.name for p in (ROOT / "src" / "dispatch_fn" / "migrations").glob("*.sql")
+        p.name for p in (ROOT / "src" / "dispatch_fn" / "db" / "migrations").glob("*.sql")
     )
     login = "duly_dispatch_built_probe"
     event = {

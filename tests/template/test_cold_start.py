@@ -30,7 +30,7 @@ print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 @pytest.fixture(scope="module")
 def built() -> Path:
     """The sam build output; scripts/test.sh builds it before pytest, or we build it here."""
-    if not (BUILT / "dispatch_fn" / "app.py").is_file() or not LAYER.is_dir():
+    if not (BUILT / "dispatch_fn" / "aws" / "app.py").is_file() or not LAYER.is_dir():
         subprocess.run([str(ROOT / "scripts" / "template_gates.sh")], check=True, cwd=ROOT)
     return BUILT
 

@@ -8,7 +8,7 @@
 -- call in a WHERE is planned as the expression itself. That keeps the partial
 -- index duly_duty_dispatchable_approved (migration 0006) in use, its predicate
 -- being duly_dispatchable's body word for word, and lets a scope's bound
--- parameters fold away where they are null (tests/database/test_statements.py
+-- parameters fold away where they are null (tests/db/test_statements.py
 -- holds EXPLAIN to both). EXECUTE is PUBLIC's by default, the dispatcher's role
 -- included. OR REPLACE: the functions belong to the schema, not to a table.
 
@@ -26,7 +26,7 @@ $$;
 -- accept: after the period 0 to MAX_MONTHS_AFTER_PERIOD (24) months and 0 to
 -- MAX_DAYS_AFTER_PERIOD (366) days; no months on the other anchors; a grace of
 -- 0 to MAX_GRACE_DAYS (366) days. The limits are periods' constants:
--- tests/database/test_migrations.py fails if the two drift apart.
+-- tests/db/test_migrations.py fails if the two drift apart.
 CREATE OR REPLACE FUNCTION duly_due_rule_in_range(
     due_anchor text, due_offset_days integer, due_offset_months integer, grace_days integer)
     RETURNS boolean
