@@ -137,7 +137,7 @@ def test_a_duty_refused_behind_pages_the_row_budget_cut_is_set_aside_once_and_no
         [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
     )
 
-    assert [f["duty_id"] for f in report.faults] == ["d2"]
+    assert [f.duty_id for f in report.faults] == ["d2"]
     assert (report.duties_read, report.tasks_created, report.tasks_existing) == (4, 9, 0)
     assert (report.pages, report.complete, report.last_duty_id) == (3, True, "d4")
     assert len(task_rows(conn)) == 9
@@ -158,7 +158,7 @@ def test_a_duty_the_edge_refuses_past_a_failing_page_is_counted_once(
         [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
     )
 
-    assert sorted(f["duty_id"] for f in report.faults) == ["d1", "graced"]
+    assert sorted(f.duty_id for f in report.faults) == ["d1", "graced"]
     assert report.fault_counts["invalid_cadence"] == 2
     assert (report.duties_read, report.tasks_created, report.tasks_existing) == (4, 6, 0)
     assert (report.complete, report.last_duty_id) == (True, "graced")

@@ -385,7 +385,7 @@ def test_a_missed_clock_refused_for_one_duty_redoes_nothing_and_reports_that_dut
         [conn], dispatch.RunRequest(now=now), catch_up_clocks=[now - timedelta(days=1)]
     )
 
-    assert [f["duty_id"] for f in report.faults] == ["d1"]
+    assert [f.duty_id for f in report.faults] == ["d1"]
     assert (report.duties_read, report.tasks_created, report.tasks_existing) == (3, 5, 0)
     assert (report.pages, report.complete, report.last_duty_id) == (1, True, "d3")
     assert task_keys(conn) == ["2026-08-21", "2026-08-20", "2026-08-21", "2026-08-20", "2026-08-21"]

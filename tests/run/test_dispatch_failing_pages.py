@@ -41,15 +41,15 @@ def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
 
     assert task_count(conn) == 29
     assert conn.execute("SELECT count(*) FROM duly_task WHERE duty_id = 'd17'").fetchone() == (0,)
-    assert [(f["duty_id"], f["reason"]) for f in report.faults] == [("d17", "invalid_cadence")]
-    assert "ProgramLimitExceeded" in report.faults[0]["detail"]
+    assert [(f.duty_id, f.reason) for f in report.faults] == [("d17", "invalid_cadence")]
+    assert "ProgramLimitExceeded" in report.faults[0].detail
     assert report.fault_counts["invalid_cadence"] == 1
     assert (report.tasks_created, report.degraded, report.complete) == (29, True, True)
     assert report.last_duty_id == "d29"
 
     again = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=chunk_size))
     assert (again.tasks_created, again.tasks_existing) == (0, 29)
-    assert [f["duty_id"] for f in again.faults] == ["d17"]
+    assert [f.duty_id for f in again.faults] == ["d17"]
 
 
 def test_a_duty_that_breaks_a_constraint_on_its_task_is_a_fault_and_the_rest_is_dispatched(
@@ -62,8 +62,8 @@ def test_a_duty_that_breaks_a_constraint_on_its_task_is_a_fault_and_the_rest_is_
     report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=16))
 
     assert task_count(conn) == 39
-    assert [(f["duty_id"], f["reason"]) for f in report.faults] == [("d05", "invalid_cadence")]
-    assert "CheckViolation (SQLSTATE 23514)" in report.faults[0]["detail"]
+    assert [(f.duty_id, f.reason) for f in report.faults] == [("d05", "invalid_cadence")]
+    assert "CheckViolation (SQLSTATE 23514)" in report.faults[0].detail
     assert (report.tasks_created, report.duties_read, report.complete) == (39, 40, True)
 
 

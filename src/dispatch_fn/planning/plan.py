@@ -17,6 +17,7 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
+from dispatch_fn.bounded import clip
 from dispatch_fn.engine import dates, periods
 from dispatch_fn.errors import (
     NaiveDatetimeError,
@@ -173,12 +174,25 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
-class Skip:
-    """A duty that owes nothing at this clock, with the reason (a fault or an ordinary skip)."""
+class Fault:
+    """A duty left without tasks, and why: the one shape of every fault a run reports.
+
+    The planner's skips (an ordinary reason or a fault), the faults counted
+    before the pages, the duties the server refused and those a page set
+    aside (``settling.SetAside``) are each one of these.
+    """
 
     duty_id: str
     reason: str
     detail: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        """As a report lists it: each text clipped, the reason as its plain value."""
+        return {
+            "duty_id": clip(self.duty_id),
+            "reason": str(self.reason),
+            "detail": clip(self.detail),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +206,10 @@ class Plan:
     """
 
     drafts: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[Skip] = field(default_factory=list)
+    skipped: list[Fault] = field(default_factory=list)
 
     @property
-    def faults(self) -> list[Skip]:
+    def faults(self) -> list[Fault]:
         """The skipped duties whose reason is a fault."""
         return [skip for skip in self.skipped if skip.reason in FAULT_REASONS]
 
@@ -468,7 +482,7 @@ class Judgement:
     duty_id: str
     cadence: Cadence
     candidates: tuple[Candidate, ...] = ()
-    skip: Skip | None = None
+    skip: Fault | None = None
 
 
 # The schedules judge_duty has planned, by frequency, zone and lead bucket: a
@@ -516,16 +530,16 @@ def judge_duty(
             if not_dispatched == FaultReason.UNKNOWN_FORM
             else ""
         )
-        return Judgement(duty_id, cadence, skip=Skip(duty_id, not_dispatched, detail))
+        return Judgement(duty_id, cadence, skip=Fault(duty_id, not_dispatched, detail))
     try:
         schedule = _duty_schedule(
             cadence, (now, previous), window, {} if schedules is None else schedules
         )
     except CadenceRefused as refused:
-        return Judgement(duty_id, cadence, skip=Skip(duty_id, refused.reason, refused.detail))
+        return Judgement(duty_id, cadence, skip=Fault(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
     if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
-        return Judgement(duty_id, cadence, skip=Skip(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
+        return Judgement(duty_id, cadence, skip=Fault(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
     candidates = []
     try:
         for period in schedule.periods:
@@ -544,14 +558,14 @@ def judge_duty(
             candidates.append(Candidate(period, due_date, visible_from, late_after, not_owed))
     except PeriodError as exc:  # a lead, roll or grace reaching past the calendar's edge
         return Judgement(
-            duty_id, cadence, skip=Skip(duty_id, FaultReason.INVALID_CADENCE, str(exc))
+            duty_id, cadence, skip=Fault(duty_id, FaultReason.INVALID_CADENCE, str(exc))
         )
     if all(candidate.not_owed is not None for candidate in candidates):
         return Judgement(
             duty_id,
             cadence,
             tuple(candidates),
-            skip=Skip(duty_id, SkipReason.NOTHING_DUE),
+            skip=Fault(duty_id, SkipReason.NOTHING_DUE),
         )
     return Judgement(duty_id, cadence, tuple(candidates))
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 import psycopg
 
 from dispatch_fn import settings
-from dispatch_fn.bounded import clip, fault_listing, scope_echo
+from dispatch_fn.bounded import fault_listing, scope_echo
 from dispatch_fn.db import store
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.planning import calendar_edge
@@ -34,6 +34,7 @@ from dispatch_fn.planning.plan import (
     SKIP_REASONS,
     Cadence,
     CadenceRefused,
+    Fault,
     FaultReason,
     Schedule,
     SkipReason,
@@ -77,7 +78,7 @@ class RunReport:
     tasks_existing: int = 0
     duties_advanced: int = 0
     skipped: Mapping[str, int] = field(default_factory=dict)
-    faults: tuple[dict[str, str], ...] = ()
+    faults: tuple[Fault, ...] = ()
     fault_counts: Mapping[str, int] = field(default_factory=dict)
     # Duties left without this clock's periods though their values are fine
     # (their row locked elsewhere, their statement timed out alone): not
@@ -132,13 +133,10 @@ class RunReport:
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
             "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
-            **fault_listing(list(self.faults), self.fault_total),
+            **fault_listing([each.as_json() for each in self.faults], self.fault_total),
             "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
             "degraded": self.degraded,
-            "set_aside": [
-                {"duty_id": clip(each.duty_id), "reason": str(each.reason), "detail": each.detail}
-                for each in self.set_aside[:FAULT_LIST_LIMIT]
-            ],
+            "set_aside": [each.as_json() for each in self.set_aside[:FAULT_LIST_LIMIT]],
             "set_aside_count": len(self.set_aside),
             "complete": self.complete,
             "stopped_by": self.stopped_by,
@@ -405,7 +403,7 @@ class _Preamble:
     duties_read: int = 0
     skipped: Mapping[str, int] = field(default_factory=dict)
     fault_counts: Mapping[str, int] = field(default_factory=dict)
-    faults: tuple[dict[str, str], ...] = ()
+    faults: tuple[Fault, ...] = ()
 
 
 def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned]:
@@ -413,7 +411,7 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
     duties_read = 0
     skipped: Counter[str] = Counter()
     fault_counts: Counter[str] = Counter()
-    faults: list[dict[str, str]] = []
+    faults: list[Fault] = []
     for form, status, review, count in store.count_undispatchable(conn, request.scope):
         reason = classify(form, status, review)
         duties_read += count
@@ -423,11 +421,7 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
             skipped[reason] += count
     if fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
-            {
-                "duty_id": duty_id,
-                "reason": FaultReason.UNKNOWN_FORM,
-                "detail": unknown_form_detail(form),
-            }
+            Fault(duty_id, FaultReason.UNKNOWN_FORM, unknown_form_detail(form))
             for duty_id, form in store.ids_with_form(conn, request.scope, FORMS, FAULT_LIST_LIMIT)
         )
     ready: list[tuple[store.Group, Schedule]] = []
@@ -541,7 +535,7 @@ def _fault_list(
     refused_groups: Mapping[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]],
     judged: tuple[store.Rules, calendar_edge.Edge | None],
     room: int,
-) -> list[dict[str, str]]:
+) -> list[Fault]:
     """Up to ``room`` of the duties counted as faults before the pages, each with its reason.
 
     A duty of a refused group carries the group's refusal; any other is judged
@@ -565,9 +559,7 @@ def _fault_list(
             except CadenceRefused as refused:
                 refusal = refused
         if refusal is not None:
-            faults.append(
-                {"duty_id": str(row["id"]), "reason": refusal.reason, "detail": refusal.detail}
-            )
+            faults.append(Fault(str(row["id"]), refusal.reason, refusal.detail))
     return faults
 
 
@@ -670,7 +662,7 @@ def _uncounted(set_aside: Sequence[_pages.SetAside]) -> int:
 
 def _faults(
     preamble: _Preamble, refused: Sequence[_pages.SetAside]
-) -> tuple[tuple[dict[str, str], ...], Counter[str]]:
+) -> tuple[tuple[Fault, ...], Counter[str]]:
     """The faults listed and counted: those found before the pages, then those the server refused.
 
     A duty whose task the server refuses to store is reported as a cadence
@@ -678,8 +670,7 @@ def _faults(
     """
     faults = [
         *preamble.faults,
-        *({"duty_id": each.duty_id, "reason": FaultReason.INVALID_CADENCE, "detail": each.detail}
-          for each in refused),
+        *(Fault(each.duty_id, FaultReason.INVALID_CADENCE, each.detail) for each in refused),
     ]  # fmt: skip
     counts = Counter(preamble.fault_counts)
     counts[FaultReason.INVALID_CADENCE] += len(refused)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from dispatch_fn.planning.plan import Fault
+
 if TYPE_CHECKING:
     from dispatch_fn.db.store import PageResult
 
@@ -71,12 +73,10 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
-class SetAside:
+class SetAside(Fault):
     """A duty left out of its page, and the server's (or the planner's) words for why."""
 
-    duty_id: str
     reason: SetAsideReason
-    detail: str
     # Its duty was counted already by a page the step committed (a catch-up
     # statement refused it after its page at the run's clock was stored).
     counted: bool = False
