@@ -16,22 +16,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from itertools import chain
 from operator import attrgetter
-from typing import Any, Final
+from typing import Final
 
 import psycopg
 
 from dispatch_fn import settings
-from dispatch_fn.bounded import fault_listing, scope_echo
 from dispatch_fn.db import store
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.planning import calendar_edge
 from dispatch_fn.planning.plan import (
-    FAULT_REASONS,
     FORMS,
-    SKIP_REASONS,
     Cadence,
     CadenceRefused,
     Fault,
@@ -48,7 +45,9 @@ from dispatch_fn.planning.request import RunRequest as RunRequest  # noqa: PLC04
 from dispatch_fn.planning.request import Scope
 from dispatch_fn.run import _pages, agenda, catch_up
 from dispatch_fn.run.catch_up import OwedAgain
+from dispatch_fn.run.outcome import FAULT_LIST_LIMIT as FAULT_LIST_LIMIT  # noqa: PLC0414
 from dispatch_fn.run.outcome import RunFailedError, RunOutcome
+from dispatch_fn.run.outcome import RunReport as RunReport  # noqa: PLC0414 - its callers' name
 from dispatch_fn.run.progress import ProgressMeter
 from dispatch_fn.run.runtime import Runtime
 
@@ -57,8 +56,6 @@ from dispatch_fn.run.runtime import Runtime
 DEFAULT_CHUNK_SIZE: Final = settings.DEFAULT_CHUNK_SIZE
 DEFAULT_PAGE_ROWS: Final = settings.DEFAULT_PAGE_ROWS
 DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
-# A report lists at most this many faulty (or locked) duties; the count covers them all.
-FAULT_LIST_LIMIT: Final = 100
 # Why an incomplete run stopped (RunReport.stopped_by), and the connections a
 # run may open: the scheduler's rules (``agenda``), named here for callers.
 STOPPED_BY_DEADLINE: Final = agenda.STOPPED_BY_DEADLINE
@@ -66,88 +63,6 @@ STOPPED_BY_TIMEOUTS: Final = agenda.STOPPED_BY_TIMEOUTS
 CONNECTION_ATTEMPTS: Final = agenda.CONNECTION_ATTEMPTS
 # A run with no deadline, no hand-off and the default tuning: the bench's, a test's.
 LOCAL: Final = Runtime()
-
-
-@dataclass(frozen=True, slots=True)
-class RunReport:
-    """The outcome of a run, as counted by the database; built once, by ``_fold``."""
-
-    request: RunRequest
-    duties_read: int = 0
-    tasks_created: int = 0
-    tasks_existing: int = 0
-    duties_advanced: int = 0
-    skipped: Mapping[str, int] = field(default_factory=dict)
-    faults: tuple[Fault, ...] = ()
-    fault_counts: Mapping[str, int] = field(default_factory=dict)
-    # Duties left without this clock's periods though their values are fine
-    # (their row locked elsewhere, their statement timed out alone): not
-    # faults, but owed again by the next run that writes (docs/contract.md#owed-again). All of
-    # them: the ledger keeps every id, the report lists the first hundred.
-    set_aside: tuple[_pages.SetAside, ...] = ()
-    pages: int = 0
-    retries: int = 0
-    complete: bool = True
-    # Why an incomplete run stopped: ``deadline`` (the invocation's time) or
-    # ``statement_timeouts`` (more than the run's allowance); None if complete.
-    stopped_by: str | None = None
-    last_duty_id: str | None = None
-    catch_up: catch_up.CatchUpReport | None = None
-    owed_again: OwedAgain | None = None
-    repaid_created: int = 0
-
-    @property
-    def fault_total(self) -> int:
-        """Every duty the run faulted, listed or not."""
-        return sum(self.fault_counts.values())
-
-    @property
-    def degraded(self) -> bool:
-        """Whether any duty was refused by the engine or set aside."""
-        return self.fault_total > 0 or bool(self.set_aside)
-
-    @property
-    def set_aside_pairs(self) -> tuple[tuple[str, str], ...]:
-        """``(duty_id, reason)`` of every set-aside duty, as the ledger keeps them."""
-        return tuple((each.duty_id, str(each.reason)) for each in self.set_aside)
-
-    @property
-    def set_aside_ids(self) -> tuple[str, ...]:
-        """The set-aside duties' ids, in id order."""
-        return tuple(each.duty_id for each in self.set_aside)
-
-    def as_json(self) -> dict[str, Any]:
-        """The report of docs/contract.md#report, JSON-serialisable."""
-        window = self.request.window
-        return {
-            "mode": self.request.mode,
-            "now": self.request.now.isoformat(),
-            "window": None
-            if window is None
-            else {"from": _iso(window.from_date), "to": _iso(window.to_date)},
-            "dry_run": self.request.dry_run,
-            # Echoes of input stay bounded: a report is a Lambda response and a log line.
-            "scope": scope_echo(self.request.scope.organization_id, self.request.scope.duty_ids),
-            "duties_read": self.duties_read,
-            "tasks_created": self.tasks_created,
-            "tasks_existing": self.tasks_existing,
-            "duties_advanced": self.duties_advanced,
-            "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
-            **fault_listing([each.as_json() for each in self.faults], self.fault_total),
-            "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
-            "degraded": self.degraded,
-            "set_aside": [each.as_json() for each in self.set_aside[:FAULT_LIST_LIMIT]],
-            "set_aside_count": len(self.set_aside),
-            "complete": self.complete,
-            "stopped_by": self.stopped_by,
-            "last_duty_id": self.last_duty_id,
-            "pages": self.pages,
-            "retries": self.retries,
-            "catch_up": None if self.catch_up is None else self.catch_up.as_json(),
-            "owed_again": None
-            if self.owed_again is None
-            else self.owed_again.as_json(self.repaid_created),
-        }
 
 
 def run(
@@ -685,7 +600,3 @@ def _skipped(preamble: _Preamble, tally: _Tally) -> Counter[str]:
 
 
 _WAITING: Final = (_pages.SetAsideReason.LOCKED, _pages.SetAsideReason.TIMED_OUT)
-
-
-def _iso(day: date | None) -> str | None:
-    return None if day is None else day.isoformat()

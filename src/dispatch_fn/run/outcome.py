@@ -1,4 +1,4 @@
-"""How a run ended, as the ledger recorded it: the one value the handler serialises.
+"""How a run ended: what it counted, and what the ledger and the handler add.
 
 ``dispatch.run`` counts a ``RunReport``; ``recorded.execute`` adds the ledger's
 side (its run id, how the run ended, whether it handed on) and returns a
@@ -9,11 +9,105 @@ the handler's response, the CLI's JSON, the ledger row, a failure's log line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Final
 
-if TYPE_CHECKING:
-    from dispatch_fn.run.dispatch import RunReport
+from dispatch_fn.bounded import fault_listing, scope_echo
+from dispatch_fn.planning.plan import FAULT_REASONS, SKIP_REASONS, Fault
+from dispatch_fn.planning.request import RunRequest
+from dispatch_fn.run.catch_up import CatchUpReport, OwedAgain
+from dispatch_fn.run.settling import SetAside
+
+# A report lists at most this many faulty (or locked) duties; the count covers them all.
+FAULT_LIST_LIMIT: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """The outcome of a run, as counted by the database; built once, by ``_fold``."""
+
+    request: RunRequest
+    duties_read: int = 0
+    tasks_created: int = 0
+    tasks_existing: int = 0
+    duties_advanced: int = 0
+    skipped: Mapping[str, int] = field(default_factory=dict)
+    faults: tuple[Fault, ...] = ()
+    fault_counts: Mapping[str, int] = field(default_factory=dict)
+    # Duties left without this clock's periods though their values are fine
+    # (their row locked elsewhere, their statement timed out alone): not
+    # faults, but owed again by the next run that writes (docs/contract.md#owed-again). All of
+    # them: the ledger keeps every id, the report lists the first hundred.
+    set_aside: tuple[SetAside, ...] = ()
+    pages: int = 0
+    retries: int = 0
+    complete: bool = True
+    # Why an incomplete run stopped: ``deadline`` (the invocation's time) or
+    # ``statement_timeouts`` (more than the run's allowance); None if complete.
+    stopped_by: str | None = None
+    last_duty_id: str | None = None
+    catch_up: CatchUpReport | None = None
+    owed_again: OwedAgain | None = None
+    repaid_created: int = 0
+
+    @property
+    def fault_total(self) -> int:
+        """Every duty the run faulted, listed or not."""
+        return sum(self.fault_counts.values())
+
+    @property
+    def degraded(self) -> bool:
+        """Whether any duty was refused by the engine or set aside."""
+        return self.fault_total > 0 or bool(self.set_aside)
+
+    @property
+    def set_aside_pairs(self) -> tuple[tuple[str, str], ...]:
+        """``(duty_id, reason)`` of every set-aside duty, as the ledger keeps them."""
+        return tuple((each.duty_id, str(each.reason)) for each in self.set_aside)
+
+    @property
+    def set_aside_ids(self) -> tuple[str, ...]:
+        """The set-aside duties' ids, in id order."""
+        return tuple(each.duty_id for each in self.set_aside)
+
+    def as_json(self) -> dict[str, Any]:
+        """The report of docs/contract.md#report, JSON-serialisable."""
+        window = self.request.window
+        return {
+            "mode": self.request.mode,
+            "now": self.request.now.isoformat(),
+            "window": None
+            if window is None
+            else {"from": _iso(window.from_date), "to": _iso(window.to_date)},
+            "dry_run": self.request.dry_run,
+            # Echoes of input stay bounded: a report is a Lambda response and a log line.
+            "scope": scope_echo(self.request.scope.organization_id, self.request.scope.duty_ids),
+            "duties_read": self.duties_read,
+            "tasks_created": self.tasks_created,
+            "tasks_existing": self.tasks_existing,
+            "duties_advanced": self.duties_advanced,
+            "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
+            **fault_listing([each.as_json() for each in self.faults], self.fault_total),
+            "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
+            "degraded": self.degraded,
+            "set_aside": [each.as_json() for each in self.set_aside[:FAULT_LIST_LIMIT]],
+            "set_aside_count": len(self.set_aside),
+            "complete": self.complete,
+            "stopped_by": self.stopped_by,
+            "last_duty_id": self.last_duty_id,
+            "pages": self.pages,
+            "retries": self.retries,
+            "catch_up": None if self.catch_up is None else self.catch_up.as_json(),
+            "owed_again": None
+            if self.owed_again is None
+            else self.owed_again.as_json(self.repaid_created),
+        }
+
+
+def _iso(day: date | None) -> str | None:
+    return None if day is None else day.isoformat()
 
 
 @dataclass(frozen=True, slots=True)
