@@ -38,6 +38,14 @@ def _migrate(dsn: str) -> list[str]:
         return apply_migrations(conn)
 
 
+def _reader() -> psycopg.Connection[Any]:
+    """An autocommit connection for a command that reads: an embedded server migrated first."""
+    dsn, is_embedded = embedded.local_dsn()
+    if is_embedded:
+        _migrate(dsn)
+    return _connect(dsn, autocommit=True)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -88,10 +96,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     }
     request = parse_event(event, current_time=datetime.now(UTC))
     now, window = request.now, request.window
-    dsn, is_embedded = embedded.local_dsn()
-    if is_embedded:
-        _migrate(dsn)
-    with _connect(dsn, autocommit=True) as conn:
+    with _reader() as conn:
         explained = explain(conn, [args.duty_id], now, window)[args.duty_id]
     if args.json:
         print(json.dumps(explained, indent=2))
@@ -110,10 +115,7 @@ def _cmd_stop_db(_: argparse.Namespace) -> int:
 def _cmd_runs(args: argparse.Namespace) -> int:
     from dispatch_fn.db import runs_table  # noqa: PLC0415 - only this command needs it
 
-    dsn, is_embedded = embedded.local_dsn()
-    if is_embedded:
-        _migrate(dsn)
-    with _connect(dsn, autocommit=True) as conn:
+    with _reader() as conn:
         print(
             runs_table.render(
                 conn, limit=args.limit, as_json=args.json, mode=args.mode, status=args.status
@@ -125,10 +127,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 def _cmd_runs_show(args: argparse.Namespace) -> int:
     from dispatch_fn.db import ledger, runs_table  # noqa: PLC0415 - only this command needs them
 
-    dsn, is_embedded = embedded.local_dsn()
-    if is_embedded:
-        _migrate(dsn)
-    with _connect(dsn, autocommit=True) as conn:
+    with _reader() as conn:
         record = ledger.one(conn, args.run_id)
     if record is None:
         exit_status.say(sys.stderr, f"no run {args.run_id}", "`runs` lists the recorded ones")
