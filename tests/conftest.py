@@ -230,3 +230,15 @@ def deployed(dispatcher_url: str, monkeypatch: pytest.MonkeyPatch) -> Invoke:
         return report
 
     return call
+
+
+@pytest.fixture
+def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """For the command line's tests: ``DATABASE_URL`` names this test's database."""
+    from dispatch_fn.aws import app  # noqa: PLC0415 - only the deployed entry's tests need it
+
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    # The command sets this for itself; restored for the tests that follow.
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    yield db_url
+    app._connections.discard()

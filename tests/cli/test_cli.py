@@ -14,13 +14,6 @@ from dispatch_fn.cli.main import main
 from support import EVENTS_DIR, Conn, duty, insert_duties, task_count
 
 
-@pytest.fixture
-def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The command line's own input: DATABASE_URL names this test's database."""
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    return db_url
-
-
 def test_migrate_reports_an_up_to_date_schema(
     database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,27 +15,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from dispatch_fn.aws import app
 from dispatch_fn.cli import invoke
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.main import main
-from support import EVENTS_DIR, Conn, cli, duty, insert_duties, task_count
-
-
-class Terminal(io.StringIO):
-    """A stream that says it is a terminal."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-@pytest.fixture
-def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    # The command sets these for itself; restore them for the tests that follow.
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    yield db_url
-    app._connections.discard()
+from support import EVENTS_DIR, Conn, Terminal, cli, duty, insert_duties, task_count
 
 
 def _one_line_error(completed: subprocess.CompletedProcess[str]) -> str:

@@ -12,20 +12,11 @@ from dataclasses import fields
 
 import pytest
 
-from dispatch_fn.aws import app
 from dispatch_fn.cli import invoke
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.main import build_parser
 from dispatch_fn.settings import Settings
 from support import CLOCK, EVENTS_DIR, NOW, Conn, cli, duty, insert_duties, task_count
-
-
-@pytest.fixture
-def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    yield db_url
-    app._connections.discard()
 
 
 def _report(*argv: str) -> dict[str, object]:

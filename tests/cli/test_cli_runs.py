@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
 
-from dispatch_fn.aws import app
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.db import ledger
 from support import CLOCK, EVENTS_DIR, NOW, Conn, cli, duty, insert_duties
-
-
-@pytest.fixture
-def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    yield db_url
-    app._connections.discard()
 
 
 @pytest.fixture

@@ -13,27 +13,18 @@ import io
 import json
 import re
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dispatch_fn.aws import app, invocation
+from dispatch_fn.aws import invocation
 from dispatch_fn.cli import invoke
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.run.progress import Progress
 from support import CLOCK, EVENTS_DIR, Conn, cli, duty, insert_duties, task_count
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    yield db_url
-    app._connections.discard()
 
 
 def _one_line(stderr: str) -> str:

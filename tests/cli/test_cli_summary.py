@@ -3,30 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import io
-from collections.abc import Iterator
 
-import pytest
-
-from dispatch_fn.aws import app
 from dispatch_fn.cli import invoke
 from dispatch_fn.cli.exit_status import ExitStatus
-from support import EVENTS_DIR, Conn, duty, insert_duties, task_count
-
-
-class Terminal(io.StringIO):
-    """A stream that says it is a terminal."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-@pytest.fixture
-def database(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("DATABASE_URL", db_url)
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    yield db_url
-    app._connections.discard()
+from support import EVENTS_DIR, Conn, Terminal, duty, insert_duties, task_count
 
 
 def _args(*argv: str) -> argparse.Namespace:
