@@ -311,11 +311,11 @@ def _request(spec: ChildSpec) -> dispatch.RunRequest:
         now=datetime.fromisoformat(spec.now),
         window=window,
         dry_run=spec.dry_run,
-        resume_after=spec.resume_after,
         continuation=spec.continuation,
         scope=Scope(
             organization_id=spec.organization_id,
             duty_ids=None if spec.duty_ids is None else tuple(spec.duty_ids),
+            resume_after=spec.resume_after,
         ),
     )
 
