@@ -104,9 +104,15 @@ class ScaleResults:
     at_tenth: AtN
     verdicts: list[ScaleVerdict] = field(default_factory=list)
 
+    @property
+    def code_versions(self) -> list[str]:
+        """Fingerprints of the dispatcher code every link used; more than one is a mixed run."""
+        chains = (self.at_n.first, self.at_n.noop, self.at_tenth.first, self.at_tenth.noop)
+        return sorted({link.code for chain in chains for link in chain.links})
+
     def as_json(self) -> dict[str, Any]:
         """Everything, JSON-serialisable (each chain with its links)."""
-        return asdict(self)
+        return {**asdict(self), "code_versions": self.code_versions}
 
 
 def measure_at(server_dsn: str, duties: int, options: ScaleOptions) -> AtN:
@@ -208,7 +214,8 @@ def render_scale(results: ScaleResults) -> str:
         f"({results.at_n.data.dispatchable:,} dispatchable), chunk {p['chunk_size']:,}, "
         f"{p['workers']} dispatcher connection(s), invocations of {p['invocation_ms'] / 1000:g} s "
         f"(reserve {p['reserve_ms'] / 1000:g} s), {p['mix']} mix, clock {CLOCK.isoformat()}",
-        f"PostgreSQL {results.server['version']} ({results.server['where']}), {p['cpus']} CPUs",
+        f"PostgreSQL {results.server['version']} ({results.server['where']}), {p['cpus']} CPUs, "
+        f"dispatcher code {', '.join(results.code_versions)}",
         disk_line(results.disk),
         "",
         f"{'measurement':<34} {'seconds':>9} {'srv CPU':>8} {'tasks':>11} {'advanced':>10} "
