@@ -17,7 +17,7 @@ from typing import Any, Final
 from bench.dispatch.child import ChildSpec
 from bench.dispatch.dispatcher import ChildRun, run_child
 from bench.dispatch.server import BenchError, Conn
-from dispatch_fn.continuation import MAX_CONTINUATIONS
+from dispatch_fn.run.continuation import MAX_CONTINUATIONS
 from dispatch_fn.settings import Settings
 
 LAMBDA_TIMEOUT_MS: Final = 900_000

@@ -47,7 +47,7 @@ from bench.dispatch.mix import CLASSIC, MIXES
 from bench.dispatch.options import BENCH_DIR, positive_int
 from bench.dispatch.render import disk_line
 from bench.dispatch.server import DISPATCH_TABLES, fresh_database, scalar, server, vacuum
-from dispatch_fn import dispatch
+from dispatch_fn.run import dispatch
 
 DEFAULT_SCALE_DUTIES = 10_000_000
 
