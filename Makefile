@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-catch-up bench-large-backfill bench-cold-start bench-migration lock ca-bundle fuzz soak build deploy build-DispatchFunction build-MigrationFunction build-DependenciesLayer
+.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-catch-up bench-large-backfill bench-cold-start bench-migration lock ca-bundle fuzz soak build deploy build-DispatchFunction build-MigrationFunction build-DependenciesLayer
 
 help:       ## list the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
@@ -28,6 +28,9 @@ template:   ## sam validate, sam validate --lint, cfn-lint, sam build
 
 bench:      ## the engine and the dispatcher against PostgreSQL's floor (not a gate); ARGS="--duties 20000" for a small N
 	./scripts/bench.sh $(ARGS)
+
+bench-10m:  ## the first run and the no-op at 10,000,000 duties, as chains of 900 s invocations, beside 1,000,000 (disk checked first)
+	./scripts/bench.sh scale --duties 10000000 $(ARGS)
 
 bench-catch-up:        ## catching up missed days beside a daily run; ARGS as for bench.catch_up
 	./scripts/bench.sh catch-up $(ARGS)

@@ -4,6 +4,8 @@
 #   ./scripts/bench.sh [ARGS]                   the period engine, then the dispatcher
 #                                               against PostgreSQL's floor (ARGS go to
 #                                               bench.dispatch, e.g. --duties 100000)
+#   ./scripts/bench.sh scale [ARGS]             the first run and the no-op at a large N
+#                                               (default 10,000,000), beside N/10
 #   ./scripts/bench.sh catch-up [ARGS]          catching up missed days vs a daily run
 #   ./scripts/bench.sh large-backfill [ARGS]    the largest backfill, in bounded pages
 #   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
@@ -12,6 +14,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
 case "${1:-}" in
+scale)
+    shift
+    .venv/bin/python -m bench.dispatch.scale "$@"
+    ;;
 catch-up)
     shift
     .venv/bin/python -m bench.catch_up "$@"

@@ -22,13 +22,21 @@ d. the floor: the very rows run (a) created, staged in a table, inserted into
    NOTHING`` plus one set-based ``UPDATE`` of ``last_dispatched_period`` on an
    identical copy of ``duly_duty`` as it was before run (a); then both again,
    at once (d0) and after the same vacuum (d2);
-e. the naive path: one ``INSERT`` round trip (and transaction) per task on a
-   sample of the staged rows, extrapolated to all of them;
+e. the naive path: one ``INSERT`` round trip (and transaction) per task and
+   one ``UPDATE`` per duty, on a sample of advanced duties spread over the id
+   range, put back one by one into the full-size floor tables; the median
+   statement times scaled to the first run's tasks and duties;
 f. the first run's peak RSS again at N/10, in a fresh database of its own
    generated the same way (so the only thing that changes is N).
 
 It prints a table with the ratios against the bar of issue 5 and writes the
 same figures as JSON (default ``bench/results/dispatch-N.json``).
+
+Before generating anything it checks the disk (``disk``): a probe on a few
+thousand duties measures a duty's and a task's bytes, and a bench the data
+directory's filesystem cannot hold is refused. ``python -m bench.dispatch.scale``
+(``make bench-10m``) measures the first run and the no-op alone at a large N,
+each as a chain of simulated Lambda invocations (``chain``), beside N/10.
 
 Modules, by concept: ``cli`` (options, the entry point), ``mix`` and ``data``
 (what the generated duties look like, and the SQL that writes them),

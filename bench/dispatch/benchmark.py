@@ -9,6 +9,7 @@ import psycopg
 
 from bench.dispatch.child import ChildSpec
 from bench.dispatch.data import BACKFILL_FROM, BACKFILL_TO, CLOCK, generate
+from bench.dispatch.disk import FULL_BENCH, check_disk
 from bench.dispatch.dispatcher import run_child
 from bench.dispatch.floor import prepare_floor_tables, run_floor, stage_floor
 from bench.dispatch.judging import judge
@@ -31,6 +32,14 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
     mix = MIXES[options.mix]
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         version = str(scalar(admin, "SHOW server_version"))
+    disk = check_disk(
+        server_dsn,
+        mix,
+        duties=options.duties,
+        backfill_duties=options.backfill_duties,
+        tables=FULL_BENCH,
+        chunk_size=options.chunk_size,
+    )
     with fresh_database(server_dsn, "n") as dsn, psycopg.connect(dsn, autocommit=True) as conn:
         data = generate(conn, options.duties, options.backfill_duties, mix)
         prepare_floor_tables(conn)
@@ -60,7 +69,7 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
         backfill = run_child(conn, backfill_spec)
         conn.execute("ANALYZE duly_task")
         backfill_again = run_child(conn, backfill_spec)
-        naive = run_naive(conn, options.naive_sample, staged)
+        naive = run_naive(conn, options.naive_sample, staged, floor.advanced)
     # N/10 in a fresh database generated the same way: the same distribution at a
     # tenth of the size, the same first run, so only N differs.
     tenth = max(1, options.duties // 10)
@@ -98,6 +107,7 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
         tenth_data=tenth_data,
         tenth_first=tenth_first,
         settled=settled,
+        disk=disk,
     )
     results.verdicts = judge(results, options.duties, options.chunk_size)
     return results

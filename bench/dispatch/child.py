@@ -72,6 +72,14 @@ class ChildSpec:
     # Report every statement slower than this with the plan it ran (auto_explain,
     # without ANALYZE so timing is not perturbed), and EXPLAIN one the server cancelled.
     slow_ms: int | None = None
+    # A simulated Lambda invocation: the run has this long (less the reserve) before
+    # it stops by its deadline, through recorded.execute, and the continuation's
+    # event it would hand off is printed with its figures instead of being sent.
+    budget_ms: int | None = None
+    reserve_ms: int = 30_000
+    # The continuation event's fields, when this run is a link of a chain.
+    resume_after: str | None = None
+    continuation: int = 0
 
 
 class ChildError(RuntimeError):
@@ -303,9 +311,11 @@ def _request(spec: ChildSpec) -> dispatch.RunRequest:
         now=datetime.fromisoformat(spec.now),
         window=window,
         dry_run=spec.dry_run,
+        continuation=spec.continuation,
         scope=Scope(
             organization_id=spec.organization_id,
             duty_ids=None if spec.duty_ids is None else tuple(spec.duty_ids),
+            resume_after=spec.resume_after,
         ),
     )
 
@@ -315,6 +325,8 @@ def _dispatch(
 ) -> dict[str, Any]:
     """The run's report: as ``dispatch.run`` returns it, or as the ledger records it."""
     request = _request(spec)
+    if spec.budget_ms is not None:
+        return _invocation(spec, conns, request)
     runtime = Runtime(
         tuning=Tuning(chunk_size=spec.chunk_size),
         budget=_Asked(should_stop),
@@ -336,6 +348,57 @@ class _Asked:
 
     def deadline(self) -> Deadline | None:
         return None
+
+
+class SimulatedInvocation:
+    """A Lambda invocation's clock, as the handler's budget reads it from the context.
+
+    Started when the run starts; ``should_stop`` says yes once less than the
+    reserve is left (after the optional pause before each page), and
+    ``deadline`` bounds a page already running by the time left, so a page
+    never outlasts the invocation.
+    """
+
+    def __init__(
+        self, budget_ms: int, reserve_ms: int, statement_timeout_ms: int, pause_s: float
+    ) -> None:
+        self._ends = time.monotonic() + budget_ms / 1000
+        self._reserve_ms = reserve_ms
+        self._statement_timeout_ms = statement_timeout_ms
+        self._pause_s = pause_s
+
+    def time_left_ms(self) -> float:
+        """What is left before the run must stop, its reserve taken off."""
+        return (self._ends - time.monotonic()) * 1000 - self._reserve_ms
+
+    def should_stop(self) -> bool:
+        """Whether the run must take no more pages."""
+        if self._pause_s > 0:
+            time.sleep(self._pause_s)
+        return self.time_left_ms() < 0
+
+    def deadline(self) -> Deadline | None:
+        """The same clock, as the page statements see it."""
+        return Deadline(self.time_left_ms, self._statement_timeout_ms)
+
+
+def _invocation(
+    spec: ChildSpec, conns: Sequence[CountingConnection], request: dispatch.RunRequest
+) -> dict[str, Any]:
+    """One link of a chain: a recorded run with an invocation's deadline; its hand-off kept."""
+    assert spec.budget_ms is not None  # noqa: S101 - only called with a budget
+    handed: list[dict[str, Any]] = []
+    runtime = Runtime(
+        tuning=Tuning(chunk_size=spec.chunk_size),
+        budget=SimulatedInvocation(
+            spec.budget_ms, spec.reserve_ms, spec.statement_timeout_ms, spec.pause_s
+        ),
+        request_id=spec.request_id,
+        hand_off=handed.append,
+    )
+    result = recorded.execute(conns, request, runtime).as_json()
+    result["handed_off_event"] = handed[0] if handed else None
+    return result
 
 
 def main(argv: Sequence[str]) -> int:

@@ -51,28 +51,28 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
     parser = argparse.ArgumentParser(prog="python -m bench.dispatch", description=description)
     parser.add_argument(
         "--duties",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_DUTIES,
         metavar="N",
         help=f"duties to generate (default {DEFAULT_DUTIES:,})",
     )
     parser.add_argument(
         "--backfill-duties",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="M",
         help=f"duties in the backfilled organisation (default N/{BACKFILL_SHARE})",
     )
     parser.add_argument(
         "--chunk-size",
-        type=_positive_int,
+        type=positive_int,
         default=dispatch.DEFAULT_CHUNK_SIZE,
         metavar="C",
         help=f"the dispatcher's page size (default {dispatch.DEFAULT_CHUNK_SIZE:,})",
     )
     parser.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=dispatch.DEFAULT_WORKERS,
         metavar="W",
         help=f"connections the dispatcher shares pages among (default {dispatch.DEFAULT_WORKERS})",
@@ -85,10 +85,11 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
     )
     parser.add_argument(
         "--naive-sample",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_NAIVE_SAMPLE,
         metavar="S",
-        help=f"tasks the naive path inserts one by one (default {DEFAULT_NAIVE_SAMPLE:,})",
+        help="advanced duties whose tasks the naive path inserts one by one, each duty then "
+        f"updated (default {DEFAULT_NAIVE_SAMPLE:,})",
     )
     parser.add_argument(
         "--json",
@@ -127,7 +128,7 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
     )
 
 
-def _positive_int(raw: str) -> int:
+def positive_int(raw: str) -> int:
     value = int(raw.replace("_", "").replace(",", ""))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{raw!r}: expected a positive integer")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bench.dispatch.disk import DiskCheck
 from bench.dispatch.dispatcher import ChildRun
 from bench.dispatch.judging import NO_BAR
 from bench.dispatch.readings import Written
@@ -32,6 +33,7 @@ def render(results: Results) -> str:
             else "connections with psycopg's prepare threshold (page statements are never prepared)"
         )
         + ("" if results.settled else "; CHECKPOINT refused, phases not settled"),
+        disk_line(results.disk),
         f"dispatcher code {', '.join(results.code_versions)}"
         + (
             "  WARNING: the code changed during the run; figures mix versions"
@@ -72,14 +74,24 @@ def render(results: Results) -> str:
               _cpu_text(results.floor_retry.server_cpu_seconds)),
         plain("d2 floor no-op, tables vacuumed", floor_noop.seconds, floor_noop.inserted, "4",
               _written_text(floor_noop.written), _cpu_text(floor_noop.server_cpu_seconds)),
-        plain(f"e1 naive: {naive.sample:,} single-row INSERTs (sample)", naive.seconds,
-              naive.inserted, f"{naive.sample:,}"),
-        plain(f"     extrapolated to {results.staged_rows:,} rows", naive.extrapolated_seconds,
-              results.staged_rows, f"{results.staged_rows:,}"),
-        plain("e2 naive no-op sample (every INSERT refused)", naive.noop_seconds, 0,
-              f"{naive.sample:,}", f"{naive.noop_refused:,} unique violations caught"),
-        plain(f"     extrapolated to {results.staged_rows:,} rows",
-              naive.noop_extrapolated_seconds, 0, f"{results.staged_rows:,}"),
+        plain(f"e1 naive: {naive.sample_duties:,} duties' {naive.first.inserts:,} INSERTs"
+              f" + {naive.first.updates:,} UPDATEs", naive.first.seconds, naive.first.inserted,
+              f"{naive.first.inserts + naive.first.updates:,}",
+              "one by one into the full-size floor tables, spread over the id range"),
+        plain(f"     median {naive.first.insert_median_ms:.3f} ms x {naive.total_tasks:,} tasks"
+              f" + {naive.first.update_median_ms:.3f} ms x {naive.total_duties:,} duties",
+              naive.extrapolated_seconds, results.staged_rows,
+              f"{naive.total_tasks + naive.total_duties:,}",
+              f"extrapolated (from the means: {naive.mean_extrapolated_seconds:.1f} s)"),
+        plain("e2 naive no-op: the same again", naive.noop.seconds, 0,
+              f"{naive.noop.inserts + naive.noop.updates:,}",
+              f"{naive.noop.refused:,} unique violations caught, {naive.noop.advanced} advanced"),
+        plain(f"     median {naive.noop.insert_median_ms:.3f} ms x {naive.total_tasks:,} tasks"
+              f" + {naive.noop.update_median_ms:.3f} ms x {naive.total_duties:,} duties",
+              naive.noop_extrapolated_seconds, 0, f"{naive.total_tasks + naive.total_duties:,}"),
+        plain(f"e0 the same INSERTs into an empty table: median {naive.empty.insert_median_ms:.3f}"
+              " ms", naive.empty_extrapolated_seconds, 0, f"{naive.total_tasks:,}",
+              "x the first run's tasks, no UPDATEs: what a sample of an empty table claims"),
         child(f"f  first run at N/10 ({results.tenth_data.duties:,} duties, fresh db)",
               results.tenth_first),
     ]  # fmt: skip
@@ -99,6 +111,21 @@ def render(results: Results) -> str:
         for v in results.verdicts
     ]
     return "\n".join(lines)
+
+
+def disk_line(disk: DiskCheck) -> str:
+    """The disk estimate at N against the free space, as one line."""
+    fp = disk.footprint
+    free = (
+        "free space not readable here"
+        if disk.free_bytes is None
+        else f"{disk.free_bytes / 2**30:.1f} GiB free in {disk.data_directory}"
+    )
+    return (
+        f"disk: about {disk.needed_bytes / 2**30:.2f} GiB needed ({fp.bytes_per_duty:.0f} B a "
+        f"duty, {fp.bytes_per_task:.0f} B a task, {fp.tasks_per_duty:.2f} tasks a duty, "
+        f"measured on {fp.probe_duties:,} duties), {free}"
+    )
 
 
 def _cpu_text(seconds: float | None) -> str:

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from bench.dispatch.data import DataSummary
+from bench.dispatch.disk import DiskCheck
 from bench.dispatch.dispatcher import ChildRun
 from bench.dispatch.floor import FloorRun
 from bench.dispatch.naive import NaiveRun
@@ -63,6 +64,7 @@ class Results:
     tenth_data: DataSummary
     tenth_first: ChildRun
     settled: bool
+    disk: DiskCheck
     verdicts: list[Verdict] = field(default_factory=list)
 
     @property

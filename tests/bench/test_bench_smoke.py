@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import replace
 
+import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from bench.dispatch.benchmark import run_benchmark
+from bench.dispatch.data import generate
+from bench.dispatch.disk import (
+    FULL_BENCH,
+    SCALE_BENCH,
+    DiskTooSmallError,
+    Footprint,
+    check_disk,
+    needed_bytes,
+)
 from bench.dispatch.judging import ROUND_TRIPS_PER_PAGE_MAX, ROUND_TRIPS_PER_RUN_MAX
+from bench.dispatch.mix import CLASSIC
 from bench.dispatch.options import Options
 from bench.dispatch.render import render
 from bench.dispatch.results import Bar, Results
+from bench.dispatch.scale import ScaleOptions, measure_at
+from bench.dispatch.server import fresh_database
 
 pytestmark = pytest.mark.slow
 
@@ -66,13 +80,46 @@ def test_backfill_creates_then_repeats_nothing(figures: Results) -> None:
     )
 
 
-def test_naive_sample_inserts_then_is_refused(figures: Results) -> None:
+def test_naive_sample_puts_advanced_duties_back_one_row_at_a_time(figures: Results) -> None:
     naive = figures.naive
-    assert naive.sample == naive.inserted == naive.noop_refused == 50
-    assert naive.refused == 0
-    assert naive.extrapolated_seconds == pytest.approx(
-        naive.seconds / naive.sample * figures.staged_rows
+    assert naive.sample_duties == 50
+    assert naive.first.inserts == naive.first.inserted == naive.sample_tasks > naive.sample_duties
+    assert naive.first.refused == 0
+    # Each sampled duty was taken back to before the first run, so its UPDATE advances it.
+    assert naive.first.updates == naive.first.advanced == naive.sample_duties
+    assert naive.noop.refused == naive.sample_tasks
+    assert naive.noop.inserted == naive.noop.advanced == 0
+    assert naive.empty.inserted == naive.sample_tasks
+    assert naive.empty.updates == 0
+
+
+def test_naive_extrapolation_is_median_statement_times_the_first_runs_rows(
+    figures: Results,
+) -> None:
+    naive = figures.naive
+    assert (naive.total_tasks, naive.total_duties) == (
+        figures.first.tasks_created,
+        figures.first.duties_advanced,
     )
+    assert naive.extrapolated_seconds == pytest.approx(
+        naive.first.insert_median_ms / 1000 * naive.total_tasks
+        + naive.first.update_median_ms / 1000 * naive.total_duties
+    )
+    assert figures.verdict(Bar.NAIVE_VS_FIRST).value == pytest.approx(
+        naive.extrapolated_seconds / figures.first.seconds
+    )
+
+
+def test_disk_is_estimated_from_a_probe_before_generating(figures: Results) -> None:
+    disk = figures.disk
+    assert disk.footprint.probe_duties == OPTIONS.duties  # the probe never exceeds N
+    assert disk.footprint.bytes_per_duty > 0
+    assert disk.footprint.bytes_per_task > 0
+    # The probe's organisations differ (its backfill share is N/20), its cadences do not.
+    assert disk.footprint.tasks_per_duty == pytest.approx(
+        figures.first.tasks_created / figures.data.duties, rel=0.1
+    )
+    assert disk.fits
 
 
 def test_round_trips_counted_are_those_on_the_wire(figures: Results) -> None:
@@ -145,9 +192,9 @@ def test_figures_survive_the_json_they_are_written_as(figures: Results) -> None:
 
 def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> None:
     lines = render(figures).splitlines()
-    # Three header lines, a blank, the column heads, fifteen measurements, a
+    # Four header lines, a blank, the column heads, sixteen measurements, a
     # blank, the first run's summary, a blank, the ratio heads, then the bar.
-    assert len(lines) == 3 + 1 + 1 + 15 + 1 + 1 + 1 + 1 + len(Bar)
+    assert len(lines) == 4 + 1 + 1 + 16 + 1 + 1 + 1 + 1 + len(Bar)
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +219,104 @@ def test_the_compliance_mix_dispatches_exactly_the_floors_rows_once(compliance: 
     assert compliance.verdict(Bar.FLOOR_ROWS_EQUAL).passed
     assert compliance.verdict(Bar.NOOP_ROWS_WRITTEN).passed
     assert compliance.backfill_again.tasks_created == 0
+
+
+GENERATED = 20_000
+
+
+def _generated_rows(server_dsn: str) -> tuple[str, dict[str, int], dict[str, int], int]:
+    """A digest of every generated duty, and its frequencies' and anchors' counts."""
+    with (
+        fresh_database(server_dsn, "gen") as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
+        generate(conn, GENERATED, GENERATED // 20, CLASSIC)
+        digest = conn.execute(
+            "SELECT md5(string_agg(d::text, '|' ORDER BY d.id)) FROM duly_duty d"
+        ).fetchone()
+        frequencies = conn.execute(
+            "SELECT frequency, count(*) FROM duly_duty WHERE form = 'recurring' GROUP BY 1"
+        ).fetchall()
+        anchors = conn.execute("SELECT due_anchor, count(*) FROM duly_duty GROUP BY 1").fetchall()
+        recurring = conn.execute(
+            "SELECT count(*) FROM duly_duty WHERE form = 'recurring'"
+        ).fetchone()
+    assert digest is not None
+    assert recurring is not None
+    return (
+        str(digest[0]),
+        {str(name): int(count) for name, count in frequencies},
+        {str(name): int(count) for name, count in anchors},
+        int(recurring[0]),
+    )
+
+
+def test_the_server_side_generator_writes_the_same_rows_on_every_run(server_dsn: str) -> None:
+    assert _generated_rows(server_dsn)[0] == _generated_rows(server_dsn)[0]
+
+
+def test_the_server_side_generator_draws_each_column_with_the_mixs_weights(
+    server_dsn: str,
+) -> None:
+    _, frequencies, anchors, recurring = _generated_rows(server_dsn)
+    forms = dict(CLASSIC.forms)
+    assert recurring / GENERATED == pytest.approx(int(forms["recurring"] or 0) / 1000, abs=0.01)
+    # 0.02 is over five standard deviations of a share at this N.
+    for frequency, weight in CLASSIC.frequencies:
+        assert frequencies[str(frequency)] / recurring == pytest.approx(weight / 1000, abs=0.02)
+    for anchor, weight in CLASSIC.anchors:
+        assert anchors[str(anchor)] / GENERATED == pytest.approx(weight / 1000, abs=0.02)
+
+
+FOOTPRINT = Footprint(
+    probe_duties=1000,
+    bytes_per_duty=500.0,
+    bytes_per_task=300.0,
+    tasks_per_duty=1.7,
+    backfill_tasks_per_duty=36.0,
+)
+
+
+def test_the_disk_estimate_grows_with_n_and_with_the_tables_a_bench_keeps() -> None:
+    wal = 2**30
+    small, large = (needed_bytes(FOOTPRINT, n, n // 20, SCALE_BENCH, wal) for n in (10**6, 10**7))
+    assert large - small == pytest.approx(
+        9 * (small - needed_bytes(FOOTPRINT, 0, 0, SCALE_BENCH, wal))
+    )
+    assert needed_bytes(FOOTPRINT, 10**7, 5 * 10**5, FULL_BENCH, wal) > large
+
+
+def test_a_bench_the_disk_cannot_hold_is_refused_before_it_starts(server_dsn: str) -> None:
+    with pytest.raises(DiskTooSmallError, match=r"needs about .* GiB .* has .* GiB free"):
+        check_disk(
+            server_dsn,
+            CLASSIC,
+            duties=10**13,
+            backfill_duties=0,
+            tables=SCALE_BENCH,
+            chunk_size=1000,
+        )
+
+
+def test_a_first_run_longer_than_an_invocation_is_completed_by_its_continuation_chain(
+    server_dsn: str,
+) -> None:
+    one = measure_at(server_dsn, 2000, ScaleOptions(duties=2000, chunk_size=200))
+    # Pages slowed to a quarter second each, in invocations of one second.
+    chained = measure_at(
+        server_dsn,
+        2000,
+        ScaleOptions(duties=2000, chunk_size=200, invocation_ms=1000, reserve_ms=200, pause_s=0.25),
+    )
+    assert len(one.first.links) == 1
+    links = chained.first.links
+    assert len(links) > 1
+    assert chained.first.complete
+    assert [link.report["stopped_by"] for link in links[:-1]] == ["deadline"] * (len(links) - 1)
+    # Each link resumes after the gapless mark the one before it handed on.
+    for before, after in itertools.pairwise(links):
+        assert after.report["resume_after"] == before.report["last_duty_id"]
+        assert after.report["continuation"] == before.report["continuation"] + 1
+    assert chained.first.tasks_created == one.first.tasks_created > 0
+    assert chained.first.duties_advanced == one.first.duties_advanced
+    assert chained.noop.tasks_created == chained.noop.duties_advanced == 0
