@@ -2,7 +2,7 @@
 .PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-catch-up bench-large-backfill bench-cold-start bench-migration lock ca-bundle fuzz soak build deploy build-DispatchFunction build-MigrationFunction build-DependenciesLayer
 
 help:       ## list the targets
-	@grep -E '^[a-z][a-z-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
+	@grep -E '^[a-z][a-z0-9-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
 
 demo:       ## set up on first use, then run the dispatcher end to end on an embedded PostgreSQL
 	./scripts/demo.sh
