@@ -4,7 +4,10 @@
 (pgserver) is started in a temporary directory the first time a test asks for
 a database, so the pure layers (engine, planner) run without one. Each test
 gets its own database, cloned from a migrated template, so tests never see
-each other's rows.
+each other's rows. ``DULY_LAYOUT=partitioned`` gives the template the
+partitioned layout of duly_duty and duly_task (``dispatch_fn.db.layout``), so
+the whole suite runs on it; the default is the plain layout the migrations
+build.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from psycopg.conninfo import make_conninfo
 from dispatch_fn.aws.invocation import handle, runtime_for
 from dispatch_fn.cli import embedded
 from dispatch_fn.db.database import ConnectionCache
+from dispatch_fn.db.layout import apply_layout
 from dispatch_fn.db.migrate import apply_migrations
 from dispatch_fn.settings import Settings
-from support import Invoke
+from support import Invoke, session_layout
 
 _CONNECT_TIMEOUT_S = 10
 # A login in the database's dispatcher role (migration 0009), as the migration step creates.
@@ -56,7 +60,7 @@ def _server() -> tuple[str, str]:
 
 def pytest_report_header() -> str:
     where = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "an embedded pgserver"
-    return f"database: {where}, reached when a test first needs it"
+    return f"database: {where}, reached when a test first needs it; layout {session_layout()}"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -100,12 +104,13 @@ def database_dsn(server: str, name: str) -> str:
 
 @pytest.fixture(scope="session")
 def template_database(server_dsn: str) -> Iterator[str]:
-    """Name of a migrated database that per-test databases are cloned from."""
+    """Name of a migrated database, in the session's layout, that per-test databases are cloned from."""
     name = f"duly_tpl_{uuid.uuid4().hex[:12]}"
     with _admin(server_dsn) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     with psycopg.connect(database_dsn(server_dsn, name)) as conn:
         apply_migrations(conn)
+        apply_layout(conn, session_layout())
     yield name
     with _admin(server_dsn) as admin:
         admin.execute(

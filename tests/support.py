@@ -40,6 +40,12 @@ DUTY_COLUMNS = (
     "review_status", "grace_days", "due_offset_months", "due_roll", "holiday_calendar",
 )  # fmt: skip
 
+
+def session_layout() -> str:
+    """The layout of duly_duty and duly_task the session's databases have (``DULY_LAYOUT``)."""
+    return os.environ.get("DULY_LAYOUT") or "plain"
+
+
 TASK_COLUMNS = (
     "organization_id", "duty_id", "owner_id", "business_unit_id", "subject", "source",
     "period_key", "due_date", "visible_from", "late_after", "status",

@@ -84,3 +84,11 @@ class DatabaseUnreachableError(RuntimeError):
 
 class ScheduleIntervalError(ValueError):
     """The time between two scheduled runs is not more than 0 and at most a day."""
+
+
+class UnknownLayoutError(ValueError):
+    """A table layout other than those ``db.layout.LAYOUTS`` names."""
+
+
+class LayoutNotEmptyError(RuntimeError):
+    """A table layout was asked of a database whose duties or tasks already hold rows."""

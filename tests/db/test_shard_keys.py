@@ -1,0 +1,362 @@
+"""Keys a sharded PostgreSQL can enforce: migration 0011, and the partitioned layout that proves them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from dispatch_fn.db.layout import LAYOUTS, PARTITIONED, PLAIN, apply_layout
+from dispatch_fn.db.migrate import apply_migrations, bundled_migrations, split_statements
+from dispatch_fn.errors import LayoutNotEmptyError, MigrationError, UnknownLayoutError
+from dispatch_fn.planning.plan import Window
+from dispatch_fn.run import dispatch
+from runtimes import runtime
+from support import NOW, Conn, cloned_database, duty, insert_duties, last_dispatched
+
+SHARD_KEYS = "0011_shard_keys"
+TABLES = ("duly_duty", "duly_task")
+
+
+@contextmanager
+def _new_database(server_dsn: str) -> Iterator[str]:
+    """An empty database of its own, dropped on leaving, its dispatcher role (0009) with it."""
+    name = f"duly_s_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = make_conninfo(server_dsn, dbname=name)
+    try:
+        yield dsn
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            migrated = conn.execute("SELECT to_regproc('duly_dispatcher_role')").fetchone()
+            role = None
+            if migrated is not None and migrated[0] is not None:
+                role = conn.execute("SELECT duly_dispatcher_role()").fetchone()
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            if role is not None:
+                admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role[0])))
+
+
+@pytest.fixture(scope="module")
+def layouts(server_dsn: str) -> Iterator[dict[str, str]]:
+    """One migrated, empty template database per layout, whatever the session's layout."""
+    with _new_database(server_dsn) as plain, _new_database(server_dsn) as partitioned:
+        for dsn, layout in ((plain, PLAIN), (partitioned, PARTITIONED)):
+            with psycopg.connect(dsn) as conn:
+                apply_migrations(conn)
+                apply_layout(conn, layout)
+        yield {PLAIN: _name(plain), PARTITIONED: _name(partitioned)}
+
+
+def _name(dsn: str) -> str:
+    return str(conninfo_to_dict(dsn)["dbname"])
+
+
+@contextmanager
+def _connect(server_dsn: str, layouts: dict[str, str], layout: str) -> Iterator[Conn]:
+    with (
+        cloned_database(server_dsn, layouts[layout]) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
+        yield conn
+
+
+def _constraints(conn: Conn, table: str) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = %s::regclass AND contype IN ('p', 'u', 'f') ORDER BY 1",
+        (table,),
+    ).fetchall()
+    return {str(name): str(definition) for name, definition in rows}
+
+
+# --- migration 0011 on the plain layout ---
+
+
+def test_the_migration_makes_the_duty_key_and_the_task_foreign_key_carry_the_organisation(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with _connect(server_dsn, layouts, PLAIN) as conn:
+        assert _constraints(conn, "duly_duty") == {
+            "duly_duty_organization_key": "UNIQUE (organization_id, id)",
+            "duly_duty_pkey": "PRIMARY KEY (id)",
+        }
+        assert _constraints(conn, "duly_task") == {
+            "duly_task_dispatch_identity": "UNIQUE (organization_id, duty_id, owner_id, period_key)",
+            "duly_task_duty": (
+                "FOREIGN KEY (organization_id, duty_id) REFERENCES duly_duty(organization_id, id)"
+            ),
+            "duly_task_pkey": "PRIMARY KEY (id)",
+        }
+        validated = conn.execute(
+            "SELECT convalidated FROM pg_constraint WHERE conname = 'duly_task_duty'"
+        ).fetchone()
+        assert validated == (True,)
+        # The unique index took the old one's place: scoped runs walk it.
+        indexes = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'duly_duty' ORDER BY 1"
+        ).fetchall()
+        assert [row[0] for row in indexes] == [
+            "duly_duty_dispatchable_approved",
+            "duly_duty_organization_key",
+            "duly_duty_pkey",
+        ]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_task_of_another_organisation_than_its_duty_is_refused(
+    server_dsn: str, layouts: dict[str, str], layout: str
+) -> None:
+    with _connect(server_dsn, layouts, layout) as conn:
+        insert_duties(conn, [duty("d1", organization_id="org-1")])
+        task = (
+            "INSERT INTO duly_task (organization_id, duty_id, owner_id, subject, source,"
+            " period_key, due_date, visible_from, late_after)"
+            " VALUES (%s, 'd1', 'owner-1', 's', 'catalog', '2026-08', '2026-08-01',"
+            " '2026-07-25', '2026-08-01')"
+        )
+        with pytest.raises(pg_errors.ForeignKeyViolation, match="duly_task_duty"):
+            conn.execute(task, ("org-2",))
+        conn.execute(task, ("org-1",))
+        # Nor can a duty with tasks move to another organisation (another shard).
+        with pytest.raises(pg_errors.ForeignKeyViolation):
+            conn.execute("UPDATE duly_duty SET organization_id = 'org-2' WHERE id = 'd1'")
+
+
+def test_the_migration_validates_the_tasks_already_stored(server_dsn: str) -> None:
+    with _new_database(server_dsn) as dsn, psycopg.connect(dsn) as conn:
+        apply_migrations(conn, until="0010_dispatch_rules")
+        insert_duties(conn, [duty("d1", organization_id="org-1")])
+        task = (
+            "INSERT INTO duly_task (organization_id, duty_id, owner_id, subject, source,"
+            " period_key, due_date, visible_from, late_after)"
+            " VALUES (%s, 'd1', 'owner-1', 's', 'catalog', %s, '2026-08-01',"
+            " '2026-07-25', '2026-08-01')"
+        )
+        conn.execute(task, ("org-1", "2026-07"))
+        # Written before the key existed: a duty moved to org-2 after this task.
+        conn.execute(task, ("org-9", "2026-08"))
+        conn.commit()
+        with pytest.raises(MigrationError, match="0011_shard_keys.*duly_task_duty"):
+            apply_migrations(conn)
+        # New rows are already checked; the migration is not recorded; the old key still holds.
+        row = conn.execute(
+            "SELECT convalidated FROM pg_constraint WHERE conname = 'duly_task_duty'"
+        ).fetchone()
+        assert row == (False,)
+        assert SHARD_KEYS not in {
+            str(r[0]) for r in conn.execute("SELECT version FROM duly_schema_migration")
+        }
+        # The operator settles the stray task; the migration is re-run from its start.
+        conn.execute(
+            "UPDATE duly_task SET organization_id = 'org-1' WHERE organization_id = 'org-9'"
+        )
+        conn.commit()
+        assert apply_migrations(conn) == [SHARD_KEYS]
+        assert "duly_task_duty_id_fkey" not in _constraints(conn, "duly_task")
+
+
+def test_a_migration_killed_half_way_is_re_run_from_its_start(server_dsn: str) -> None:
+    (shard_keys,) = [each for each in bundled_migrations() if each.version == SHARD_KEYS]
+    with _new_database(server_dsn) as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn, until="0010_dispatch_rules")
+        # Every statement but the last two committed, then the process died.
+        for statement in split_statements(shard_keys.script)[:-2]:
+            conn.execute(sql.SQL(statement))  # type: ignore[arg-type]
+        assert apply_migrations(conn) == [SHARD_KEYS]
+        assert set(_constraints(conn, "duly_task")) == {
+            "duly_task_dispatch_identity",
+            "duly_task_duty",
+            "duly_task_pkey",
+        }
+        gone = conn.execute("SELECT to_regclass('duly_duty_organization')").fetchone()
+        assert gone == (None,)
+
+
+# --- the partitioned layout ---
+
+
+def test_on_the_partitioned_layout_every_unique_index_includes_the_organisation(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
+        partitioned = conn.execute(
+            "SELECT c.relname, p.partstrat, a.attname, count(i.inhrelid)"
+            " FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid"
+            " JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]"
+            " LEFT JOIN pg_inherits i ON i.inhparent = p.partrelid"
+            " GROUP BY 1, 2, 3 ORDER BY 1"
+        ).fetchall()
+        assert [tuple(row) for row in partitioned] == [
+            ("duly_duty", "h", "organization_id", 8),
+            ("duly_task", "h", "organization_id", 8),
+        ]
+        unique = conn.execute(
+            "SELECT x.indexrelid::regclass::text,"
+            "       EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = x.indrelid"
+            "               AND a.attname = 'organization_id' AND a.attnum = ANY(x.indkey))"
+            " FROM pg_index x"
+            " WHERE x.indisunique AND x.indrelid IN ("
+            "     SELECT relid FROM pg_partition_tree('duly_duty')"
+            "     UNION ALL SELECT relid FROM pg_partition_tree('duly_task'))"
+        ).fetchall()
+        # Parent and eight partitions each: the duties' key, the tasks' key and identity.
+        assert len(unique) == 9 * 1 + 9 * 2
+        assert [name for name, carries in unique if not carries] == []
+
+
+def _shape(conn: Conn) -> dict[str, Any]:
+    """What the two layouts must share, read from the catalog: all but the keys and partitions."""
+    columns = conn.execute(
+        "SELECT table_name, ordinal_position, column_name, data_type, character_maximum_length,"
+        " column_default, is_nullable, is_identity, identity_generation"
+        " FROM information_schema.columns WHERE table_name = ANY(%s) ORDER BY 1, 2",
+        (list(TABLES),),
+    ).fetchall()
+    checks = conn.execute(
+        "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = ANY(%s::regclass[]) AND contype = 'c' ORDER BY 1, 2",
+        (list(TABLES),),
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT indexname, regexp_replace(indexdef, ' ON (ONLY )?public\\.\\S+ USING', ' USING')"
+        " FROM pg_indexes i JOIN pg_index x ON x.indexrelid = to_regclass(i.indexname)"
+        " WHERE i.tablename = ANY(%s) AND NOT x.indisunique ORDER BY 1",
+        (list(TABLES),),
+    ).fetchall()
+    storage = conn.execute(
+        # The tables that hold the rows: the plain table, or each partition.
+        "SELECT DISTINCT t.name, c.reloptions FROM unnest(%s::text[]) t(name), pg_class c"
+        " WHERE c.relkind = 'r' AND (c.oid = t.name::regclass OR c.oid IN ("
+        "     SELECT inhrelid FROM pg_inherits WHERE inhparent = t.name::regclass))"
+        " ORDER BY 1",
+        (list(TABLES),),
+    ).fetchall()
+    grants = conn.execute(
+        "SELECT table_name, privilege_type FROM information_schema.table_privileges"
+        " WHERE grantee = duly_dispatcher_role() ORDER BY 1, 2"
+    ).fetchall()
+    column_grants = conn.execute(
+        "SELECT table_name, column_name, privilege_type FROM information_schema.column_privileges"
+        " WHERE grantee = duly_dispatcher_role() AND privilege_type <> 'SELECT'"
+        "   AND table_name = ANY(%s) ORDER BY 1, 2, 3",
+        (list(TABLES),),
+    ).fetchall()
+    sequences = conn.execute(
+        "SELECT pg_get_serial_sequence('duly_task', 'id'), "
+        " has_sequence_privilege(duly_dispatcher_role(), 'duly_task_id_seq', 'USAGE')"
+    ).fetchone()
+    return {
+        "columns": [tuple(row) for row in columns],
+        "checks": [tuple(row) for row in checks],
+        "indexes": [tuple(row) for row in indexes],
+        "storage": [tuple(row) for row in storage],
+        "grants": [tuple(row) for row in grants],
+        "column_grants": [tuple(row) for row in column_grants],
+        "sequence": sequences,
+    }
+
+
+def test_the_partitioned_layout_keeps_every_column_check_index_option_and_grant(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with (
+        _connect(server_dsn, layouts, PLAIN) as plain,
+        _connect(server_dsn, layouts, PARTITIONED) as partitioned,
+    ):
+        expected = _shape(plain)
+        assert len(expected["columns"]) == 21 + 13
+        assert ("duly_duty", ["fillfactor=50"]) in expected["storage"]
+        assert _shape(partitioned) == expected
+
+
+def test_a_layout_refuses_tables_that_hold_rows(server_dsn: str, layouts: dict[str, str]) -> None:
+    with _connect(server_dsn, layouts, PLAIN) as conn:
+        insert_duties(conn, [duty("d1")])
+        with pytest.raises(LayoutNotEmptyError):
+            apply_layout(conn, PARTITIONED)
+        assert conn.execute(
+            "SELECT relkind FROM pg_class WHERE relname = 'duly_duty'"
+        ).fetchone() == ("r",)
+        with pytest.raises(UnknownLayoutError, match="'sharded'"):
+            apply_layout(conn, "sharded")
+
+
+# --- the dispatcher on both layouts ---
+
+ZONES = ("UTC", "Europe/Berlin", "Asia/Kolkata", "America/Los_Angeles", "Pacific/Kiritimati")
+FREQUENCIES = ("daily", "weekly", "fortnightly", "monthly", "quarterly", "half_yearly", "annual")
+BACKFILL = Window(date(2025, 1, 1), date(2026, 6, 30))
+
+
+def _duties() -> list[dict[str, Any]]:
+    """Duties of twenty organisations (every partition holds some), of every shape the runs write."""
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"due_anchor": "period_end", "due_offset_days": -3},
+        {"due_anchor": "after_period_end", "due_offset_months": 1, "due_offset_days": 15},
+        {"due_roll": "following", "holiday_calendar": "DE-BY", "grace_days": 5},
+        {"due_roll": "modified_following", "holiday_calendar": "GB-SCT"},
+        {"review_status": "to_review"},
+        {"effective_from": date(2025, 6, 1), "effective_to": date(2026, 3, 31)},
+    ]
+    return [
+        duty(
+            f"d{n:04}",
+            organization_id=f"org-{n % 20:02}",
+            owner_id=f"owner-{n % 7}",
+            frequency=FREQUENCIES[n % len(FREQUENCIES)],
+            timezone=ZONES[n % len(ZONES)],
+            lead_days=n % 30,
+            **shapes[n % len(shapes)],
+        )
+        for n in range(600)
+    ]
+
+
+def _dispatch(conn: Conn, helper: Conn) -> tuple[list[tuple[Any, ...]], dict[str, str | None]]:
+    insert_duties(conn, _duties())
+    # Small pages, shared by two connections: many pages, each reaching several partitions.
+    small = runtime(chunk_size=50)
+    dispatch.run([conn, helper], dispatch.RunRequest(now=NOW), small)
+    dispatch.run(
+        [conn, helper],
+        dispatch.RunRequest(now=datetime(2026, 8, 22, 1, tzinfo=UTC), window=BACKFILL),
+        small,
+    )
+    rows = conn.execute(
+        "SELECT * FROM duly_task ORDER BY organization_id, duty_id, owner_id, period_key"
+    )
+    names = [column.name for column in rows.description or ()]
+    kept = [i for i, name in enumerate(names) if name not in {"id", "created_at"}]
+    return [tuple(row[i] for i in kept) for row in rows.fetchall()], last_dispatched(conn)
+
+
+def test_a_scheduled_run_and_a_backfill_write_the_same_rows_on_both_layouts(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    written = {}
+    for layout in LAYOUTS:
+        with (
+            cloned_database(server_dsn, layouts[layout]) as dsn,
+            psycopg.connect(dsn, autocommit=True) as conn,
+            psycopg.connect(dsn, autocommit=True) as helper,
+        ):
+            written[layout] = _dispatch(conn, helper)
+            if layout == PARTITIONED:
+                spread = conn.execute("SELECT count(DISTINCT tableoid) FROM duly_task").fetchone()
+                assert spread == (8,)
+    rows, marks = written[PLAIN]
+    assert len(rows) > 5_000
+    assert sum(1 for mark in marks.values() if mark is not None) > 400
+    assert written[PARTITIONED] == written[PLAIN]
