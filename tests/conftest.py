@@ -104,7 +104,7 @@ def database_dsn(server: str, name: str) -> str:
 
 @pytest.fixture(scope="session")
 def template_database(server_dsn: str) -> Iterator[str]:
-    """Name of a migrated database, in the session's layout, that per-test databases are cloned from."""
+    """A migrated database in the session's layout, that per-test databases are cloned from."""
     name = f"duly_tpl_{uuid.uuid4().hex[:12]}"
     with _admin(server_dsn) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))

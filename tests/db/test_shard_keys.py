@@ -1,4 +1,4 @@
-"""Keys a sharded PostgreSQL can enforce: migration 0011, and the partitioned layout that proves them."""
+"""Keys a sharded PostgreSQL enforces: migration 0011, and the partitioned layout proving them."""
 
 from __future__ import annotations
 
@@ -92,7 +92,9 @@ def test_the_migration_makes_the_duty_key_and_the_task_foreign_key_carry_the_org
             "duly_duty_pkey": "PRIMARY KEY (id)",
         }
         assert _constraints(conn, "duly_task") == {
-            "duly_task_dispatch_identity": "UNIQUE (organization_id, duty_id, owner_id, period_key)",
+            "duly_task_dispatch_identity": (
+                "UNIQUE (organization_id, duty_id, owner_id, period_key)"
+            ),
             "duly_task_duty": (
                 "FOREIGN KEY (organization_id, duty_id) REFERENCES duly_duty(organization_id, id)"
             ),
@@ -147,7 +149,7 @@ def test_the_migration_validates_the_tasks_already_stored(server_dsn: str) -> No
         # Written before the key existed: a duty moved to org-2 after this task.
         conn.execute(task, ("org-9", "2026-08"))
         conn.commit()
-        with pytest.raises(MigrationError, match="0011_shard_keys.*duly_task_duty"):
+        with pytest.raises(MigrationError, match=r"0011_shard_keys.*duly_task_duty"):
             apply_migrations(conn)
         # New rows are already checked; the migration is not recorded; the old key still holds.
         row = conn.execute(
@@ -172,7 +174,7 @@ def test_a_migration_killed_half_way_is_re_run_from_its_start(server_dsn: str) -
         apply_migrations(conn, until="0010_dispatch_rules")
         # Every statement but the last two committed, then the process died.
         for statement in split_statements(shard_keys.script)[:-2]:
-            conn.execute(sql.SQL(statement))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(statement))
         assert apply_migrations(conn) == [SHARD_KEYS]
         assert set(_constraints(conn, "duly_task")) == {
             "duly_task_dispatch_identity",
@@ -300,7 +302,7 @@ BACKFILL = Window(date(2025, 1, 1), date(2026, 6, 30))
 
 
 def _duties() -> list[dict[str, Any]]:
-    """Duties of twenty organisations (every partition holds some), of every shape the runs write."""
+    """Duties of twenty organisations (in every partition), of every shape the runs write."""
     shapes: list[dict[str, Any]] = [
         {},
         {"due_anchor": "period_end", "due_offset_days": -3},
