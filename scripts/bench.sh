@@ -10,6 +10,7 @@
 #   ./scripts/bench.sh large-backfill [ARGS]    the largest backfill, in bounded pages
 #   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
 #   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
+#   ./scripts/bench.sh shard-migration [ARGS]   migration 0011 on existing tasks, inserts going on
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
@@ -33,6 +34,10 @@ cold-start)
 migration)
     shift
     .venv/bin/python -m bench.late_after_migration "$@"
+    ;;
+shard-migration)
+    shift
+    .venv/bin/python -m bench.shard_keys_migration "$@"
     ;;
 *)
     step "bench: the period engine"
