@@ -20,11 +20,13 @@ from dispatch_fn.errors import MigrationChecksumError, MigrationError, OffsetOut
 from dispatch_fn.planning import plan
 from support import Conn
 
+# On the run ledger, whose layout never changes: PostgreSQL builds no index
+# CONCURRENTLY on a partitioned table (duly_task under DULY_LAYOUT=partitioned).
 CONCURRENT_INDEX = Migration(
-    "0900_task_due_index",
+    "0900_run_finished_index",
     "-- duly:no-transaction\n"
-    "-- Built without blocking inserts into a large duly_task.\n"
-    "CREATE INDEX CONCURRENTLY duly_task_due ON duly_task (due_date);\n",
+    "-- Built without blocking inserts into a large table.\n"
+    "CREATE INDEX CONCURRENTLY duly_run_finished ON duly_dispatch_run (finished_at);\n",
 )
 
 
@@ -57,10 +59,10 @@ def test_nothing_pending_is_a_no_op(conn: Conn) -> None:
 
 def test_a_no_transaction_migration_builds_an_index_concurrently(conn: Conn) -> None:
     migrations = [*bundled_migrations(), CONCURRENT_INDEX]
-    assert pending_migrations(conn, migrations) == ["0900_task_due_index"]
-    assert apply_migrations(conn, migrations) == ["0900_task_due_index"]
-    assert _index_is_valid(conn, "duly_task_due") is True
-    assert _ledger(conn)["0900_task_due_index"] == CONCURRENT_INDEX.checksum
+    assert pending_migrations(conn, migrations) == ["0900_run_finished_index"]
+    assert apply_migrations(conn, migrations) == ["0900_run_finished_index"]
+    assert _index_is_valid(conn, "duly_run_finished") is True
+    assert _ledger(conn)["0900_run_finished_index"] == CONCURRENT_INDEX.checksum
     assert apply_migrations(conn, migrations) == []
 
 
@@ -69,19 +71,19 @@ def test_each_statement_of_a_no_transaction_migration_commits_alone(conn: Conn) 
     two = Migration(
         "0900_two_steps",
         "-- duly:no-transaction\n"
-        "CREATE INDEX CONCURRENTLY duly_task_due ON duly_task (due_date);\n"
-        "CREATE INDEX CONCURRENTLY duly_task_due ON duly_task (due_date);\n",
+        "CREATE INDEX CONCURRENTLY duly_run_finished ON duly_dispatch_run (finished_at);\n"
+        "CREATE INDEX CONCURRENTLY duly_run_finished ON duly_dispatch_run (finished_at);\n",
     )
     with pytest.raises(MigrationError, match=r"'0900_two_steps' failed: .*already exists"):
         apply_migrations(conn, [*bundled_migrations(), two])
-    assert _index_is_valid(conn, "duly_task_due") is True
+    assert _index_is_valid(conn, "duly_run_finished") is True
     assert "0900_two_steps" not in _ledger(conn)
 
 
 def test_a_non_autocommit_connection_is_restored_after_migrating(db_url: str) -> None:
     with psycopg.connect(db_url) as connection:
         assert apply_migrations(connection, [*bundled_migrations(), CONCURRENT_INDEX]) == [
-            "0900_task_due_index"
+            "0900_run_finished_index"
         ]
         assert connection.autocommit is False
 
@@ -89,10 +91,12 @@ def test_a_non_autocommit_connection_is_restored_after_migrating(db_url: str) ->
 def test_concurrently_without_the_header_fails_naming_the_migration_and_records_nothing(
     conn: Conn,
 ) -> None:
-    unmarked = Migration("0900_task_due_index", CONCURRENT_INDEX.script.partition("\n")[2])
-    with pytest.raises(MigrationError, match=r"'0900_task_due_index' failed: .*transaction block"):
+    unmarked = Migration("0900_run_finished_index", CONCURRENT_INDEX.script.partition("\n")[2])
+    with pytest.raises(
+        MigrationError, match=r"'0900_run_finished_index' failed: .*transaction block"
+    ):
         apply_migrations(conn, [*bundled_migrations(), unmarked])
-    assert "0900_task_due_index" not in _ledger(conn)
+    assert "0900_run_finished_index" not in _ledger(conn)
 
 
 def test_an_edited_applied_migration_is_refused_and_nothing_runs(conn: Conn) -> None:
@@ -104,8 +108,8 @@ def test_an_edited_applied_migration_is_refused_and_nothing_runs(conn: Conn) -> 
     ]
     with pytest.raises(MigrationChecksumError, match=r"'0001_schema' was applied with checksum"):
         apply_migrations(conn, [*edited, CONCURRENT_INDEX])
-    assert _index_is_valid(conn, "duly_task_due") is None
-    assert "0900_task_due_index" not in _ledger(conn)
+    assert _index_is_valid(conn, "duly_run_finished") is None
+    assert "0900_run_finished_index" not in _ledger(conn)
 
 
 def test_a_failed_migration_keeps_the_earlier_ones_and_rolls_itself_back(conn: Conn) -> None:
@@ -142,7 +146,7 @@ def test_two_migrators_at_once_apply_each_migration_once(db_url: str) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(results) == [[], ["0900_task_due_index", "0901_t"]]
+    assert sorted(results) == [[], ["0900_run_finished_index", "0901_t"]]
 
 
 def _engine_accepts(anchor: str, days: int, months: int, grace: int) -> bool:
