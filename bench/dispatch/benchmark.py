@@ -40,7 +40,10 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
         tables=FULL_BENCH,
         chunk_size=options.chunk_size,
     )
-    with fresh_database(server_dsn, "n") as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+    with (
+        fresh_database(server_dsn, "n", options.layout) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
         data = generate(conn, options.duties, options.backfill_duties, mix)
         prepare_floor_tables(conn)
         settled = settle(conn)
@@ -73,7 +76,10 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
     # N/10 in a fresh database generated the same way: the same distribution at a
     # tenth of the size, the same first run, so only N differs.
     tenth = max(1, options.duties // 10)
-    with fresh_database(server_dsn, "tenth") as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+    with (
+        fresh_database(server_dsn, "tenth", options.layout) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
         tenth_data = generate(
             conn, tenth, max(1, options.backfill_duties * tenth // options.duties), mix
         )
@@ -86,6 +92,7 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
             "workers": options.workers,
             "naive_sample": options.naive_sample,
             "mix": mix.name,
+            "layout": options.layout,
             "clock": CLOCK.isoformat(),
             "backfill_window": [BACKFILL_FROM.isoformat(), BACKFILL_TO.isoformat()],
             "backfill_organization": BIG_ORG,

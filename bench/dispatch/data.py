@@ -28,7 +28,7 @@ from bench.dispatch.mix import (
     Mix,
     Tail,
 )
-from bench.dispatch.server import DISPATCH_TABLES, BenchError, Conn
+from bench.dispatch.server import DISPATCH_TABLES, BenchError, Conn, leaves
 
 # The schedule's own time on a day when most monthly leads are open and a
 # week boundary is near, so scheduled runs owe more than one period per duty.
@@ -237,9 +237,12 @@ def generate(conn: Conn, duties: int, big_org_duties: int, mix: Mix) -> DataSumm
     for table in DISPATCH_TABLES:
         # A background vacuum of one table landing inside another phase's
         # timing would be noise on one side of a ratio only.
-        conn.execute(
-            sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(sql.Identifier(table))
-        )
+        for leaf in leaves(conn, table):
+            conn.execute(
+                sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(
+                    sql.Identifier(leaf)
+                )
+            )
     # Vacuumed and analysed, as a long-lived production table would be.
     conn.execute("VACUUM (ANALYZE) duly_duty")
     conn.execute("VACUUM (ANALYZE) duly_task")

@@ -33,18 +33,42 @@ def stage_floor(conn: Conn) -> int:
 
 
 def copy_table(conn: Conn, source: str, target: str) -> None:
-    """Create ``target`` empty, shaped as ``source``.
+    """Create ``target`` empty, shaped as ``source``, partitioned as it is.
 
     LIKE … INCLUDING ALL brings columns, defaults, identity, indexes and
-    constraints; the table's storage options (fillfactor, autovacuum) are
-    copied from pg_class, as LIKE leaves them behind. Foreign keys and
-    triggers are not copied: callers add the one foreign key duly_task has.
+    constraints; the partition key, the partitions and each table's storage
+    options (fillfactor, autovacuum) are copied from the catalog, as LIKE
+    leaves them behind, so the floor writes through the same partitions as
+    the dispatcher (``--layout partitioned``). Foreign keys and triggers are
+    not copied: callers add the one foreign key duly_task has.
     """
+    key = scalar(conn, "SELECT pg_get_partkeydef(%s::regclass)", (source,))
     conn.execute(
-        sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(
-            sql.Identifier(target), sql.Identifier(source)
+        sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL){}").format(
+            sql.Identifier(target),
+            sql.Identifier(source),
+            sql.SQL(f" PARTITION BY {key}") if key else sql.SQL(""),
         )
     )
+    if not key:
+        _copy_options(conn, source, target)
+        return
+    partitions = conn.execute(
+        "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
+        " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = %s::regclass ORDER BY 1",
+        (source,),
+    ).fetchall()
+    for name, bound in partitions:
+        part = target + str(name).removeprefix(source)
+        conn.execute(
+            sql.SQL("CREATE TABLE {} PARTITION OF {} {}").format(
+                sql.Identifier(part), sql.Identifier(target), sql.SQL(str(bound))
+            )
+        )
+        _copy_options(conn, str(name), part)
+
+
+def _copy_options(conn: Conn, source: str, target: str) -> None:
     options = scalar(conn, "SELECT reloptions FROM pg_class WHERE oid = %s::regclass", (source,))
     if options:
         settings = sql.SQL(", ").join(
@@ -61,13 +85,16 @@ def prepare_floor_tables(conn: Conn) -> None:
     duties started (every ``last_dispatched_period`` null, loaded in the same
     order, vacuumed and analysed alike), so the floor's UPDATE advances exactly
     as many duties, through the same indexes, as the first run did.
-    ``floor_task`` has duly_task's shape and the same foreign key (to
-    ``floor_duty``).
+    ``floor_task`` has duly_task's shape and the same foreign key, with the
+    organisation (migration 0011), to ``floor_duty``.
     """
     copy_table(conn, "duly_duty", "floor_duty")
     conn.execute("INSERT INTO floor_duty SELECT * FROM duly_duty")
     copy_table(conn, "duly_task", "floor_task")
-    conn.execute("ALTER TABLE floor_task ADD FOREIGN KEY (duty_id) REFERENCES floor_duty (id)")
+    conn.execute(
+        "ALTER TABLE floor_task ADD FOREIGN KEY (organization_id, duty_id)"
+        " REFERENCES floor_duty (organization_id, id)"
+    )
     conn.execute("VACUUM (ANALYZE) floor_duty")
     conn.execute("VACUUM (ANALYZE) floor_task")
 

@@ -148,7 +148,10 @@ def run_naive(conn: Conn, sample_duties: int, total_tasks: int, total_duties: in
     )
     vacuum(conn, ("floor_task", "floor_duty"))
     copy_table(conn, "duly_task", "naive_task")
-    conn.execute("ALTER TABLE naive_task ADD FOREIGN KEY (duty_id) REFERENCES floor_duty (id)")
+    conn.execute(
+        "ALTER TABLE naive_task ADD FOREIGN KEY (organization_id, duty_id)"
+        " REFERENCES floor_duty (organization_id, id)"
+    )
     first = _one_by_one(conn, "floor_task", sample, update=True)
     noop = _one_by_one(conn, "floor_task", sample, update=True)
     empty = _one_by_one(conn, "naive_task", sample, update=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Final
 
 from bench.dispatch.mix import CLASSIC, MIXES
+from dispatch_fn.db.layout import LAYOUTS, PLAIN
 from dispatch_fn.run import dispatch
 
 BENCH_DIR: Final = Path(__file__).resolve().parent.parent
@@ -31,6 +32,9 @@ class Options:
     workers: int = dispatch.DEFAULT_WORKERS
     naive_sample: int = DEFAULT_NAIVE_SAMPLE
     mix: str = CLASSIC.name
+    # duly_duty and duly_task as the migrations build them, or hash-partitioned
+    # by organisation (dispatch_fn.db.layout); the floor's copies follow suit.
+    layout: str = PLAIN
     json_path: Path | None = None
     database_url: str | None = None
     # Connect as the Lambda does behind RDS Proxy: no server-side prepared
@@ -43,6 +47,7 @@ class Options:
     def result_path(self) -> Path:
         """Where the JSON goes."""
         suffix = "" if self.mix == CLASSIC.name else f"-{self.mix}"
+        suffix += "" if self.layout == PLAIN else f"-{self.layout}"
         return self.json_path or BENCH_DIR / "results" / f"dispatch-{self.duties}{suffix}.json"
 
 
@@ -84,6 +89,13 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         help=f"which duties to generate (default {CLASSIC.name}, the mix of record)",
     )
     parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default=PLAIN,
+        help=f"duly_duty and duly_task {PLAIN} or hash-partitioned by organisation"
+        f" (default {PLAIN})",
+    )
+    parser.add_argument(
         "--naive-sample",
         type=positive_int,
         default=DEFAULT_NAIVE_SAMPLE,
@@ -121,6 +133,7 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         workers=args.workers,
         naive_sample=args.naive_sample,
         mix=args.mix,
+        layout=args.layout,
         json_path=args.json,
         database_url=args.database_url,
         rds_proxy=args.rds_proxy,

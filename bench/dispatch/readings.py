@@ -38,8 +38,13 @@ def table_counters(conn: psycopg.Connection[Any], tables: Sequence[str]) -> Coun
     """
     conn.execute("SELECT pg_stat_force_next_flush()")
     conn.execute("SELECT pg_stat_clear_snapshot()")
+    # A partitioned table has no counters of its own: its partitions' are summed.
     rows = conn.execute(
-        "SELECT relname, n_tup_ins, n_tup_upd FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+        "SELECT t.name, sum(s.n_tup_ins), sum(s.n_tup_upd)"
+        " FROM unnest(%s::text[]) t(name) JOIN pg_stat_user_tables s"
+        "   ON s.relid = to_regclass(t.name) OR s.relid IN ("
+        "      SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(t.name))"
+        " GROUP BY t.name",
         (list(tables),),
     ).fetchall()
     found = {str(name): (int(ins), int(upd)) for name, ins, upd in rows}

@@ -17,7 +17,8 @@ def render(results: Results) -> str:
         f"{data.cadences:,} distinct cadences ({data.cadences_without_lead:,} without the lead), "
         f"{data.organisations:,} organisations, "
         f"{data.owners:,} owners), chunk {p['chunk_size']:,}, "
-        f"{p['workers']} dispatcher connection(s), clock {p['clock']}"
+        f"{p['workers']} dispatcher connection(s), clock {p['clock']}, "
+        f"{p.get('layout', 'plain')} layout"
         + (
             ""
             if data.mix == "classic"

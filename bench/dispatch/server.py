@@ -15,6 +15,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 
 from dispatch_fn.cli import embedded
+from dispatch_fn.db.layout import PLAIN, apply_layout
 from dispatch_fn.db.migrate import apply_migrations
 
 type Conn = psycopg.Connection[TupleRow]
@@ -39,8 +40,8 @@ def server(database_url: str | None) -> Iterator[tuple[str, str]]:
 
 
 @contextmanager
-def fresh_database(server_dsn: str, label: str) -> Iterator[str]:
-    """DSN of a new, migrated, empty database, dropped on the way out."""
+def fresh_database(server_dsn: str, label: str, layout: str = PLAIN) -> Iterator[str]:
+    """DSN of a new, migrated, empty database of ``layout``, dropped on the way out."""
     name = f"duly_bench_{label}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -48,6 +49,7 @@ def fresh_database(server_dsn: str, label: str) -> Iterator[str]:
     try:
         with psycopg.connect(dsn) as conn:
             apply_migrations(conn)
+            apply_layout(conn, layout)
         yield dsn
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
@@ -64,6 +66,21 @@ def scalar(
     if row is None:
         raise BenchError(f"no row from {query!r}")
     return row[0]
+
+
+def leaves(conn: Conn, table: str) -> list[str]:
+    """The tables that hold ``table``'s rows: itself, or each of its partitions.
+
+    Storage options and row counters belong to those, not to a partitioned
+    table (the partitioned layout, ``--layout partitioned``).
+    """
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' AND (c.oid = %(t)s::regclass"
+        " OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %(t)s::regclass))"
+        " ORDER BY 1",
+        {"t": table},
+    ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def settle(conn: Conn) -> bool:
