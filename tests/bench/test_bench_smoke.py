@@ -21,18 +21,28 @@ from bench.dispatch.disk import (
     check_disk,
     needed_bytes,
 )
+from bench.dispatch.floor import prepare_floor_tables
 from bench.dispatch.judging import ROUND_TRIPS_PER_PAGE_MAX, ROUND_TRIPS_PER_RUN_MAX
 from bench.dispatch.mix import CLASSIC
 from bench.dispatch.options import Options
 from bench.dispatch.render import render
 from bench.dispatch.results import Bar, Results
 from bench.dispatch.scale import ScaleOptions, measure_at
-from bench.dispatch.server import fresh_database
+from bench.dispatch.server import fresh_database, leaves
+from dispatch_fn.db.layout import LAYOUTS
+from support import session_layout
 
 pytestmark = pytest.mark.slow
 
+# In the session's layout: under DULY_LAYOUT=partitioned the bench runs as
+# --layout partitioned does.
 OPTIONS = Options(
-    duties=2000, backfill_duties=300, chunk_size=400, naive_sample=50, trace_round_trips=True
+    duties=2000,
+    backfill_duties=300,
+    chunk_size=400,
+    naive_sample=50,
+    trace_round_trips=True,
+    layout=session_layout(),
 )
 
 
@@ -320,3 +330,36 @@ def test_a_first_run_longer_than_an_invocation_is_completed_by_its_continuation_
     assert chained.first.tasks_created == one.first.tasks_created > 0
     assert chained.first.duties_advanced == one.first.duties_advanced
     assert chained.noop.tasks_created == chained.noop.duties_advanced == 0
+
+
+def _shape(conn: psycopg.Connection[tuple[object, ...]], table: str) -> tuple[object, ...]:
+    key = conn.execute("SELECT pg_get_partkeydef(%s::regclass)", (table,)).fetchone()
+    parts = conn.execute(
+        "SELECT pg_get_expr(c.relpartbound, c.oid), c.reloptions FROM pg_class c"
+        " WHERE c.relname = ANY(%s) ORDER BY c.relname",
+        (leaves(conn, table),),
+    ).fetchall()
+    uniques = conn.execute(
+        "SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass AND indisunique", (table,)
+    ).fetchone()
+    return key, [tuple(part) for part in parts], uniques
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_floors_tables_are_laid_out_as_the_dispatchers(server_dsn: str, layout: str) -> None:
+    with (
+        fresh_database(server_dsn, "shape", layout) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
+        prepare_floor_tables(conn)
+        for mine, floor in (("duly_duty", "floor_duty"), ("duly_task", "floor_task")):
+            assert _shape(conn, floor) == _shape(conn, mine)
+        partitions = len(leaves(conn, "floor_task"))
+        assert partitions == (8 if layout == "partitioned" else 1)
+        keys = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conrelid = 'floor_task'::regclass AND contype = 'f' AND conparentid = 0"
+        ).fetchall()
+        assert keys == [
+            ("FOREIGN KEY (organization_id, duty_id) REFERENCES floor_duty(organization_id, id)",)
+        ]
