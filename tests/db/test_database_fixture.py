@@ -37,9 +37,8 @@ def test_duty_pages_keep_room_for_in_place_updates(
     # row's own page has room for its next version (migration 0002).
     # The pages are the table's, or on the partitioned layout each partition's.
     query = (
-        "SELECT DISTINCT reloptions FROM pg_class WHERE relkind = 'r'"
-        " AND (oid = 'duly_duty'::regclass"
-        "      OR oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'duly_duty'::regclass))"
+        "SELECT DISTINCT reloptions FROM pg_class WHERE relkind = 'r' AND (oid = %(t)s::regclass"
+        " OR oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %(t)s::regclass))"
     )
-    rows = conn.execute(query).fetchall()
+    rows = conn.execute(query, {"t": "duly_duty"}).fetchall()
     assert rows == [(["fillfactor=50"],)]
