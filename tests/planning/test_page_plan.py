@@ -94,11 +94,11 @@ def test_a_groups_weight_is_its_candidate_periods_summed_over_its_schedules() ->
 # Which page statement writes: the probing variant where rows mostly exist
 
 
-def test_a_page_probes_first_once_the_last_page_found_most_of_its_rows_present() -> None:
-    assert page_plan.rows_mostly_present(owed=10, created=0)
-    assert page_plan.rows_mostly_present(owed=10, created=4)
-    assert not page_plan.rows_mostly_present(owed=10, created=5)
-    assert not page_plan.rows_mostly_present(owed=10, created=10)
+def test_a_page_probes_first_once_the_last_page_found_two_thirds_of_its_rows_present() -> None:
+    assert page_plan.rows_mostly_present(owed=9, created=0)
+    assert page_plan.rows_mostly_present(owed=9, created=2)
+    assert not page_plan.rows_mostly_present(owed=9, created=3)
+    assert not page_plan.rows_mostly_present(owed=9, created=9)
 
 
 def test_a_page_that_owed_nothing_never_says_that_rows_were_present() -> None:
