@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from dispatch_fn.db import database, migrate, store
 from dispatch_fn.db.sql import statement, statement_text
 from dispatch_fn.planning import plan
-from dispatch_fn.run import dispatch
+from dispatch_fn.run import dispatch, recorded
 from support import NOW, duty, insert_duties, session_layout
 
 _NAMED = re.compile(r"%\(\w+\)[sb]")
@@ -50,6 +50,21 @@ def test_the_page_statement_the_server_receives_is_one_files_text(
 ) -> None:
     # psycopg sends each named placeholder as a numbered one.
     assert _placeholders_blank(_received(conn)) == _placeholders_blank(statement_text("page_write"))
+
+
+def test_a_re_run_at_a_clock_the_ledger_holds_sends_the_probing_page_statement(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # The ledger's latest completed clock is this run's: its first page
+    # probes (page_plan.probes_from_the_start), before any page has said so.
+    _received(conn)
+    recorded.execute([conn], dispatch.RunRequest(now=NOW))
+    conn.execute("TRUNCATE seen")
+    recorded.execute([conn], dispatch.RunRequest(now=NOW))
+    seen = [str(row[0]) for row in conn.execute("SELECT query FROM seen")]
+    assert [_placeholders_blank(each) for each in seen] == [
+        _placeholders_blank(statement_text("page_write_rerun"))
+    ]
 
 
 def _names() -> list[str]:
@@ -128,6 +143,13 @@ def test_the_page_statements_share_their_owed_rows_word_for_word() -> None:
     write, dry = statement_text("page_write"), statement_text("page_dry_run")
     owed = between(write, "WITH cadence AS (", "\ninserted AS (")
     assert owed == between(dry, "WITH cadence AS (", "\nmissing AS (")
+    # The probing variant is page_write.sql but for its probe, word for word.
+    rerun = statement_text("page_write_rerun")
+    probe = between(rerun, " o\n    -- The probe:", "ORDER BY duty_id")
+    assert "WHERE NOT EXISTS (" in probe
+    whole = "WITH cadence AS ("
+    unprobed = rerun.replace(probe, " ")
+    assert unprobed[unprobed.index(whole) :] == write[write.index(whole) :]
     head = "head AS NOT MATERIALIZED ("
     taken = statement_text("page_taken_ids")
     assert between(taken, head, "\n)\nSELECT id FROM page") == between(

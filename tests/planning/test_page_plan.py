@@ -89,3 +89,24 @@ def test_a_groups_weight_is_its_candidate_periods_summed_over_its_schedules() ->
     }
     assert page_plan.heaviest(weights) == max(2 * len(monthly.periods), len(daily.periods))
     assert page_plan.heaviest({}) == 0
+
+
+# Which page statement writes: the probing variant where rows mostly exist
+
+
+def test_a_page_probes_first_once_the_last_page_found_two_thirds_of_its_rows_present() -> None:
+    assert page_plan.rows_mostly_present(owed=9, created=0)
+    assert page_plan.rows_mostly_present(owed=9, created=2)
+    assert not page_plan.rows_mostly_present(owed=9, created=3)
+    assert not page_plan.rows_mostly_present(owed=9, created=9)
+
+
+def test_a_page_that_owed_nothing_never_says_that_rows_were_present() -> None:
+    assert not page_plan.rows_mostly_present(owed=0, created=0)
+
+
+def test_a_run_probes_from_its_first_page_only_at_a_clock_dispatched_already() -> None:
+    assert page_plan.probes_from_the_start(NOW, NOW)
+    assert page_plan.probes_from_the_start(NOW + timedelta(days=1), NOW)
+    assert not page_plan.probes_from_the_start(NOW - timedelta(days=1), NOW)
+    assert not page_plan.probes_from_the_start(None, NOW)

@@ -104,3 +104,34 @@ def test_every_range_is_finished_once_unless_the_run_fails(script: list[str]) ->
         assert board.fatal[-1].failure is Failure.LOST
     else:
         assert sorted(finished) == [0, 1, 2]
+
+
+def _page(owed: int, created: int) -> PageResult:
+    return PageResult("a", owed, owed, 0, 0, owed, created, created)
+
+
+def test_the_board_hands_out_jobs_that_probe_first_once_a_page_found_its_rows_present() -> None:
+    board = Board(RANGES)
+    first = board.take()
+    assert not first.probe
+    board.record(Outcome(first, pages=(_page(owed=100, created=3),), reached="b"))
+    second = board.take()
+    assert second == Job(1, "b", "d", probe=True)
+    board.record(Outcome(second, pages=(_page(owed=100, created=100),), reached="d"))
+    assert not board.take().probe
+
+
+def test_a_page_that_owed_nothing_leaves_the_boards_guess_as_it_was() -> None:
+    board = Board(RANGES, probe=True)
+    board.record(Outcome(board.take(), pages=(_page(owed=0, created=0),), reached="b"))
+    assert board.take().probe
+
+
+def test_a_job_put_back_takes_the_boards_guess_when_handed_out_again() -> None:
+    board = Board(RANGES, probe=True)
+    locked = board.take()
+    assert locked.probe
+    board.record(Outcome(locked, failure=Failure.LOCKED))
+    for _ in range(2):
+        board.record(Outcome(board.take(), pages=(_page(owed=5, created=5),), reached="d"))
+    assert board.take() == Job(0, None, "b", deferred=1, probe=False)

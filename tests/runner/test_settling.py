@@ -228,6 +228,24 @@ def test_each_statement_after_the_page_runs_over_exactly_the_duties_it_covered()
     assert all((c.after, c.upto, c.rows) == ("d001", "d005", None) for c in extras)
 
 
+def test_a_probing_job_probes_with_every_page_statement_and_with_none_after_the_page() -> None:
+    # The page is split around the duty the server refuses: each half probes too.
+    server = Server(ids(10), refuses={None: {"d002"}})
+    job = Job(0, None, None, probe=True)
+    outcome = drive(Walk(size=8, extras=(CATCH_UP,)), job, server)
+    assert [each.duty_id for each in outcome.set_aside] == ["d002"]
+    dispatched = [c for c in server.commands if isinstance(c, settling.Dispatch)]
+    pages = [c for c in dispatched if c.target.extra is None]
+    extras = [c for c in dispatched if c.target.extra is not None]
+    assert len(pages) > 1
+    assert extras
+    assert all(c.probe for c in pages)
+    assert not any(c.probe for c in extras)
+    plain = Server(ids(10))
+    drive(Walk(size=8), Job(0, None, None), plain)
+    assert not any(c.probe for c in plain.commands if isinstance(c, settling.Dispatch))
+
+
 def test_an_empty_page_runs_nothing_after_it() -> None:
     server = Server([])
     outcome = drive(Walk(size=4, extras=(CATCH_UP,)), Job(0, None, None), server)

@@ -235,6 +235,7 @@ def dispatch_page(
     page_rows: int | None = None,
     excluded: Sequence[str] = (),
     time_limit_ms: int | None = None,
+    probe: bool = False,
 ) -> PageResult:
     """Run ``page`` on the first ``size`` duties in ``(after, upto]``: one transaction.
 
@@ -242,8 +243,12 @@ def dispatch_page(
     rows its duties can owe would pass ``page_rows`` (None: no such bound).
     Duties in ``excluded`` (set aside by the run) are not part of the page.
     ``time_limit_ms`` lowers the statement timeout for this page alone.
+    ``probe`` writes through page_write_rerun.sql, which looks the owed rows
+    up before inserting those absent (``page_plan.rows_mostly_present`` says
+    when): the same rows and the same result, at another cost. A dry page
+    writes nothing, so it has nothing to probe.
     """
-    query = statement("page_dry_run" if page.dry_run else "page_write")
+    query = statement(_page_file(page, probe=probe))
     params = _page_params(page, after, upto, size, page_rows, excluded)
     # Never prepared: a prepared statement would switch to a generic plan after
     # five pages, and that plan, guessing at the cursor and the page size,
@@ -275,6 +280,12 @@ def dispatch_page(
         None if upto_seen is None else str(upto_seen),
         rows, duties, outside, nothing_due, owed, created, advanced, cut=bool(cut),
     )  # fmt: skip
+
+
+def _page_file(page: PageStatement, *, probe: bool) -> str:
+    if page.dry_run:
+        return "page_dry_run"
+    return "page_write_rerun" if probe else "page_write"
 
 
 def _page_params(  # noqa: PLR0917 - the page's arguments, passed on as they came

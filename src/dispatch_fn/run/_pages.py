@@ -160,6 +160,7 @@ def _dispatch(conn: Connection, walk: Walk, command: settling.Dispatch) -> settl
         page = store.dispatch_page(
             conn, walk.statement_of(command.target), command.after, command.upto, command.size,
             page_rows=command.rows, excluded=command.excluded, time_limit_ms=limit,
+            probe=command.probe,
         )  # fmt: skip
     except _TIMED_OUT as exc:
         # A lowered limit is below statement_timeout (Deadline.limit_ms): it

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from dispatch_fn.planning import page_plan
 from dispatch_fn.run.settling import Failure, Job, Outcome
 
 # Why an incomplete run stopped (RunReport.stopped_by): only the first may hand off.
@@ -91,11 +92,17 @@ class Board:
     """What the scheduler knows between steps; used by its thread only.
 
     ``created`` and ``existing`` are the run's tasks so far, for the progress
-    meter: what a step committed counts even if it failed later.
+    meter: what a step committed counts even if it failed later. ``probe``
+    is whether the next page handed out probes for its owed rows first: at
+    the start, ``probe`` as given (``page_plan.probes_from_the_start``), then
+    what the last page that owed rows found (``page_plan.rows_mostly_present``).
     """
 
-    def __init__(self, ranges: Sequence[tuple[str | None, str | None]]) -> None:
+    def __init__(
+        self, ranges: Sequence[tuple[str | None, str | None]], *, probe: bool = False
+    ) -> None:
         self.agenda = Agenda(Job(n, lower, upper) for n, (lower, upper) in enumerate(ranges))
+        self.probe = probe
         self.outcomes: list[Outcome] = []
         self.fatal: list[Outcome] = []
         self.lost: list[Outcome] = []
@@ -110,6 +117,10 @@ class Board:
         """Whether a connection lost is worth replacing."""
         return bool(self.agenda) and not self.fatal
 
+    def take(self) -> Job:
+        """The next job, with the board's guess whether its page probes first."""
+        return replace(self.agenda.take(), probe=self.probe)
+
     def stop(self, why: str) -> None:
         self.stopped_by = self.stopped_by or why
 
@@ -117,6 +128,9 @@ class Board:
         """Take in one outcome and queue what follows; False if its connection died."""
         self.outcomes.append(outcome)
         paged = sum(page.created for page in outcome.pages)
+        owed = sum(page.owed for page in outcome.pages)
+        if owed:
+            self.probe = page_plan.rows_mostly_present(owed, paged)
         self.created += paged + sum(p.created for p in (*outcome.caught, *outcome.repaid))
         self.existing += sum(page.owed for page in outcome.pages) - paged
         decided = decide(outcome)

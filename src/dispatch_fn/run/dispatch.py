@@ -26,7 +26,7 @@ import psycopg
 from dispatch_fn import settings
 from dispatch_fn.db import store
 from dispatch_fn.db.sql import Connection
-from dispatch_fn.planning import calendar_edge
+from dispatch_fn.planning import calendar_edge, page_plan
 from dispatch_fn.planning.plan import (
     FORMS,
     Cadence,
@@ -72,6 +72,7 @@ def run(
     *,
     catch_up_clocks: Sequence[datetime] = (),
     owed_again: OwedAgain | None = None,
+    dispatched_clock: datetime | None = None,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -88,6 +89,10 @@ def run(
     ``catch_up_clocks`` are the missed daily clocks whose owed tasks each page
     also dispatches (docs/contract.md#ledger); ``owed_again``, what earlier runs' set-aside
     duties are owed (docs/contract.md#ledger), dispatched the same way.
+    ``dispatched_clock``, the latest clock a completed run dispatched (None:
+    unknown), says whether the first pages probe for their rows before
+    inserting (``page_plan.probes_from_the_start``); later pages go by what
+    the pages before them found. Either way the same rows are written.
     """
     if not conns:
         raise ValueError("dispatch.run needs at least one connection; got none")
@@ -140,7 +145,10 @@ def run(
     meter = ProgressMeter(sum(group.duties for group, _ in ready), runtime.on_progress)
     source = runtime.connections
     reconnect = None if source is None else source.reconnect
-    walked = _walk(conns, walk, ranges, runtime.budget.should_stop, reconnect, meter=meter)
+    board = agenda.Board(
+        ranges, probe=page_plan.probes_from_the_start(dispatched_clock, request.now)
+    )
+    walked = _walk(conns, walk, board, runtime.budget.should_stop, reconnect, meter=meter)
     report = _fold(request, preamble, ranges, walked, clocks, owed=owed)
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
@@ -181,7 +189,7 @@ class _Walked:
 def _walk(
     conns: Sequence[Connection],
     walk: _pages.Walk,
-    ranges: Sequence[tuple[str | None, str | None]],
+    board: agenda.Board,
     should_stop: Callable[[], bool],
     reconnect: Callable[[], Connection] | None,
     *,
@@ -193,7 +201,6 @@ def _walk(
     what follows each outcome is the board's to decide (``agenda``), on this
     thread.
     """
-    board = agenda.Board(ranges)
     links = _Links(list(conns), reconnect)
     running: dict[Future[_pages.Outcome], Connection] = {}
     try:
@@ -220,7 +227,7 @@ def _hand_out(
         if should_stop():
             board.stop(STOPPED_BY_DEADLINE)
             break
-        job = board.agenda.take()
+        job = board.take()
         conn = links.idle.pop(0)
         running[pool.submit(_pages.execute, conn, walk, job)] = conn
     return bool(running)

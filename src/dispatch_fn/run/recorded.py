@@ -40,10 +40,12 @@ def execute(
     catch_up_days = runtime.tuning.catch_up_days
     try:
         clocks: tuple[datetime, ...] = ()
+        # The latest clock dispatched: where catch-up counts from, and whether
+        # this run's pages find their rows present from the first (a re-run).
+        dispatched: datetime | None = None
         if request.mode == "scheduled" and not request.dry_run and not request.scope.named:
-            clocks = catch_up.missed_clocks(
-                ledger.latest_completed_clock(conn), request.now, catch_up_days
-            )
+            dispatched = ledger.latest_completed_clock(conn)
+            clocks = catch_up.missed_clocks(dispatched, request.now, catch_up_days)
         run_id = ledger.start(
             conn,
             request,
@@ -63,7 +65,14 @@ def execute(
         _record_failure(conn, run_id, failed.report, str(failed))
         raise failed from exc
     try:
-        report = dispatch.run(conns, request, runtime, catch_up_clocks=clocks, owed_again=owed)
+        report = dispatch.run(
+            conns,
+            request,
+            runtime,
+            catch_up_clocks=clocks,
+            owed_again=owed,
+            dispatched_clock=dispatched,
+        )
     except RunFailedError as failed:
         recorded_failure = _recorded(failed, run_id)
         set_aside = () if failed.outcome is None else failed.outcome.report.set_aside_pairs

@@ -70,6 +70,10 @@ class Job:
     upto: str | None
     deferred: int = 0  # times put back after a lock timeout
     lost: int = 0  # times a connection died under it
+    # The page's own statement probes for its owed rows before inserting
+    # (page_write_rerun.sql): the board's guess when it handed the job out
+    # (agenda.Board.take). Statements after the page never do.
+    probe: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +153,8 @@ class Dispatch:
     """Run ``target`` on the first ``size`` duties in ``(after, upto]`` not in ``excluded``.
 
     Within the run's deadline, and past its first duty within ``rows``
-    candidate rows (None: no bound). Replied to with ``Committed`` or a failure.
+    candidate rows (None: no bound); ``probe``: through the statement's
+    probing variant (``Job.probe``). Replied to with ``Committed`` or a failure.
     """
 
     target: Target
@@ -158,6 +163,7 @@ class Dispatch:
     size: int
     rows: int | None
     excluded: tuple[str, ...]
+    probe: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +332,7 @@ class _Record:
     set_aside: list[SetAside] = field(default_factory=list)
     retries: int = 0
     isolated: int = 0  # duties set aside because a statement failed on them alone
+    probe: bool = False  # the job's: every page statement of the step probes first
 
     def excluded(self) -> tuple[str, ...]:
         return tuple(each.duty_id for each in self.set_aside)
@@ -355,7 +362,7 @@ class _Record:
 
 def settle(walk: Walk, job: Job) -> Steps[Outcome]:
     """The commands that dispatch the page ``job`` names; returns what the step did."""
-    record = _Record()
+    record = _Record(probe=job.probe)
     if walk.edge is None:
         return (yield from _ordinary(walk, job, record))
     return (yield from _judged(walk, walk.edge, job, record))
@@ -563,7 +570,9 @@ def _page(
     walk: Walk, record: _Record, after: str | None, upto: str | None
 ) -> Steps[Committed | Splittable | _Stop]:
     """The page statement, then each statement after it over exactly the duties it covered."""
-    command = Dispatch(PAGE, after, upto, walk.size, walk.rows, record.excluded())
+    command = Dispatch(
+        PAGE, after, upto, walk.size, walk.rows, record.excluded(), probe=record.probe
+    )
     reply = yield from _dispatch(record, command)
     if not isinstance(reply, Committed):
         return reply

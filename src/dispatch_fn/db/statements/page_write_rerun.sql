@@ -1,0 +1,253 @@
+-- page_write.sql for a page whose owed tasks mostly exist already (a
+-- re-run: the same clock dispatched again, or one whose pages an earlier link
+-- of its chain wrote): the same page, the same one-row result
+-- (store.PageResult), the same rows written. page_plan.probes_first decides
+-- which of the two a page runs.
+--
+-- It differs in one place: before the INSERT, each owed row is looked up in
+-- duly_task_dispatch_identity and only those absent go on to be inserted, so
+-- a page that owes nothing new builds no tuple and makes no speculative
+-- insertion (docs/performance.md#server-cpu has the figures). Idempotency
+-- stays the constraint's: ON CONFLICT DO NOTHING still refuses what a
+-- concurrent run inserted since the probe looked. On a page whose rows are
+-- all new the probe finds nothing and only costs its lookups, so running this
+-- statement where page_write.sql was due costs time, never a row. (A task
+-- deleted by another transaction while the page runs, which no run does,
+-- is still seen by the probe and is re-created by the next run rather than
+-- this one.)
+--
+-- Everything else (placeholders, planning, the CTEs from cadence to owed,
+-- word for word; tests/db/test_statements.py holds them together) is
+-- page_write.sql's, and so are the comments that explain it there.
+WITH cadence AS (
+    -- One row per group of duties the run planned (store.Group: a frequency,
+    -- zone and lead bucket): its schedule, today in its zone, and the first
+    -- day in its zone that starts after the previous scheduled clock
+    -- (plan.Schedule.threshold; null in a backfill). Each group's
+    -- weight, the candidate periods its schedule holds (summed over a catch-up
+    -- statement's clocks, which add one cadence each), travels apart as
+    -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
+    SELECT *
+    FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
+                (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
+                (SELECT %(c_today)b::date[]), (SELECT %(c_threshold)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, threshold)
+),
+head AS NOT MATERIALIZED (
+    -- plan.classify: only active, recurring, approved duties are dispatched;
+    -- the partial index duly_duty_dispatchable_approved holds exactly them.
+    -- The next %(size)s of them, in id order.
+    SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
+           d.effective_from, d.effective_to, d.frequency, d.timezone,
+           d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
+           d.holiday_calendar, d.lead_days, d.grace_days,
+           -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
+           width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
+    FROM duly_duty d
+    WHERE duly_dispatchable(d.status, d.form, d.review_status)
+      -- The page's keyset range (a null bound is open) within the run's scope.
+      AND (%(after)s::text IS NULL OR d.id > %(after)s)
+      AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
+      AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                        %(duty_ids)s::text[], %(resume_after)s::text)
+      -- Duties the run set aside while settling a failing page (ADR 0003).
+      AND d.id <> ALL(%(excluded)s::text[])
+    ORDER BY d.id
+    LIMIT %(size)s
+),
+page AS (
+    -- The head, cut short before the rows its duties can owe (each duty's
+    -- candidate periods, its group's weight) pass %(page_rows)s: a page is
+    -- bounded in rows whatever the window and the frequency, and always holds
+    -- its first duty (docs/adr/0009). cut_after: the duty after this one was
+    -- cut (the summary says whether the page was).
+    --
+    -- A null %(page_rows)s takes the head whole: the run sends null wherever a
+    -- page of its heaviest duties could not pass the budget, as on most
+    -- scheduled runs (store.PageStatement.budget, page_size). Only one branch
+    -- then runs, the other's one-time filter being false once the value is
+    -- bound: weighing is a window over the page's wide rows, so it is paid
+    -- only where a page could be cut.
+    SELECT head.*, false AS cut_after
+    FROM head
+    WHERE %(page_rows)s::bigint IS NULL
+    UNION ALL
+    SELECT (duty).*, coalesce(reach + next_weight > %(page_rows)s::bigint, false)
+    FROM (SELECT head AS duty,
+                 -- One window, one pass: head is already in id order.
+                 row_number() OVER running AS place,
+                 sum(w.weight) OVER running AS reach,
+                 lead(w.weight) OVER running AS next_weight
+          FROM head
+          -- The weight is looked up, not joined, so rows keep their order.
+          CROSS JOIN LATERAL (
+              SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
+                               ->> head.lead_bucket::text)::int, 0) AS weight) w
+          WINDOW running AS (ORDER BY head.id ROWS UNBOUNDED PRECEDING)) weighed
+    WHERE %(page_rows)s::bigint IS NOT NULL AND (place = 1 OR reach <= %(page_rows)s::bigint)
+),
+refused_rule AS (
+    -- The due rules (anchor, roll, calendar; '' for none) the run refused
+    -- (store.DueRule): their duties were counted as faults before the pages.
+    SELECT *
+    FROM unnest((SELECT %(x_anchor)b::text[]), (SELECT %(x_roll)b::text[]),
+                (SELECT %(x_calendar)b::text[]))
+        AS x(due_anchor, due_roll, holiday_calendar)
+),
+period AS (
+    -- Each schedule's candidate periods (plan.Schedule); past: over by the
+    -- run's clock, begun after the previous one (plan.Period.past).
+    SELECT *
+    FROM unnest((SELECT %(p_schedule)b::int[]), (SELECT %(p_key)b::text[]),
+                (SELECT %(p_first)b::date[]), (SELECT %(p_last)b::date[]),
+                (SELECT %(p_current)b::bool[]), (SELECT %(p_past)b::bool[]))
+        AS p(schedule_no, period_key, first_day, last_day, current, past)
+),
+roll AS (
+    -- Every day that is not a business day of a calendar in use ('' is the
+    -- Saturday/Sunday weekend of a null calendar), with the business days
+    -- either side of it: plan.Cadence.due_date's roll, as a lookup.
+    SELECT *
+    FROM unnest((SELECT %(r_calendar)b::text[]), (SELECT %(r_day)b::date[]),
+                (SELECT %(r_following)b::date[]), (SELECT %(r_preceding)b::date[]))
+        AS r(holiday_calendar, day, following, preceding)
+),
+placed AS (
+    -- Every duty of the page. Those whose group or due rule was refused, or
+    -- whose offsets or grace lie outside what periods.check_due_rule allows
+    -- (counted as faults before the pages), keep a null schedule_no: they
+    -- count towards the cursor and nothing else.
+    SELECT page.*, c.schedule_no, c.today, c.threshold,
+           (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
+                                           AND coalesce(page.effective_to, 'infinity'::date))
+               AS in_window
+    FROM page
+    LEFT JOIN cadence c
+      ON (c.frequency, c.timezone, c.lead_bucket)
+       = (page.frequency COLLATE "C", page.timezone COLLATE "C", page.lead_bucket)
+     AND (page.due_anchor, page.due_roll, coalesce(page.holiday_calendar, ''))
+         NOT IN (SELECT * FROM refused_rule)
+     -- The ranges periods.check_due_rule and periods.check_grace_days allow
+     -- (due_rules.sql counts the duties outside them as faults).
+     AND duly_due_rule_in_range(page.due_anchor, page.due_offset_days,
+                                page.due_offset_months, page.grace_days)
+),
+unrolled AS (
+    -- periods.due_date_for in bulk, before the roll. period_start and
+    -- period_end: the anchor day plus the offset, clamped into the period (the
+    -- offset is clamped first, so no offset can push a date out of range: no
+    -- period is longer than 366 days). after_period_end: the last day moved
+    -- on whole months (month-end stays month-end, as dates.add_months),
+    -- plus the days; not clamped.
+    SELECT pl.*, p.period_key, p.current, p.past, p.last_day,
+           CASE pl.due_anchor
+               WHEN 'period_start' THEN least(greatest(
+                   p.first_day + least(greatest(pl.due_offset_days, -400), 400),
+                   p.first_day), p.last_day)
+               WHEN 'period_end' THEN least(greatest(
+                   p.last_day + least(greatest(pl.due_offset_days, -400), 400),
+                   p.first_day), p.last_day)
+               ELSE CASE WHEN p.last_day + 1 = date_trunc('month', p.last_day + 1)::date
+                         THEN (date_trunc('month', p.last_day + 1)
+                               + make_interval(months => pl.due_offset_months))::date - 1
+                         ELSE (p.last_day + make_interval(months => pl.due_offset_months))::date
+                    END + pl.due_offset_days
+           END AS unrolled
+    FROM placed pl
+    JOIN period p USING (schedule_no)
+    WHERE pl.schedule_no IS NOT NULL AND pl.in_window
+      -- The duty's own candidates (docs/contract.md#scheduled-run): periods that start by today plus
+      -- its lead; the schedule was planned for the largest lead in its group,
+      -- whose leads share one bucket (plan.lead_bucket). A past period is a
+      -- candidate whatever the lead (plan._schedule_for).
+      AND (pl.today IS NULL OR p.current OR p.past OR p.first_day <= pl.today + pl.lead_days)
+),
+dated AS (
+    -- The roll, applied last (periods.due_date_for): a business day stays;
+    -- modified_following takes the next business day unless that is in a
+    -- later month, then the previous one.
+    SELECT u.*,
+           CASE WHEN r.day IS NULL THEN u.unrolled
+                WHEN u.due_roll = 'following' THEN r.following
+                WHEN u.due_roll = 'preceding' THEN r.preceding
+                WHEN date_trunc('month', r.following) = date_trunc('month', u.unrolled)
+                    THEN r.following
+                ELSE r.preceding
+           END AS due_date
+    FROM unrolled u
+    LEFT JOIN roll r
+      ON u.due_roll <> 'none'
+     AND r.holiday_calendar = coalesce(u.holiday_calendar, '') COLLATE "C"
+     AND r.day = u.unrolled
+    -- A fence: flattened into owed, the due date would be computed once per
+    -- use (four times per candidate period).
+    OFFSET 0
+),
+owed AS (
+    SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
+           period_key, due_date, due_date - lead_days AS visible_from,
+           due_date + grace_days AS late_after
+    FROM dated
+    -- plan.Cadence.window_day: after the period, the window holds the period's
+    -- last day; otherwise the due date.
+    WHERE CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
+              BETWEEN coalesce(effective_from, '-infinity'::date)
+                  AND coalesce(effective_to, 'infinity'::date)
+      -- plan.is_owed: the current period always; a later one once visible; a
+      -- past one if it became owed after the previous clock, its visible_from
+      -- on or after the threshold. Dates only: the planner turned the clock
+      -- into a local day once per group (ADR 0001's rule, not AT TIME ZONE's).
+      AND (today IS NULL OR current
+           OR CASE WHEN past THEN due_date - lead_days >= threshold
+                   ELSE due_date - lead_days <= today END)
+),
+inserted AS (
+    INSERT INTO duly_task (organization_id, duty_id, owner_id, business_unit_id, subject, source,
+                           period_key, due_date, visible_from, late_after)
+    SELECT * FROM owed o
+    -- The probe: a row the unique index already holds is dropped here, for
+    -- the price of one index lookup, instead of being built as a heap tuple
+    -- and refused by a speculative insertion. It only filters: a row another
+    -- run inserts after this statement's snapshot is still refused by the
+    -- constraint below, exactly as page_write.sql's would be.
+    WHERE NOT EXISTS (
+        SELECT 1 FROM duly_task t
+        WHERE (t.organization_id, t.duty_id, t.owner_id, t.period_key)
+            = (o.organization_id, o.duty_id, o.owner_id, o.period_key))
+    ORDER BY duty_id COLLATE "C", period_key COLLATE "C"
+    ON CONFLICT ON CONSTRAINT duly_task_dispatch_identity DO NOTHING
+    RETURNING duty_id, period_key
+),
+advanced AS (
+    UPDATE duly_duty d SET last_dispatched_period = i.latest
+    FROM (SELECT duty_id, max(period_key COLLATE "C") AS latest
+          FROM inserted GROUP BY duty_id) i
+    WHERE d.id = i.duty_id
+      AND (d.last_dispatched_period IS NULL
+           OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
+               d.last_dispatched_period COLLATE "C")
+            < (duly_period_first_day(i.latest), i.latest))
+    RETURNING d.id
+)
+-- The page in one row, in store.PageResult's order.
+--
+-- Each CTE is scanned once. max(id) is taken in the database's own collation,
+-- the one the page's ORDER BY used, so it is the next cursor. nothing_due (in
+-- its window, yet owed nothing) is counted by difference: an anti-join between
+-- two CTEs is planned blind, as a nested loop. Its DISTINCT sorts the page's
+-- owed rows; in "C" that is a byte comparison, where a linguistic default
+-- collation (such as en_US.UTF-8) would call strcoll for each, for the same
+-- count. cut: the row budget ended the page before its size did (the page
+-- CTE), so the range goes on after upto however few duties the page held.
+SELECT d.upto, d.page_rows, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
+       (SELECT count(*) FROM inserted),
+       (SELECT count(*) FROM advanced),
+       d.cut
+FROM (SELECT max(id) AS upto,
+             count(*) AS page_rows,
+             coalesce(bool_or(cut_after), false) AS cut,
+             count(schedule_no) AS duties,
+             count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
+             count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
+      FROM placed) d,
+     (SELECT count(*) AS owed, count(DISTINCT duty_id COLLATE "C") AS owing FROM owed) o
