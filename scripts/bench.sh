@@ -11,6 +11,7 @@
 #   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
 #   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
 #   ./scripts/bench.sh shard-migration [ARGS]   migration 0011 on existing tasks, inserts going on
+#   ./scripts/bench.sh page-walk [ARGS]         pages' head scans walking id or (organization_id, id)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
@@ -38,6 +39,10 @@ migration)
 shard-migration)
     shift
     .venv/bin/python -m bench.shard_keys_migration "$@"
+    ;;
+page-walk)
+    shift
+    .venv/bin/python -m bench.page_walk "$@"
     ;;
 *)
     step "bench: the period engine"
