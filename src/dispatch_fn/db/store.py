@@ -99,13 +99,6 @@ class PageResult:
     cut: bool = False  # the page's row budget ended it before its size did
 
 
-def count_undispatchable(conn: Connection, scope: Scope) -> list[tuple[Any, Any, Any, int]]:
-    """``(form, status, review_status, count)`` for every duty in scope not dispatched."""
-    query = statement("undispatchable_counts")
-    rows = conn.execute(query, scope_params(scope), prepare=False).fetchall()
-    return [(form, status, review, int(n)) for form, status, review, n in rows]
-
-
 def ids_with_form(
     conn: Connection, scope: Scope, forms_excluded: Sequence[str], limit: int
 ) -> list[tuple[str, Any]]:
@@ -118,15 +111,36 @@ def ids_with_form(
     ]
 
 
-def dispatchable_groups(conn: Connection, scope: Scope) -> list[Group]:
-    """Every group of dispatchable duties in scope (one aggregate per run)."""
-    query = statement("dispatchable_groups")
+@dataclass(frozen=True, slots=True)
+class Census:
+    """What one scan of the duties in scope says before the pages (duty_census.sql)."""
+
+    # (form, status, review_status, count) of every combination not dispatched.
+    undispatchable: tuple[tuple[Any, Any, Any, int], ...]
+    # Every group of dispatchable duties: the run plans one schedule each.
+    groups: tuple[Group, ...]
+    # Every due rule among the dispatchable duties, whatever their group: the
+    # run's rules while it refuses no group (otherwise ``due_rules``).
+    rules: tuple[DueRule, ...]
+
+
+def census(conn: Connection, scope: Scope) -> Census:
+    """The duties in scope not dispatched, the groups and the due rules of the rest, in one scan."""
+    query = statement("duty_census")
     params = {**scope_params(scope), **_lead_thresholds()}
-    rows = conn.execute(query, params, prepare=False).fetchall()
-    return [
-        Group(frequency, zone, int(bucket), int(count), int(lead))
-        for frequency, zone, bucket, count, lead in rows
-    ]
+    undispatchable: list[tuple[Any, Any, Any, int]] = []
+    groups: list[Group] = []
+    rules: list[DueRule] = []
+    for row in conn.execute(query, params, prepare=False):
+        kind, form, status, review, frequency, zone, bucket, anchor, roll, calendar = row[:10]
+        left_out, dispatched, max_lead, out_of_range = row[10:]
+        if kind == "form":
+            undispatchable.append((form, status, review, int(left_out)))
+        elif kind == "group":
+            groups.append(Group(frequency, zone, int(bucket), int(dispatched), int(max_lead)))
+        else:
+            rules.append(DueRule(anchor, roll, calendar, int(dispatched), int(out_of_range)))
+    return Census(tuple(undispatchable), tuple(groups), tuple(rules))
 
 
 def _lead_thresholds() -> dict[str, list[int]]:

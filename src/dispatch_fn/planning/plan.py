@@ -299,7 +299,7 @@ def schedule_for(
 # zone and bucket, so a duty's group is planned for at most twice its own lead
 # (ADR 0009). The SQL spelling of the same rule is
 # ``width_bucket(lead_days, %(lead_thresholds)s::int[])`` with these bounds, in
-# statements/dispatchable_groups.sql, due_rules.sql, fault_members.sql and
+# statements/duty_census.sql, due_rules.sql, fault_members.sql and
 # the page statements (page_write.sql, page_dry_run.sql, page_taken_ids.sql).
 LEAD_THRESHOLDS: Final = tuple(2**n for n in range(31))
 

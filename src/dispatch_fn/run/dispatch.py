@@ -334,7 +334,8 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
     skipped: Counter[str] = Counter()
     fault_counts: Counter[str] = Counter()
     faults: list[Fault] = []
-    for form, status, review, count in store.count_undispatchable(conn, request.scope):
+    census = store.census(conn, request.scope)
+    for form, status, review, count in census.undispatchable:
         reason = classify(form, status, review)
         duties_read += count
         if reason == FaultReason.UNKNOWN_FORM:
@@ -348,7 +349,7 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
         )
     ready: list[tuple[store.Group, Schedule]] = []
     refused_groups: dict[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]] = {}
-    for group, outcome in _plan_groups(conn, request):
+    for group, outcome in _plan_groups(census.groups, request):
         if isinstance(outcome, Schedule):
             ready.append((group, outcome))
         else:
@@ -356,9 +357,14 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
             duties_read += group.duties
             fault_counts[outcome.reason] += group.duties
     refused_keys = [group for group, _ in refused_groups.values()]
-    rules, rule_faults = _judge_rules(
-        store.due_rules(conn, request.scope, refused_keys) if ready else []
-    )
+    # The census counted every dispatchable duty's rule; a refused group's
+    # duties are that group's faults, so its rules are counted again without them.
+    found: Sequence[store.DueRule] = census.rules
+    if not ready:
+        found = ()
+    elif refused_keys:
+        found = store.due_rules(conn, request.scope, refused_keys)
+    rules, rule_faults = _judge_rules(found)
     duties_read += rule_faults.total()
     fault_counts.update(rule_faults)
     if sum(fault_counts.values()) > fault_counts[FaultReason.UNKNOWN_FORM]:
@@ -396,7 +402,7 @@ def _edge_of(
 
 
 def _plan_groups(
-    conn: Connection, request: RunRequest
+    groups: Sequence[store.Group], request: RunRequest
 ) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
     """Every group of dispatchable duties with its schedule, or the engine's refusal.
 
@@ -418,7 +424,7 @@ def _plan_groups(
                 previous=previous_clock(request.now, request.interval),
             ),
         )
-        for group in store.dispatchable_groups(conn, request.scope)
+        for group in groups
     ]
 
 

@@ -16,7 +16,7 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
            FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],
                        %(g_lead_bucket)s::int[]) AS g(frequency, timezone, lead_bucket)
            WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone
-             -- plan.lead_bucket's rule (dispatchable_groups.sql).
+             -- plan.lead_bucket's rule (duty_census.sql).
              AND g.lead_bucket = width_bucket(d.lead_days, %(lead_thresholds)s::int[]))
        OR (d.due_anchor, d.due_roll, coalesce(d.holiday_calendar, ''))
           IN (SELECT * FROM unnest(%(r_anchor)s::text[], %(r_roll)s::text[], %(r_calendar)s::text[]))

@@ -1,0 +1,124 @@
+"""One scan counts what a run learns before its pages, as the planner's own rules count it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import psycopg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dispatch_fn.db import store
+from dispatch_fn.engine import periods
+from dispatch_fn.errors import PeriodError
+from dispatch_fn.planning.plan import classify, lead_bucket
+from dispatch_fn.planning.request import Scope
+from support import duty, insert_duties
+
+
+def _in_range(row: dict[str, Any]) -> bool:
+    """Offsets and grace as the engine accepts them (duly_due_rule_in_range's oracle)."""
+    try:
+        periods.check_due_rule(row["due_anchor"], row["due_offset_days"], row["due_offset_months"])
+        periods.check_grace_days(row["grace_days"])
+    except PeriodError:
+        return False
+    return True
+
+
+def _expected(rows: list[dict[str, Any]], scope: Scope) -> store.Census:
+    """The three sets, counted one duty at a time in Python."""
+    left_out: Counter[tuple[Any, Any, Any]] = Counter()
+    groups: dict[tuple[Any, str, int], list[int]] = {}
+    rules: dict[tuple[str, str, str | None], list[int]] = {}
+    for row in rows:
+        if scope.organization_id not in (None, row["organization_id"]):
+            continue
+        if classify(row["form"], row["status"], row["review_status"]) is not None:
+            left_out[row["form"], row["status"], row["review_status"]] += 1
+            continue
+        key = (row["frequency"], row["timezone"], lead_bucket(row["lead_days"]))
+        members = groups.setdefault(key, [])
+        members.append(row["lead_days"])
+        rule = rules.setdefault(
+            (row["due_anchor"], row["due_roll"], row["holiday_calendar"]), [0, 0]
+        )
+        rule[0] += 1
+        rule[1] += not _in_range(row)
+    return store.Census(
+        tuple((*key, n) for key, n in left_out.items()),
+        tuple(store.Group(*key, len(leads), max(leads)) for key, leads in groups.items()),
+        tuple(store.DueRule(*key, n, bad) for key, (n, bad) in rules.items()),
+    )
+
+
+def _sorted(census: store.Census) -> tuple[list[Any], list[Any], list[Any]]:
+    return (
+        sorted(census.undispatchable, key=repr),
+        sorted(census.groups, key=repr),
+        sorted(census.rules, key=repr),
+    )
+
+
+@st.composite
+def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Duties of every form, status and review, a few frequencies, zones, leads and rules."""
+    rows = []
+    for n in range(draw(st.integers(0, 25))):
+        anchor = draw(st.sampled_from(["period_start", "period_end", "after_period_end"]))
+        rows.append(
+            duty(
+                f"d{n:02}",
+                organization_id=draw(st.sampled_from(["org-a", "org-b"])),
+                form=draw(st.sampled_from(["recurring"] * 4 + ["standing", "one_off", "bogus"])),
+                status=draw(st.sampled_from(["active"] * 4 + ["paused", "retired"])),
+                review_status=draw(st.sampled_from(["approved"] * 4 + ["to_review", None])),
+                frequency=draw(st.sampled_from(["monthly", "weekly", "hourly", None])),
+                timezone=draw(st.sampled_from(["UTC", "Europe/Berlin", "Mars/Olympus"])),
+                # Pairs that share a bucket (5 and 6, 33 and 40), so groups have a largest lead.
+                lead_days=draw(st.sampled_from([-3_660, 0, 5, 6, 33, 40, 400, 3_660])),
+                due_anchor=anchor,
+                due_offset_days=draw(st.integers(-3, 40) | st.just(400)),
+                due_offset_months=draw(st.integers(0, 2) | st.just(30)),
+                due_roll=draw(st.sampled_from(["none", "following", "sideways"])),
+                holiday_calendar=draw(st.sampled_from([None, "US", "Atlantis"])),
+                grace_days=draw(st.integers(0, 30) | st.just(400)),
+            )
+        )
+    return rows
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(rows=duties(), organization_id=st.none() | st.just("org-a"))
+def test_census_counts_every_set_as_the_planner_does(
+    conn: psycopg.Connection[Any], rows: list[dict[str, Any]], organization_id: str | None
+) -> None:
+    conn.execute("DELETE FROM duly_duty")
+    insert_duties(conn, rows)
+    scope = Scope(organization_id=organization_id)
+
+    found = store.census(conn, scope)
+
+    assert _sorted(found) == _sorted(_expected(rows, scope))
+
+
+def test_census_of_a_scope_without_duties_is_empty(conn: psycopg.Connection[Any]) -> None:
+    insert_duties(conn, [duty("d1", organization_id="org-a")])
+
+    found = store.census(conn, Scope(organization_id="org-none"))
+
+    assert found == store.Census((), (), ())
+
+
+def test_a_group_carries_its_largest_lead(conn: psycopg.Connection[Any]) -> None:
+    # 33 and 40 share a lead bucket (32-63): one group, planned for 40.
+    insert_duties(conn, [duty("d1", lead_days=40), duty("d2", lead_days=33)])
+
+    found = store.census(conn, Scope())
+
+    assert found.groups == (store.Group("monthly", "UTC", lead_bucket(40), 2, 40),)
