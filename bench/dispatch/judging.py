@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from bench.dispatch.dispatcher import ChildRun
-from bench.dispatch.floor import FloorRun
 from bench.dispatch.results import Bar, Results, Verdict
 
 FIRST_VS_FLOOR_MAX: Final = 1.25
@@ -27,8 +25,13 @@ ROUND_TRIPS_PER_RUN_MAX: Final = 8
 LAMBDA_TIMEOUT_S: Final = 900.0
 LAMBDA_SHARE_MAX: Final = 0.5
 
-# The bar of an information-only line.
-NO_BAR: Final = "(info) none"
+# Issue 22's goals on the server's CPU against the floor's. Information, not
+# bar: their lines say whether a goal is met but do not set the exit status.
+SERVER_CPU_FIRST_GOAL: Final = 1.10
+SERVER_CPU_NOOP_GOAL: Final = 1.25
+
+# What a goal's bar starts with.
+GOAL: Final = "(goal)"
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -143,20 +146,35 @@ def judge(results: Results, duties: int, chunk_size: int) -> list[Verdict]:
             f"<= {budget:g} s",
             first.seconds <= budget,
         ),
-        _cpu_verdict(Bar.SERVER_CPU_FIRST, "server CPU: first run / floor", first, floor),
-        _cpu_verdict(
-            Bar.SERVER_CPU_NOOP, "server CPU: no-op / floor no-op", noop, results.floor_noop
+        cpu_goal_verdict(
+            Bar.SERVER_CPU_FIRST,
+            "server CPU: first run / floor",
+            first.server_cpu_seconds,
+            floor.server_cpu_seconds,
+            SERVER_CPU_FIRST_GOAL,
+        ),
+        cpu_goal_verdict(
+            Bar.SERVER_CPU_NOOP,
+            "server CPU: no-op / floor no-op",
+            noop.server_cpu_seconds,
+            results.floor_noop.server_cpu_seconds,
+            SERVER_CPU_NOOP_GOAL,
         ),
     ]
 
 
-def _cpu_verdict(key: Bar, name: str, run: ChildRun, floor: FloorRun) -> Verdict:
-    """The work a run cost the database against the floor's, beside the timed bar."""
-    spent, floor_spent = run.server_cpu_seconds, floor.server_cpu_seconds
+def cpu_goal_verdict(
+    key: Bar, name: str, spent: float | None, floor_spent: float | None, goal: float
+) -> Verdict:
+    """The server CPU a run cost against the floor's, and whether it meets ``goal``.
+
+    Beside the timed bar, never part of it (``judged=False``). Not a number
+    (``value`` NaN) where the CPU could not be read.
+    """
+    bar = f"{GOAL} <= {goal:.2f}x"
     if spent is None or floor_spent is None:
-        return Verdict(
-            key, name, math.nan, "n/a (server not local)", NO_BAR, passed=True, judged=False
-        )
+        shown = "n/a (server not local)"
+        return Verdict(key, name, math.nan, shown, bar, passed=False, judged=False)
     value = ratio(spent, floor_spent)
     shown = f"{value:.2f}x ({spent:.1f} vs {floor_spent:.1f} s)"
-    return Verdict(key, name, value, shown, NO_BAR, passed=True, judged=False)
+    return Verdict(key, name, value, shown, bar, passed=value <= goal, judged=False)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from bench.dispatch.disk import DiskCheck
 from bench.dispatch.dispatcher import ChildRun
-from bench.dispatch.judging import NO_BAR
+from bench.dispatch.judging import GOAL
 from bench.dispatch.readings import Written
-from bench.dispatch.results import Results
+from bench.dispatch.results import Results, Verdict
 
 
 def render(results: Results) -> str:
@@ -107,11 +109,16 @@ def render(results: Results) -> str:
         f"{'ratio':<40} {'value':>34}  {'bar':<30} verdict",
     ]
     lines += [
-        f"{v.name:<40} {v.shown:>34}  {v.bar:<30} "
-        + ("info" if v.bar == NO_BAR else "PASS" if v.passed else "FAIL" if v.judged else "over")
-        for v in results.verdicts
+        f"{v.name:<40} {v.shown:>34}  {v.bar:<30} {verdict_word(v)}" for v in results.verdicts
     ]
     return "\n".join(lines)
+
+
+def verdict_word(verdict: Verdict) -> str:
+    """PASS or FAIL on the bar; met or missed for a goal; over for information past its mark."""
+    if verdict.bar.startswith(GOAL):
+        return "n/a" if math.isnan(verdict.value) else "met" if verdict.passed else "missed"
+    return "PASS" if verdict.passed else "FAIL" if verdict.judged else "over"
 
 
 def disk_line(disk: DiskCheck) -> str:
