@@ -21,7 +21,8 @@ from bench.dispatch.disk import (
     check_disk,
     needed_bytes,
 )
-from bench.dispatch.floor import prepare_floor_tables
+from bench.dispatch.dispatcher import ChildRun
+from bench.dispatch.floor import FloorRun, prepare_floor_tables
 from bench.dispatch.judging import ROUND_TRIPS_PER_PAGE_MAX, ROUND_TRIPS_PER_RUN_MAX
 from bench.dispatch.mix import CLASSIC
 from bench.dispatch.options import Options
@@ -151,19 +152,22 @@ def test_server_cpu_is_read_where_the_server_runs_on_this_machine(
 ) -> None:
     host = conninfo_to_dict(server_dsn).get("host") or "/"  # libpq's default: a socket
     local = str(host).startswith("/") or host in ("localhost", "127.0.0.1", "::1")
-    spent = [
-        figures.first.server_cpu_seconds,
-        figures.retry.server_cpu_seconds,
-        figures.noop.server_cpu_seconds,
-        figures.backfill.server_cpu_seconds,
-        figures.tenth_first.server_cpu_seconds,
-        figures.floor.server_cpu_seconds,
-        figures.floor_noop.server_cpu_seconds,
+    runs: list[ChildRun | FloorRun] = [
+        figures.first,
+        figures.retry,
+        figures.noop,
+        figures.backfill,
+        figures.tenth_first,
+        figures.floor,
+        figures.floor_noop,
     ]
+    # The whole server's CPU, and the phase's own backends' beside it.
+    spent = [run.server_cpu_seconds for run in runs] + [run.backend_cpu_seconds for run in runs]
     assert all((each is not None) is local for each in spent)
     assert all(each is None or each >= 0 for each in spent)
     if local:  # tick-granular (10 ms), but a first run does measurable work
         assert (figures.first.server_cpu_seconds or 0) > 0
+        assert (figures.first.backend_cpu_seconds or 0) > 0
 
 
 def test_every_bar_is_judged_in_order(figures: Results) -> None:
