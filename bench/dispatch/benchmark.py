@@ -157,7 +157,7 @@ def run_comparison(options: Options, server_dsn: str, disk: DiskCheck | None = N
 def _measured(
     options: Options, server_dsn: str, disk: DiskCheck, parameters: dict[str, Any]
 ) -> Iterator[tuple[Conn, ChildSpec, Pass]]:
-    """The phases every pass makes, in a fresh database; open until the full pass is done.
+    """The phases every pass makes, in a fresh database, kept open for the caller's block.
 
     Generate; the first run, then again at once (a retry) and after the
     vacuum autovacuum would make (the no-op); stage the first run's rows; the
