@@ -26,7 +26,7 @@ typecheck:  ## mypy, strict
 template:   ## sam validate, sam validate --lint, cfn-lint, sam build
 	./scripts/test.sh template
 
-bench:      ## the engine and the dispatcher against PostgreSQL's floor (not a gate); ARGS="--duties 20000" for a small N
+bench:      ## the engine and the dispatcher against PostgreSQL's floor, every mix and layout side by side (not a gate); ARGS="--duties 20000" for a small N
 	./scripts/bench.sh $(ARGS)
 
 bench-10m:  ## the first run and the no-op at 10,000,000 duties, as chains of 900 s invocations, beside 1,000,000 (disk checked first)

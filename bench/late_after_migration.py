@@ -1,6 +1,6 @@
 """What migrations 0003 and 0006 cost on a table of existing tasks.
 
-Run: .venv/bin/python bench/late_after_migration.py [--tasks 1000000] [--dsn DSN]
+Run: .venv/bin/python -m bench.late_after_migration [--tasks 1000000] [--dsn DSN]
 
 Builds a throwaway database at migration 0002 holding ``--tasks`` tasks, then
 applies 0003 (columns: catalog only) and 0006 (late_after backfilled in
@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-import uuid
 
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
-from dispatch_fn.cli import embedded
+from bench.dispatch.server import fresh_database, server
 from dispatch_fn.db.migrate import apply_migrations
 
 
@@ -31,28 +28,15 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--dsn", help="a server to create the throwaway database on")
     args = parser.parse_args()
-    if args.dsn:
-        _on_server(args.dsn, args.tasks)
-        return
-    with embedded.throwaway("duly-bench-pg-") as started:
-        _on_server(started.dsn, args.tasks)
-
-
-def _on_server(server: str, tasks: int) -> None:
-    name = f"duly_mig_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = make_conninfo(server, dbname=name)
-    try:
-        _measure(dsn, tasks)
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    with (
+        server(args.dsn) as (server_dsn, _),
+        fresh_database(server_dsn, "mig", until="0002_duty_fillfactor") as dsn,
+    ):
+        _measure(dsn, args.tasks)
 
 
 def _measure(dsn: str, tasks: int) -> None:
     with psycopg.connect(dsn) as conn:
-        apply_migrations(conn, until="0002_duty_fillfactor")
         conn.execute(
             "INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id, source,"
             " frequency) SELECT 'd' || n, 'org-' || n % 100, 'duty', 'recurring', 'active',"

@@ -2,8 +2,10 @@
 # Performance benchmarks, not part of the gate. Each prints figures measured side
 # by side in one run.
 #   ./scripts/bench.sh [ARGS]                   the period engine, then the dispatcher
-#                                               against PostgreSQL's floor (ARGS go to
-#                                               bench.dispatch, e.g. --duties 100000)
+#                                               against PostgreSQL's floor, every mix and
+#                                               layout side by side (ARGS go to
+#                                               bench.dispatch, e.g. --duties 100000, or
+#                                               --mix classic --layout plain for one)
 #   ./scripts/bench.sh scale [ARGS]             the first run and the no-op at a large N
 #                                               (default 10,000,000), beside N/10
 #   ./scripts/bench.sh catch-up [ARGS]          catching up missed days vs a daily run

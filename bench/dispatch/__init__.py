@@ -1,14 +1,24 @@
 """The dispatcher against PostgreSQL's own floor, side by side in one run (issue 5).
 
 Run: .venv/bin/python -m bench.dispatch [--duties N] [--backfill-duties M]
-         [--chunk-size C] [--workers W] [--mix classic|compliance] [--json PATH]
-         [--naive-sample S] [--database-url DSN] [--rds-proxy]
+         [--chunk-size C] [--workers W] [--mix MIX[,MIX]|all]
+         [--layout LAYOUT[,LAYOUT]|all] [--json PATH] [--naive-sample S]
+         [--database-url DSN] [--rds-proxy]
 
 Without ``--database-url`` (or ``DATABASE_URL``) it starts an embedded
 PostgreSQL in a temporary directory under /tmp and removes it afterwards; with
-one, it creates a fresh database on that server and drops it afterwards.
+one, it creates fresh databases on that server and drops them afterwards.
 
-What it measures, at one fixed clock (``data.CLOCK``):
+``--mix`` (classic, compliance) and ``--layout`` (plain, partitioned) each take
+a comma-separated list or ``all``, the default: every (mix, layout) is measured
+in one invocation against the same server, one after another, each in a fresh
+database of its own. The first (classic, plain unless told otherwise: the mix
+and layout of record) runs the full benchmark below; every other runs a
+comparison pass: the same generated duties, then a, b0, b and d, the phases
+the ratios against the floor need, without the backfill, the naive path and
+N/10 (``benchmark.run_comparison``).
+
+What the full pass measures, at one fixed clock (``data.CLOCK``):
 
 a. the first scheduled run over N generated duties, in a child process (its
    own peak RSS, wall time, round trips);
@@ -30,13 +40,20 @@ f. the first run's peak RSS again at N/10, in a fresh database of its own
    generated the same way (so the only thing that changes is N).
 
 It prints a table with the ratios against the bar of issue 5 and writes the
-same figures as JSON (default ``bench/results/dispatch-N.json``).
+same figures as JSON (default ``bench/results/dispatch-N.json``). With more
+than one (mix, layout) it then prints one more table, side by side, a row per
+pass (first run and no-op against the floor's, wall time and the whole
+server's CPU; round trips, peak RSS, tasks created), and writes every pass's
+figures to ``bench/results/dispatch-N-side-by-side.json``. The exit status is
+1 if a judged line of any pass fails (a comparison pass is judged by the
+lines it has the figures for).
 
-Before generating anything it checks the disk (``disk``): a probe on a few
-thousand duties measures a duty's and a task's bytes, and a bench the data
-directory's filesystem cannot hold is refused. ``python -m bench.dispatch.scale``
-(``make bench-10m``) measures the first run and the no-op alone at a large N,
-each as a chain of simulated Lambda invocations (``chain``), beside N/10.
+Before generating anything it checks the disk for every pass (``disk``): a
+probe on a few thousand duties of each mix measures a duty's and a task's
+bytes, and a bench the data directory's filesystem cannot hold is refused.
+``python -m bench.dispatch.scale`` (``make bench-10m``) measures the first run
+and the no-op alone at a large N, each as a chain of simulated Lambda
+invocations (``chain``), beside N/10, for one mix on the plain layout.
 
 Modules, by concept: ``cli`` (options, the entry point), ``mix`` and ``data``
 (what the generated duties look like, and the SQL that writes them),
@@ -44,5 +61,5 @@ Modules, by concept: ``cli`` (options, the entry point), ``mix`` and ``data``
 (``pg_stat_user_tables`` and ``/proc``), ``child`` (the dispatcher run in a
 process of its own, shared with the tests), ``dispatcher`` (those runs as the
 bench measures them), ``floor``, ``naive``, ``results``, ``judging`` and
-``render``; ``benchmark`` runs them in order.
+``render``; ``benchmark`` runs them in order, pass by pass.
 """

@@ -1,25 +1,36 @@
-"""Every phase of the benchmark in order: generate, dispatch, floor, backfill, naive, N/10."""
+"""The benchmark's passes: generate, dispatch, floor; the full pass also backfill, naive, N/10."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 
 from bench.dispatch.child import ChildSpec
 from bench.dispatch.data import BACKFILL_FROM, BACKFILL_TO, CLOCK, generate
-from bench.dispatch.disk import FULL_BENCH, check_disk
+from bench.dispatch.disk import (
+    COMPARISON_BENCH,
+    FULL_BENCH,
+    PROBE_DUTIES,
+    DiskCheck,
+    check_disk,
+    probe,
+)
 from bench.dispatch.dispatcher import run_child
 from bench.dispatch.floor import prepare_floor_tables, run_floor, stage_floor
-from bench.dispatch.judging import judge
+from bench.dispatch.judging import judge, judge_pass
 from bench.dispatch.mix import BIG_ORG, MIXES
 from bench.dispatch.naive import run_naive
 from bench.dispatch.options import Options
-from bench.dispatch.results import Results
+from bench.dispatch.results import Pass, Results, SideBySide, phases_of
 from bench.dispatch.server import (
     DISPATCH_TABLES,
     FLOOR_TABLES,
+    Conn,
     fresh_database,
     scalar,
     settle,
@@ -27,24 +38,136 @@ from bench.dispatch.server import (
 )
 
 
-def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> Results:
-    """Generate, measure every path, and judge the figures against the bar."""
-    mix = MIXES[options.mix]
+def run_side_by_side(
+    options: Options,
+    server_dsn: str,
+    server_label: str = "",
+    on_full: Callable[[Results], None] | None = None,
+) -> SideBySide:
+    """Every (mix, layout) asked for, on one server: the first in full, then each other compared.
+
+    The disk is checked for all of them before anything is generated.
+    ``on_full`` is handed the full pass's figures as soon as they are in: the
+    comparison passes take a while yet.
+    """
+    record, *others = options.combinations()
+    disks = check_disks([record, *others], server_dsn)
+    full = run_benchmark(record, server_dsn, server_label, disks[0])
+    if on_full is not None:
+        on_full(full)
+    compared = tuple(
+        run_comparison(each, server_dsn, disk) for each, disk in zip(others, disks[1:], strict=True)
+    )
+    return SideBySide(full, compared)
+
+
+def check_disks(passes: Sequence[Options], server_dsn: str) -> list[DiskCheck]:
+    """The disk checked for every pass before any is generated, the first in full.
+
+    One probe per mix: the passes run one after another, each database
+    dropped before the next is made, so each must fit alone.
+    """
+    mixes = dict.fromkeys(options.mix for options in passes)
+    footprints = {
+        mix: probe(
+            server_dsn, MIXES[mix], passes[0].chunk_size, min(PROBE_DUTIES, passes[0].duties)
+        )
+        for mix in mixes
+    }
+    return [
+        check_disk(
+            server_dsn,
+            MIXES[options.mix],
+            duties=options.duties,
+            backfill_duties=options.backfill_duties,
+            tables=COMPARISON_BENCH if index else FULL_BENCH,
+            chunk_size=options.chunk_size,
+            footprint=footprints[options.mix],
+        )
+        for index, options in enumerate(passes)
+    ]
+
+
+def run_benchmark(
+    options: Options, server_dsn: str, server_label: str = "", disk: DiskCheck | None = None
+) -> Results:
+    """The full pass: measure every path and judge the figures against the bar.
+
+    ``options``' first mix and layout; ``disk`` is checked first unless given.
+    """
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         version = str(scalar(admin, "SHOW server_version"))
-    disk = check_disk(
-        server_dsn,
-        mix,
-        duties=options.duties,
-        backfill_duties=options.backfill_duties,
-        tables=FULL_BENCH,
-        chunk_size=options.chunk_size,
+    if disk is None:
+        disk = check_disks([options], server_dsn)[0]
+    parameters = {
+        **_parameters(options, "full"),
+        "naive_sample": options.naive_sample,
+        "backfill_window": [BACKFILL_FROM.isoformat(), BACKFILL_TO.isoformat()],
+        "backfill_organization": BIG_ORG,
+    }
+    with _measured(options, server_dsn, disk, parameters) as (conn, scheduled, measured):
+        backfill_spec = dataclasses.replace(
+            scheduled,
+            window=(BACKFILL_FROM.isoformat(), BACKFILL_TO.isoformat()),
+            organization_id=BIG_ORG,
+        )
+        backfill = run_child(conn, backfill_spec)
+        conn.execute("ANALYZE duly_task")
+        backfill_again = run_child(conn, backfill_spec)
+        naive = run_naive(conn, options.naive_sample, measured.staged_rows, measured.floor.advanced)
+    # N/10 in a fresh database generated the same way: the same distribution at a
+    # tenth of the size, the same first run, so only N differs.
+    tenth = max(1, options.duties // 10)
+    with (
+        fresh_database(server_dsn, "tenth", options.layout) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
+        tenth_data = generate(
+            conn,
+            tenth,
+            max(1, options.backfill_duties * tenth // options.duties),
+            MIXES[options.mix],
+        )
+        tenth_first = run_child(conn, dataclasses.replace(scheduled, dsn=dsn))
+    results = Results(
+        **phases_of(measured),
+        server={"version": version, "where": server_label},
+        backfill=backfill,
+        backfill_again=backfill_again,
+        naive=naive,
+        tenth_data=tenth_data,
+        tenth_first=tenth_first,
     )
+    results.verdicts = judge(results, options.duties, options.chunk_size)
+    return results
+
+
+def run_comparison(options: Options, server_dsn: str, disk: DiskCheck | None = None) -> Pass:
+    """A comparison pass: the phases the ratios against the floor need, judged by them."""
+    if disk is None:
+        disk = check_disks([options], server_dsn)[0]
+    parameters = _parameters(options, "comparison")
+    with _measured(options, server_dsn, disk, parameters) as (_conn, _spec, measured):
+        pass  # a comparison pass ends with the floor's no-op
+    measured.verdicts = judge_pass(measured, options.duties, options.chunk_size)
+    return measured
+
+
+@contextmanager
+def _measured(
+    options: Options, server_dsn: str, disk: DiskCheck, parameters: dict[str, Any]
+) -> Iterator[tuple[Conn, ChildSpec, Pass]]:
+    """The phases every pass makes, in a fresh database, kept open for the caller's block.
+
+    Generate; the first run, then again at once (a retry) and after the
+    vacuum autovacuum would make (the no-op); stage the first run's rows; the
+    floor, then again at once and after the same vacuum.
+    """
     with (
         fresh_database(server_dsn, "n", options.layout) as dsn,
         psycopg.connect(dsn, autocommit=True) as conn,
     ):
-        data = generate(conn, options.duties, options.backfill_duties, mix)
+        data = generate(conn, options.duties, options.backfill_duties, MIXES[options.mix])
         prepare_floor_tables(conn)
         settled = settle(conn)
         scheduled = ChildSpec(
@@ -64,57 +187,35 @@ def run_benchmark(options: Options, server_dsn: str, server_label: str = "") -> 
         floor_retry = run_floor(conn)
         vacuum(conn, FLOOR_TABLES)
         floor_noop = run_floor(conn)
-        backfill_spec = dataclasses.replace(
+        yield (
+            conn,
             scheduled,
-            window=(BACKFILL_FROM.isoformat(), BACKFILL_TO.isoformat()),
-            organization_id=BIG_ORG,
+            Pass(
+                parameters=parameters,
+                disk=disk,
+                data=data,
+                settled=settled,
+                first=first,
+                retry=retry,
+                noop=noop,
+                staged_rows=staged,
+                floor=floor,
+                floor_retry=floor_retry,
+                floor_noop=floor_noop,
+            ),
         )
-        backfill = run_child(conn, backfill_spec)
-        conn.execute("ANALYZE duly_task")
-        backfill_again = run_child(conn, backfill_spec)
-        naive = run_naive(conn, options.naive_sample, staged, floor.advanced)
-    # N/10 in a fresh database generated the same way: the same distribution at a
-    # tenth of the size, the same first run, so only N differs.
-    tenth = max(1, options.duties // 10)
-    with (
-        fresh_database(server_dsn, "tenth", options.layout) as dsn,
-        psycopg.connect(dsn, autocommit=True) as conn,
-    ):
-        tenth_data = generate(
-            conn, tenth, max(1, options.backfill_duties * tenth // options.duties), mix
-        )
-        tenth_first = run_child(conn, dataclasses.replace(scheduled, dsn=dsn))
-    results = Results(
-        parameters={
-            "duties": options.duties,
-            "backfill_duties": options.backfill_duties,
-            "chunk_size": options.chunk_size,
-            "workers": options.workers,
-            "naive_sample": options.naive_sample,
-            "mix": mix.name,
-            "layout": options.layout,
-            "clock": CLOCK.isoformat(),
-            "backfill_window": [BACKFILL_FROM.isoformat(), BACKFILL_TO.isoformat()],
-            "backfill_organization": BIG_ORG,
-            "rds_proxy": options.rds_proxy,
-            "cpus": os.cpu_count(),
-        },
-        server={"version": version, "where": server_label},
-        data=data,
-        first=first,
-        retry=retry,
-        noop=noop,
-        staged_rows=staged,
-        floor=floor,
-        floor_retry=floor_retry,
-        floor_noop=floor_noop,
-        backfill=backfill,
-        backfill_again=backfill_again,
-        naive=naive,
-        tenth_data=tenth_data,
-        tenth_first=tenth_first,
-        settled=settled,
-        disk=disk,
-    )
-    results.verdicts = judge(results, options.duties, options.chunk_size)
-    return results
+
+
+def _parameters(options: Options, kind: str) -> dict[str, Any]:
+    return {
+        "pass": kind,
+        "duties": options.duties,
+        "backfill_duties": options.backfill_duties,
+        "chunk_size": options.chunk_size,
+        "workers": options.workers,
+        "mix": options.mix,
+        "layout": options.layout,
+        "clock": CLOCK.isoformat(),
+        "rds_proxy": options.rds_proxy,
+        "cpus": os.cpu_count(),
+    }

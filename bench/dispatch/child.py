@@ -6,7 +6,7 @@ instant (so two children are released together) and pauses before each page
 (so a test can kill it between pages), runs one dispatch (recorded in the run
 ledger, as the handler records it, if asked), and prints one JSON line: the
 run's report and what the child measured of it (wall time, its own peak RSS,
-round trips, the server CPU of its backends, any statement slower than
+round trips, the CPU of its backends, any statement slower than
 ``slow_ms`` with its plan). ``collect`` reads it.
 
 A process of its own gives the run its own peak RSS, and lets a test kill it.
@@ -451,7 +451,7 @@ def main(argv: Sequence[str]) -> int:
             seconds = time.perf_counter() - started
         for conn in conns:
             conn.explain_cancelled()
-        server_cpu = cpu_spent(cpu_before, backend_cpu_seconds(conns))
+        backend_cpu = cpu_spent(cpu_before, backend_cpu_seconds(conns))
         statements = sum(conn.statements for conn in conns)
         transactions = sum(conn.transactions for conn in conns)
         prepared = sum(
@@ -462,7 +462,7 @@ def main(argv: Sequence[str]) -> int:
     traced = [count for trace in traces for count in trace]
     figures = {
         "seconds": seconds,
-        "server_cpu_seconds": server_cpu,
+        "backend_cpu_seconds": backend_cpu,
         "statements": statements,
         "transactions": transactions,
         "prepared": prepared,

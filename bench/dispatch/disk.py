@@ -61,6 +61,9 @@ class Tables:
 # The full bench: duly_duty and floor_duty; duly_task, floor_stage and
 # floor_task; and the backfill's tasks in duly_task.
 FULL_BENCH: Final = Tables(duty_copies=2, task_copies=3, backfill=True)
+# A comparison pass of the full bench (another mix or layout): the same, less
+# the backfill it does not run.
+COMPARISON_BENCH: Final = Tables(duty_copies=2, task_copies=3, backfill=False)
 # The scale bench: the duties and the first run's tasks, once.
 SCALE_BENCH: Final = Tables(duty_copies=1, task_copies=1, backfill=False)
 
@@ -172,13 +175,16 @@ def check_disk(
     backfill_duties: int,
     tables: Tables,
     chunk_size: int,
+    footprint: Footprint | None = None,
 ) -> DiskCheck:
     """Probe, estimate the bench at ``duties``, and refuse it if the disk is short.
 
+    ``footprint`` is a probe of ``mix`` already made, for another bench of it.
     Raises ``DiskTooSmallError`` naming the estimate, the free space and the
     directory when the bench would not fit.
     """
-    footprint = probe(server_dsn, mix, chunk_size, min(PROBE_DUTIES, duties))
+    if footprint is None:
+        footprint = probe(server_dsn, mix, chunk_size, min(PROBE_DUTIES, duties))
     free, directory = free_space(server_dsn)
     needed = needed_bytes(footprint, duties, backfill_duties, tables, max_wal_bytes(server_dsn))
     checked = DiskCheck(footprint, needed, free, directory)

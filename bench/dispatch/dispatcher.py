@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.dispatch import child
-from bench.dispatch.readings import Written, table_counters, written
+from bench.dispatch.readings import (
+    Written,
+    cpu_spent,
+    server_cpu_seconds,
+    table_counters,
+    written,
+)
 from bench.dispatch.server import DISPATCH_TABLES, Conn, settle
 
 
@@ -17,7 +23,12 @@ class ChildRun:
     """A dispatcher run made in a child process, as it and the database saw it."""
 
     seconds: float
+    # The whole server's CPU from just before the child starts to just after it
+    # ends (readings.server_cpu_seconds): its backends, their parallel workers,
+    # the background processes, and its connecting and closing too.
     server_cpu_seconds: float | None
+    # Its backends' own CPU around the run alone, read in the child.
+    backend_cpu_seconds: float | None
     process_seconds: float
     tasks_created: int
     tasks_existing: int
@@ -39,17 +50,26 @@ class ChildRun:
 def run_child(
     conn: Conn, spec: child.ChildSpec, tables: Sequence[str] = DISPATCH_TABLES
 ) -> ChildRun:
-    """Run the dispatcher in a child process; read its figures and the rows it wrote."""
+    """Run the dispatcher in a child process; read its figures, the rows it wrote, the CPU.
+
+    The whole server's CPU is read here, around the whole child, not in it:
+    the parallel workers of its statements and, once the child has closed
+    its connections, its backends too are gone from /proc, and only the
+    postmaster's record of its exited children (readings) still holds them.
+    """
     settle(conn)
     before = table_counters(conn, tables)
+    cpu_before = server_cpu_seconds(conn)
     started = time.perf_counter()
     figures = child.run(spec)
     process_seconds = time.perf_counter() - started
+    cpu_after = server_cpu_seconds(conn)
     rows = written(before, table_counters(conn, tables))
     report = figures["report"]
     return ChildRun(
         seconds=figures["seconds"],
-        server_cpu_seconds=figures["server_cpu_seconds"],
+        server_cpu_seconds=cpu_spent(cpu_before, cpu_after),
+        backend_cpu_seconds=figures["backend_cpu_seconds"],
         process_seconds=process_seconds,
         tasks_created=report["tasks_created"],
         tasks_existing=report["tasks_existing"],

@@ -8,7 +8,14 @@ from typing import Final
 
 from psycopg import sql
 
-from bench.dispatch.readings import Written, backend_cpu_seconds, cpu_spent, table_counters, written
+from bench.dispatch.readings import (
+    Written,
+    backend_cpu_seconds,
+    cpu_spent,
+    server_cpu_seconds,
+    table_counters,
+    written,
+)
 from bench.dispatch.server import FLOOR_TABLES, Conn, scalar, settle
 
 TASK_COLUMNS: Final = (
@@ -104,7 +111,10 @@ class FloorRun:
     """One pass of the floor: the INSERT and the UPDATE in one transaction."""
 
     seconds: float
+    # The whole server's CPU from BEGIN to COMMIT (readings.server_cpu_seconds).
     server_cpu_seconds: float | None
+    # The floor's backend's own CPU, as the dispatcher's runs keep theirs.
+    backend_cpu_seconds: float | None
     insert_seconds: float
     update_seconds: float
     inserted: int
@@ -132,7 +142,7 @@ def run_floor(conn: Conn) -> FloorRun:
     """Time one pass of the floor, from BEGIN to COMMIT."""
     settle(conn)
     before = table_counters(conn, FLOOR_TABLES)
-    cpu_before = backend_cpu_seconds([conn])
+    cpu_before, backend_before = server_cpu_seconds(conn), backend_cpu_seconds([conn])
     started = time.perf_counter()
     with conn.transaction():
         inserted = conn.execute(_FLOOR_INSERT).rowcount
@@ -140,9 +150,11 @@ def run_floor(conn: Conn) -> FloorRun:
         advanced = conn.execute(_FLOOR_UPDATE).rowcount
         after_update = time.perf_counter()
     seconds = time.perf_counter() - started
+    cpu_after, backend_after = server_cpu_seconds(conn), backend_cpu_seconds([conn])
     return FloorRun(
         seconds=seconds,
-        server_cpu_seconds=cpu_spent(cpu_before, backend_cpu_seconds([conn])),
+        server_cpu_seconds=cpu_spent(cpu_before, cpu_after),
+        backend_cpu_seconds=cpu_spent(backend_before, backend_after),
         insert_seconds=after_insert - started,
         update_seconds=after_update - after_insert,
         inserted=inserted,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -20,6 +20,10 @@ DEFAULT_DUTIES: Final = 1_000_000
 # at the default N, and the same share of a smaller N.
 BACKFILL_SHARE: Final = 20
 DEFAULT_NAIVE_SAMPLE: Final = 5_000
+# Every mix and every layout, those of record first.
+ALL: Final = "all"
+EVERY_MIX: Final = (CLASSIC.name, *sorted(set(MIXES) - {CLASSIC.name}))
+EVERY_LAYOUT: Final = (PLAIN, *(each for each in LAYOUTS if each != PLAIN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +35,13 @@ class Options:
     chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
     workers: int = dispatch.DEFAULT_WORKERS
     naive_sample: int = DEFAULT_NAIVE_SAMPLE
-    mix: str = CLASSIC.name
+    # Every mix and layout to measure side by side, each (mix, layout) in a
+    # fresh database: the first of each runs the full benchmark, every other
+    # combination a comparison pass (benchmark.run_comparison). A layout is
     # duly_duty and duly_task as the migrations build them, or hash-partitioned
     # by organisation (dispatch_fn.db.layout); the floor's copies follow suit.
-    layout: str = PLAIN
+    mixes: tuple[str, ...] = EVERY_MIX
+    layouts: tuple[str, ...] = EVERY_LAYOUT
     json_path: Path | None = None
     database_url: str | None = None
     # Connect as the Lambda does behind RDS Proxy: no server-side prepared
@@ -44,11 +51,36 @@ class Options:
     # check that the cheap count is the true one); slows the runs a little.
     trace_round_trips: bool = False
 
+    @property
+    def mix(self) -> str:
+        """The full pass's mix: the first asked for."""
+        return self.mixes[0]
+
+    @property
+    def layout(self) -> str:
+        """The full pass's layout: the first asked for."""
+        return self.layouts[0]
+
+    def combinations(self) -> list[Options]:
+        """One ``Options`` per (mix, layout) asked for, the full pass's first."""
+        return [
+            replace(self, mixes=(mix,), layouts=(layout,))
+            for mix in self.mixes
+            for layout in self.layouts
+        ]
+
     def result_path(self) -> Path:
-        """Where the JSON goes."""
+        """Where the full pass's JSON goes."""
         suffix = "" if self.mix == CLASSIC.name else f"-{self.mix}"
         suffix += "" if self.layout == PLAIN else f"-{self.layout}"
         return self.json_path or BENCH_DIR / "results" / f"dispatch-{self.duties}{suffix}.json"
+
+    def side_by_side_path(self) -> Path:
+        """Where the side-by-side table's JSON goes, every combination's figures in it."""
+        if self.json_path is not None:
+            path = self.json_path
+            return path.with_name(f"{path.stem}-side-by-side{path.suffix}")
+        return BENCH_DIR / "results" / f"dispatch-{self.duties}-side-by-side.json"
 
 
 def parse_options(argv: Sequence[str] | None, description: str | None = None) -> Options:
@@ -84,16 +116,20 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
     )
     parser.add_argument(
         "--mix",
-        choices=sorted(MIXES),
-        default=CLASSIC.name,
-        help=f"which duties to generate (default {CLASSIC.name}, the mix of record)",
+        type=names_of(EVERY_MIX),
+        default=EVERY_MIX,
+        metavar="MIX[,MIX]",
+        help=f"which duties to generate: {', '.join(EVERY_MIX)}, a comma-separated list of "
+        f"them, or {ALL} (the default); the first runs the full bench, the others with "
+        f"each layout a comparison pass ({CLASSIC.name} is the mix of record)",
     )
     parser.add_argument(
         "--layout",
-        choices=LAYOUTS,
-        default=PLAIN,
-        help=f"duly_duty and duly_task {PLAIN} or hash-partitioned by organisation"
-        f" (default {PLAIN})",
+        type=names_of(EVERY_LAYOUT),
+        default=EVERY_LAYOUT,
+        metavar="LAYOUT[,LAYOUT]",
+        help=f"duly_duty and duly_task {PLAIN} or hash-partitioned by organisation: a "
+        f"comma-separated list, or {ALL} (the default; {PLAIN} is the layout of record)",
     )
     parser.add_argument(
         "--naive-sample",
@@ -108,7 +144,9 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         type=Path,
         default=None,
         metavar="PATH",
-        help="where to write the figures (default bench/results/dispatch-N[-MIX].json)",
+        help="where to write the full pass's figures (default "
+        "bench/results/dispatch-N[-MIX][-LAYOUT].json); the side-by-side table's go beside "
+        "it, in PATH's name with -side-by-side",
     )
     parser.add_argument(
         "--database-url",
@@ -132,13 +170,30 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         chunk_size=args.chunk_size,
         workers=args.workers,
         naive_sample=args.naive_sample,
-        mix=args.mix,
-        layout=args.layout,
+        mixes=args.mix,
+        layouts=args.layout,
         json_path=args.json,
         database_url=args.database_url,
         rds_proxy=args.rds_proxy,
         trace_round_trips=args.trace_round_trips,
     )
+
+
+def names_of(known: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated list of ``known`` names, or every one of them."""
+
+    def names(raw: str) -> tuple[str, ...]:
+        if raw.strip() == ALL:
+            return tuple(known)
+        asked = [each.strip() for each in raw.split(",") if each.strip()]
+        unknown = [each for each in asked if each not in known]
+        if unknown or not asked:
+            raise argparse.ArgumentTypeError(
+                f"{raw!r}: expected {', '.join(known)}, a comma-separated list of them, or {ALL}"
+            )
+        return tuple(dict.fromkeys(asked))  # in the order asked, each once
+
+    return names
 
 
 def positive_int(raw: str) -> int:

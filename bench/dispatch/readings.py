@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,27 +61,115 @@ def written(before: Counters, after: Counters) -> Written:
     )
 
 
-def backend_cpu_seconds(conns: Sequence[psycopg.Connection[Any]]) -> float | None:
-    """CPU seconds the server processes behind ``conns`` have used so far.
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    """What ``/proc/<pid>/stat`` says of a process's parent and CPU, in clock ticks."""
 
-    Read from /proc, so only for a server on this machine (a Unix socket or
-    loopback address); None elsewhere. It shows what a run cost the database
-    in work, beside the wall time the bar judges: several connections shorten
-    the wall time, not the work.
+    pid: int
+    ppid: int
+    utime: int
+    stime: int
+    # The CPU of children it has waited for: exited ones, no longer in /proc.
+    cutime: int
+    cstime: int
+
+    @property
+    def own_ticks(self) -> int:
+        """The process's own CPU."""
+        return self.utime + self.stime
+
+    @property
+    def ticks(self) -> int:
+        """Its own CPU and that of every child it has reaped."""
+        return self.own_ticks + self.cutime + self.cstime
+
+
+def parse_stat(text: str) -> ProcStat:
+    """One ``/proc/<pid>/stat`` line as a ``ProcStat``.
+
+    The command name (field 2) is in parentheses and may hold spaces and
+    parentheses itself, so the fields are counted from the last ")": field 3
+    (the state) is the first after it; ppid is field 4, utime to cstime 14-17.
+    """
+    pid, _, rest = text.partition(" (")
+    fields = rest.rsplit(")", 1)[1].split()
+    return ProcStat(
+        pid=int(pid),
+        ppid=int(fields[1]),
+        utime=int(fields[11]),
+        stime=int(fields[12]),
+        cutime=int(fields[13]),
+        cstime=int(fields[14]),
+    )
+
+
+def server_ticks(postmaster: ProcStat, processes: Iterable[ProcStat]) -> int:
+    """The CPU of a whole server: its postmaster's and every process it has started.
+
+    The postmaster's cutime and cstime hold its children that have exited
+    (closed backends, finished parallel workers); the live ones are read one
+    by one among ``processes``, which may hold any other process too.
+    """
+    children = (each.ticks for each in processes if each.ppid == postmaster.pid)
+    return postmaster.ticks + sum(children)
+
+
+def server_cpu_seconds(conn: psycopg.Connection[Any]) -> float | None:
+    """CPU seconds the whole server behind ``conn`` has used so far.
+
+    The dispatcher's backends, their parallel workers (the preamble's scans
+    are parallel), every other backend, and the background processes (WAL
+    writer, checkpointer, ...): what a user pays for on the writer. On a
+    server shared with other databases' work, theirs too. Read from /proc,
+    so only for a server on this machine; None elsewhere, or where /proc
+    cannot be read.
+    """
+    if not _local(conn):
+        return None
+    try:
+        backend = parse_stat(_read_stat(conn.info.backend_pid))
+        postmaster = parse_stat(_read_stat(backend.ppid))
+    except OSError:
+        return None
+    return server_ticks(postmaster, _processes()) / os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> Iterator[ProcStat]:
+    """Every process /proc shows now; one that ends while it is read is passed over."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                yield parse_stat(_read_stat(int(entry.name)))
+            except OSError:
+                continue
+
+
+def _read_stat(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+
+
+def _local(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn``'s server runs on this machine: a Unix socket or a loopback address."""
+    host = conn.info.host
+    return host.startswith("/") or host in ("localhost", "127.0.0.1", "::1")
+
+
+def backend_cpu_seconds(conns: Sequence[psycopg.Connection[Any]]) -> float | None:
+    """CPU seconds the backends behind ``conns`` themselves have used so far.
+
+    Their own processes only: not their parallel workers nor the server's
+    background processes (``server_cpu_seconds`` counts those). Kept beside
+    it to show how much of a phase's server CPU is the statements' own.
+    Read from /proc, so only for a server on this machine; None elsewhere.
     """
     total_ticks = 0
     for conn in conns:
-        host = conn.info.host
-        if not (host.startswith("/") or host in ("localhost", "127.0.0.1", "::1")):
+        if not _local(conn):
             return None
-        stat = Path(f"/proc/{conn.info.backend_pid}/stat")
         try:
-            # Fields after the ")" closing the command name start at field 3;
-            # utime and stime are fields 14 and 15.
-            fields = stat.read_text(encoding="ascii").rsplit(")", 1)[1].split()
+            total_ticks += parse_stat(_read_stat(conn.info.backend_pid)).own_ticks
         except OSError:
             return None
-        total_ticks += int(fields[11]) + int(fields[12])
     return total_ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -1,12 +1,20 @@
-"""The measurements and the bar as the plain-text table ``make bench`` prints."""
+"""The measurements and the bar as the plain-text tables ``make bench`` prints."""
 
 from __future__ import annotations
 
+import math
+
 from bench.dispatch.disk import DiskCheck
 from bench.dispatch.dispatcher import ChildRun
-from bench.dispatch.judging import NO_BAR
+from bench.dispatch.judging import (
+    FIRST_VS_FLOOR_MAX,
+    GOAL,
+    NOOP_VS_FLOOR_NOOP_MAX,
+    SERVER_CPU_FIRST_GOAL,
+    SERVER_CPU_NOOP_GOAL,
+)
 from bench.dispatch.readings import Written
-from bench.dispatch.results import Results
+from bench.dispatch.results import SIDE_BY_SIDE, Results, SideBySide, Verdict, side_by_side_row
 
 
 def render(results: Results) -> str:
@@ -107,11 +115,66 @@ def render(results: Results) -> str:
         f"{'ratio':<40} {'value':>34}  {'bar':<30} verdict",
     ]
     lines += [
-        f"{v.name:<40} {v.shown:>34}  {v.bar:<30} "
-        + ("info" if v.bar == NO_BAR else "PASS" if v.passed else "FAIL" if v.judged else "over")
-        for v in results.verdicts
+        f"{v.name:<40} {v.shown:>34}  {v.bar:<30} {verdict_word(v)}" for v in results.verdicts
     ]
     return "\n".join(lines)
+
+
+def render_side_by_side(side: SideBySide) -> str:
+    """One row per (mix, layout): the ratios against the floor, round trips, RSS, tasks."""
+    p = side.full.parameters
+    lines = [
+        f"side by side: N={p['duties']:,} duties, chunk {p['chunk_size']:,}, "
+        f"{p['workers']} dispatcher connection(s), clock {p['clock']}; each (mix, layout) "
+        "generated alike in a fresh database of its own on the same server, one after another",
+        f"dispatcher code {', '.join(side.code_versions)}"
+        + (
+            "  WARNING: the code changed during the run; figures mix versions"
+            if len(side.code_versions) > 1
+            else ""
+        ),
+        "",
+        f"{'mix':<11} {'layout':<12} {'pass':<10} {'first/floor':>13} {'srv CPU first':>14} "
+        f"{'no-op/floor':>13} {'srv CPU no-op':>14} {'trips':>6} {'RSS MiB':>8} "
+        f"{'tasks created':>13}  bar",
+    ]
+    for each in side.passes:
+        row = side_by_side_row(each)
+        cells = [_ratio_cell(each.verdict(key)) for key in SIDE_BY_SIDE]
+        failed = row["failed"]
+        lines.append(
+            f"{row['mix']:<11} {row['layout']:<12} {row['pass']:<10} {cells[0]:>13} "
+            f"{cells[1]:>14} {cells[2]:>13} {cells[3]:>14} {row['round_trips']:>6,} "
+            f"{row['rss_peak_mib']:>8.1f} {row['tasks_created']:>13,}  "
+            + (f"FAIL ({len(failed)})" if failed else "PASS")
+        )
+    lines += [
+        "",
+        f"bar (judged, with each pass's other lines): first/floor <= {FIRST_VS_FLOOR_MAX}x, "
+        f"no-op/floor no-op <= {NOOP_VS_FLOOR_NOOP_MAX}x; goals (information): the whole "
+        f"server's CPU against the floor's, first <= {SERVER_CPU_FIRST_GOAL:.2f}x, "
+        f"no-op <= {SERVER_CPU_NOOP_GOAL:.2f}x",
+    ]
+    lines += [
+        f"{each.parameters['mix']}, {each.parameters['layout']}: {v.name} {v.shown}, bar {v.bar}"
+        for each in side.passes
+        for v in each.verdicts
+        if v.judged and not v.passed
+    ]
+    return "\n".join(lines)
+
+
+def _ratio_cell(verdict: Verdict) -> str:
+    if math.isnan(verdict.value):
+        return "n/a"
+    return f"{verdict.value:.2f}x {verdict_word(verdict)}"
+
+
+def verdict_word(verdict: Verdict) -> str:
+    """PASS or FAIL on the bar; met or missed for a goal; over for information past its mark."""
+    if verdict.bar.startswith(GOAL):
+        return "n/a" if math.isnan(verdict.value) else "met" if verdict.passed else "missed"
+    return "PASS" if verdict.passed else "FAIL" if verdict.judged else "over"
 
 
 def disk_line(disk: DiskCheck) -> str:

@@ -1,10 +1,11 @@
-"""Every figure of one benchmark run, and each line of the bar they are judged by."""
+"""Every figure of one benchmark run, pass by pass, and each line of the bar they are judged by."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from bench.dispatch.data import DataSummary
 from bench.dispatch.disk import DiskCheck
@@ -44,13 +45,18 @@ class Verdict:
     judged: bool = True
 
 
-@dataclass(slots=True)
-class Results:
-    """Every figure of one benchmark run."""
+@dataclass(kw_only=True, slots=True)
+class Pass:
+    """The figures every pass measures: one (mix, layout) against the floor, in a fresh database.
+
+    A comparison pass (another mix or layout) is one of these; the full pass,
+    ``Results``, adds the phases only it makes.
+    """
 
     parameters: dict[str, Any]
-    server: dict[str, Any]
+    disk: DiskCheck
     data: DataSummary
+    settled: bool
     first: ChildRun
     retry: ChildRun
     noop: ChildRun
@@ -58,27 +64,22 @@ class Results:
     floor: FloorRun
     floor_retry: FloorRun
     floor_noop: FloorRun
-    backfill: ChildRun
-    backfill_again: ChildRun
-    naive: NaiveRun
-    tenth_data: DataSummary
-    tenth_first: ChildRun
-    settled: bool
-    disk: DiskCheck
     verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def runs(self) -> tuple[ChildRun, ...]:
+        """Every dispatcher run of the pass."""
+        return (self.first, self.retry, self.noop)
 
     @property
     def code_versions(self) -> list[str]:
         """Fingerprints of the dispatcher code the runs used; more than one is a mixed run."""
-        runs = (
-            self.first,
-            self.retry,
-            self.noop,
-            self.backfill,
-            self.backfill_again,
-            self.tenth_first,
-        )
-        return sorted({run.code for run in runs})
+        return sorted({run.code for run in self.runs})
+
+    @property
+    def passed(self) -> bool:
+        """Whether every judged line of the bar passed."""
+        return all(each.passed for each in self.verdicts if each.judged)
 
     def verdict(self, key: Bar) -> Verdict:
         """The verdict on one line of the bar."""
@@ -90,3 +91,91 @@ class Results:
     def as_json(self) -> dict[str, Any]:
         """Everything, JSON-serialisable."""
         return {**asdict(self), "code_versions": self.code_versions}
+
+
+def phases_of(measured: Pass) -> dict[str, Any]:
+    """``measured``'s fields by name, for the full pass's ``Results`` built on them."""
+    return {each.name: getattr(measured, each.name) for each in fields(Pass)}
+
+
+@dataclass(kw_only=True, slots=True)
+class Results(Pass):
+    """Every figure of the full benchmark run: a pass's, and the backfill, the naive path, N/10."""
+
+    server: dict[str, Any]
+    backfill: ChildRun
+    backfill_again: ChildRun
+    naive: NaiveRun
+    tenth_data: DataSummary
+    tenth_first: ChildRun
+
+    @property
+    def runs(self) -> tuple[ChildRun, ...]:
+        """Every dispatcher run, at N and at N/10."""
+        return (
+            self.first,
+            self.retry,
+            self.noop,
+            self.backfill,
+            self.backfill_again,
+            self.tenth_first,
+        )
+
+
+# The ratios the side-by-side table shows of every pass, in its columns' order.
+SIDE_BY_SIDE: Final = (
+    Bar.FIRST_VS_FLOOR,
+    Bar.SERVER_CPU_FIRST,
+    Bar.NOOP_VS_FLOOR_NOOP,
+    Bar.SERVER_CPU_NOOP,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SideBySide:
+    """Every (mix, layout) one invocation measured on the same server, the full pass first."""
+
+    full: Results
+    compared: tuple[Pass, ...]
+
+    @property
+    def passes(self) -> tuple[Pass, ...]:
+        """The full pass, then each comparison pass."""
+        return (self.full, *self.compared)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every judged line of every pass passed."""
+        return all(each.passed for each in self.passes)
+
+    @property
+    def code_versions(self) -> list[str]:
+        """Fingerprints of the dispatcher code every pass used; more than one is a mixed run."""
+        return sorted({code for each in self.passes for code in each.code_versions})
+
+    def as_json(self) -> dict[str, Any]:
+        """The table's figures a row a pass, then every pass's figures in full."""
+        return {
+            "server": self.full.server,
+            "code_versions": self.code_versions,
+            "rows": [side_by_side_row(each) for each in self.passes],
+            "passes": [each.as_json() for each in self.passes],
+        }
+
+
+def side_by_side_row(measured: Pass) -> dict[str, Any]:
+    """One pass's line of the side-by-side table; a ratio that could not be read is None."""
+    ratios: dict[str, float | None] = {}
+    for key in SIDE_BY_SIDE:
+        value = measured.verdict(key).value
+        ratios[str(key)] = None if math.isnan(value) else value
+    return {
+        "mix": measured.parameters["mix"],
+        "layout": measured.parameters["layout"],
+        "pass": measured.parameters["pass"],
+        **ratios,
+        "round_trips": measured.first.round_trips,
+        "rss_peak_mib": measured.first.rss_peak_mib,
+        "tasks_created": measured.first.tasks_created,
+        "failed": [each.name for each in measured.verdicts if each.judged and not each.passed],
+    }

@@ -40,8 +40,9 @@ from bench.dispatch.judging import (
     LAMBDA_TIMEOUT_S,
     ROUND_TRIPS_PER_PAGE_MAX,
     ROUND_TRIPS_PER_RUN_MAX,
-    RSS_GROWTH_MAX,
-    ratio,
+    RSS_GROWTH_BAR,
+    rss_flat,
+    rss_growth,
 )
 from bench.dispatch.mix import CLASSIC, MIXES
 from bench.dispatch.options import BENCH_DIR, positive_int
@@ -164,7 +165,7 @@ def judge_scale(results: ScaleResults, options: ScaleOptions) -> list[ScaleVerdi
     """The scale bar: within half an invocation, flat RSS, round trips by pages."""
     first, tenth = results.at_n.first, results.at_tenth.first
     budget = LAMBDA_TIMEOUT_S * LAMBDA_SHARE_MAX
-    growth = ratio(first.rss_peak_mib - tenth.rss_peak_mib, tenth.rss_peak_mib)
+    growth = rss_growth(first.rss_peak_mib, tenth.rss_peak_mib)
     verdicts = [
         ScaleVerdict(
             "first run, wall time",
@@ -179,10 +180,10 @@ def judge_scale(results: ScaleResults, options: ScaleOptions) -> list[ScaleVerdi
             first.complete,
         ),
         ScaleVerdict(
-            "peak RSS at N vs N/10",
+            "peak RSS growth, N/10 to N",
             f"{first.rss_peak_mib:.1f} vs {tenth.rss_peak_mib:.1f} MiB ({growth:+.1%})",
-            f"within {RSS_GROWTH_MAX:.0%}",
-            abs(growth) <= RSS_GROWTH_MAX,
+            RSS_GROWTH_BAR,
+            rss_flat(growth),
         ),
     ]
     for label, at in (("first run", results.at_n.first), ("no-op", results.at_n.noop)):

@@ -40,15 +40,24 @@ def server(database_url: str | None) -> Iterator[tuple[str, str]]:
 
 
 @contextmanager
-def fresh_database(server_dsn: str, label: str, layout: str = PLAIN) -> Iterator[str]:
-    """DSN of a new, migrated, empty database of ``layout``, dropped on the way out."""
+def fresh_database(
+    server_dsn: str, label: str, layout: str = PLAIN, *, until: str | None = None
+) -> Iterator[str]:
+    """DSN of a new, migrated, empty database of ``layout``, dropped on the way out.
+
+    ``until`` stops the migrations at that version: the database an older
+    release left, for a bench of what the next migrations cost. Layouts are
+    made for the tables the last migration leaves, so such a database is plain.
+    """
+    if until is not None and layout != PLAIN:
+        raise BenchError(f"a database migrated until {until} has the {PLAIN} layout only")
     name = f"duly_bench_{label}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     dsn = make_conninfo(server_dsn, dbname=name)
     try:
         with psycopg.connect(dsn) as conn:
-            apply_migrations(conn)
+            apply_migrations(conn, until=until)
             apply_layout(conn, layout)
         yield dsn
     finally:

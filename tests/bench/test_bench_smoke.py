@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from bench.dispatch.benchmark import run_benchmark
+from bench.dispatch.benchmark import run_benchmark, run_side_by_side
 from bench.dispatch.data import generate
 from bench.dispatch.disk import (
     FULL_BENCH,
@@ -21,12 +21,13 @@ from bench.dispatch.disk import (
     check_disk,
     needed_bytes,
 )
-from bench.dispatch.floor import prepare_floor_tables
+from bench.dispatch.dispatcher import ChildRun
+from bench.dispatch.floor import FloorRun, prepare_floor_tables
 from bench.dispatch.judging import ROUND_TRIPS_PER_PAGE_MAX, ROUND_TRIPS_PER_RUN_MAX
-from bench.dispatch.mix import CLASSIC
+from bench.dispatch.mix import CLASSIC, COMPLIANCE
 from bench.dispatch.options import Options
-from bench.dispatch.render import render
-from bench.dispatch.results import Bar, Results
+from bench.dispatch.render import render, render_side_by_side
+from bench.dispatch.results import SIDE_BY_SIDE, Bar, Results, SideBySide
 from bench.dispatch.scale import ScaleOptions, measure_at
 from bench.dispatch.server import fresh_database, leaves
 from dispatch_fn.db.layout import LAYOUTS
@@ -42,14 +43,21 @@ OPTIONS = Options(
     chunk_size=400,
     naive_sample=50,
     trace_round_trips=True,
-    layout=session_layout(),
+    mixes=(CLASSIC.name,),
+    layouts=(session_layout(),),
 )
 
 
 @pytest.fixture(scope="module")
-def figures(server_dsn: str) -> Results:
-    """One tiny benchmark run against the test server."""
-    return run_benchmark(OPTIONS, server_dsn)
+def side_by_side(server_dsn: str) -> SideBySide:
+    """One tiny benchmark run against the test server: classic in full, compliance compared."""
+    return run_side_by_side(replace(OPTIONS, mixes=(CLASSIC.name, COMPLIANCE.name)), server_dsn)
+
+
+@pytest.fixture(scope="module")
+def figures(side_by_side: SideBySide) -> Results:
+    """The full pass of that run."""
+    return side_by_side.full
 
 
 def test_generates_the_asked_mix(figures: Results) -> None:
@@ -151,19 +159,22 @@ def test_server_cpu_is_read_where_the_server_runs_on_this_machine(
 ) -> None:
     host = conninfo_to_dict(server_dsn).get("host") or "/"  # libpq's default: a socket
     local = str(host).startswith("/") or host in ("localhost", "127.0.0.1", "::1")
-    spent = [
-        figures.first.server_cpu_seconds,
-        figures.retry.server_cpu_seconds,
-        figures.noop.server_cpu_seconds,
-        figures.backfill.server_cpu_seconds,
-        figures.tenth_first.server_cpu_seconds,
-        figures.floor.server_cpu_seconds,
-        figures.floor_noop.server_cpu_seconds,
+    runs: list[ChildRun | FloorRun] = [
+        figures.first,
+        figures.retry,
+        figures.noop,
+        figures.backfill,
+        figures.tenth_first,
+        figures.floor,
+        figures.floor_noop,
     ]
+    # The whole server's CPU, and the phase's own backends' beside it.
+    spent = [run.server_cpu_seconds for run in runs] + [run.backend_cpu_seconds for run in runs]
     assert all((each is not None) is local for each in spent)
     assert all(each is None or each >= 0 for each in spent)
     if local:  # tick-granular (10 ms), but a first run does measurable work
         assert (figures.first.server_cpu_seconds or 0) > 0
+        assert (figures.first.backend_cpu_seconds or 0) > 0
 
 
 def test_every_bar_is_judged_in_order(figures: Results) -> None:
@@ -210,7 +221,7 @@ def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> N
 @pytest.fixture(scope="module")
 def compliance(server_dsn: str) -> Results:
     """One tiny benchmark run on the compliance mix."""
-    return run_benchmark(replace(OPTIONS, mix="compliance"), server_dsn)
+    return run_benchmark(replace(OPTIONS, mixes=(COMPLIANCE.name,)), server_dsn)
 
 
 def test_the_compliance_mix_has_the_shapes_it_promises(compliance: Results) -> None:
@@ -229,6 +240,55 @@ def test_the_compliance_mix_dispatches_exactly_the_floors_rows_once(compliance: 
     assert compliance.verdict(Bar.FLOOR_ROWS_EQUAL).passed
     assert compliance.verdict(Bar.NOOP_ROWS_WRITTEN).passed
     assert compliance.backfill_again.tasks_created == 0
+
+
+# The lines every pass has the figures for; the full pass's own are the rest.
+COMPARED_LINES = [key for key in Bar if key not in (Bar.NAIVE_VS_FIRST, Bar.RSS_GROWTH)]
+
+
+def test_another_mix_is_compared_in_a_pass_of_its_own(side_by_side: SideBySide) -> None:
+    (compared,) = side_by_side.compared
+    assert (compared.parameters["mix"], compared.parameters["pass"]) == ("compliance", "comparison")
+    assert compared.parameters["layout"] == session_layout()
+    assert compared.data.mix == "compliance"
+    assert compared.data.duties == OPTIONS.duties
+    assert compared.first.tasks_created == compared.staged_rows == compared.floor.inserted > 0
+    assert [verdict.key for verdict in compared.verdicts] == COMPARED_LINES
+    assert compared.verdict(Bar.FLOOR_ROWS_EQUAL).passed
+    assert compared.verdict(Bar.NOOP_ROWS_WRITTEN).passed
+    # Every pass is judged: the exit status is every judged line of every pass.
+    assert side_by_side.passed == all(
+        verdict.passed
+        for each in side_by_side.passes
+        for verdict in each.verdicts
+        if verdict.judged
+    )
+
+
+def test_the_side_by_side_table_has_a_row_per_pass(side_by_side: SideBySide) -> None:
+    lines = render_side_by_side(side_by_side).splitlines()
+    # Two header lines, a blank, the column heads, a row a pass, a blank, the
+    # note on bars and goals, then a line per judged line failed.
+    failed = sum(len(row["failed"]) for row in side_by_side.as_json()["rows"])
+    assert len(lines) == 2 + 1 + 1 + 2 + 1 + 1 + failed
+    assert lines[4].split()[:3] == ["classic", session_layout(), "full"]
+    assert lines[5].split()[:3] == ["compliance", session_layout(), "comparison"]
+
+
+def test_the_side_by_side_figures_survive_the_json_they_are_written_as(
+    side_by_side: SideBySide,
+) -> None:
+    written = json.loads(json.dumps(side_by_side.as_json()))
+    assert [(row["mix"], row["pass"]) for row in written["rows"]] == [
+        ("classic", "full"),
+        ("compliance", "comparison"),
+    ]
+    for row, each in zip(written["rows"], side_by_side.passes, strict=True):
+        assert row["tasks_created"] == each.first.tasks_created
+        assert row[str(Bar.FIRST_VS_FLOOR)] == pytest.approx(each.verdict(Bar.FIRST_VS_FLOOR).value)
+        assert set(map(str, SIDE_BY_SIDE)) <= set(row)
+    assert written["passes"][0]["naive"]["sample_duties"] == OPTIONS.naive_sample
+    assert "naive" not in written["passes"][1]
 
 
 GENERATED = 20_000

@@ -1,0 +1,54 @@
+"""The bench's judging of figures, line by line, without a server."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.dispatch.judging import (
+    SERVER_CPU_FIRST_GOAL,
+    cpu_goal_verdict,
+    rss_flat,
+    rss_growth,
+)
+from bench.dispatch.render import verdict_word
+from bench.dispatch.results import Bar
+
+
+@pytest.mark.parametrize(
+    ("at_n", "at_tenth", "flat"),
+    [
+        (42.4, 52.4, True),  # lower at N: measured at 200,000 duties, once judged a failure
+        (52.4, 52.4, True),
+        (57.6, 52.4, True),  # +9.9 %
+        (57.7, 52.4, False),  # +10.1 %
+        (95.8, 75.6, False),
+    ],
+)
+def test_the_peak_rss_may_not_grow_with_n_but_may_fall(
+    at_n: float, at_tenth: float, flat: bool
+) -> None:
+    assert rss_flat(rss_growth(at_n, at_tenth)) is flat
+
+
+def test_the_rss_growth_is_a_share_of_the_smaller_runs_peak() -> None:
+    assert rss_growth(55.0, 50.0) == pytest.approx(0.10)
+    assert rss_growth(45.0, 50.0) == pytest.approx(-0.10)
+
+
+def test_a_cpu_goal_is_met_or_missed_but_never_judged() -> None:
+    met = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", 10.9, 10.0, SERVER_CPU_FIRST_GOAL)
+    missed = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", 11.2, 10.0, SERVER_CPU_FIRST_GOAL)
+    assert (met.passed, missed.passed) == (True, False)
+    assert (met.judged, missed.judged) == (False, False)
+    assert met.bar == missed.bar == "(goal) <= 1.10x"
+    assert (verdict_word(met), verdict_word(missed)) == ("met", "missed")
+    assert met.shown == "1.09x (10.9 vs 10.0 s)"
+
+
+def test_a_cpu_goal_unread_is_not_a_number() -> None:
+    unread = cpu_goal_verdict(Bar.SERVER_CPU_NOOP, "cpu", None, 3.0, 1.25)
+    assert math.isnan(unread.value)
+    assert not unread.judged
+    assert verdict_word(unread) == "n/a"
