@@ -71,13 +71,14 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
             duty(
                 f"d{n:02}",
                 organization_id=draw(st.sampled_from(["org-a", "org-b"])),
-                form=draw(st.sampled_from(["recurring"] * 4 + ["standing", "one_off", "bogus"])),
-                status=draw(st.sampled_from(["active"] * 4 + ["paused", "retired"])),
+                form=draw(st.sampled_from(["recurring"] * 4 + ["standing", "one_off", "x", None])),
+                status=draw(st.sampled_from(["active"] * 4 + ["paused", "retired", None])),
                 review_status=draw(st.sampled_from(["approved"] * 4 + ["to_review", None])),
                 frequency=draw(st.sampled_from(["monthly", "weekly", "hourly", None])),
                 timezone=draw(st.sampled_from(["UTC", "Europe/Berlin", "Mars/Olympus"])),
-                # Pairs that share a bucket (5 and 6, 33 and 40), so groups have a largest lead.
-                lead_days=draw(st.sampled_from([-3_660, 0, 5, 6, 33, 40, 400, 3_660])),
+                # Pairs that share a bucket (5 and 6, 33 and 40), so groups have a
+                # largest lead, and the buckets' edges (1, 32, 63, 64).
+                lead_days=draw(st.sampled_from([-3_660, 0, 1, 5, 6, 32, 33, 40, 63, 64, 400])),
                 due_anchor=anchor,
                 due_offset_days=draw(st.integers(-3, 40) | st.just(400)),
                 due_offset_months=draw(st.integers(0, 2) | st.just(30)),

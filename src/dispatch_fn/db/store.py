@@ -63,9 +63,10 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class DueRule:
-    """Dispatchable duties sharing one anchor, roll and calendar, outside refused groups.
+    """Dispatchable duties sharing one anchor, roll and calendar.
 
-    With how many there are, and how many of them have offsets or a grace out
+    ``due_rules`` counts those outside refused groups; ``census``, all of
+    them. With how many there are, and how many of them have offsets or a grace out
     of the range the engine allows.
     """
 

@@ -19,13 +19,14 @@
 -- One scan, not one per set: the three sets used to be three statements, each
 -- reading every duty in scope (a duty's row is wide and the table half empty
 -- by its fillfactor), and the scan, not the hashing, was most of their cost
--- (docs/performance.md#server-cpu). Grouping sets are never run in parallel,
--- so the scan's CPU is the one backend's. Each set stays bounded by the
+-- (docs/performance.md#census). As planned, it is one hash aggregate over a
+-- serial scan: grouping sets are never aggregated in parallel, so no workers
+-- read the table twice over. Each set stays bounded by the
 -- values in use (frequencies, zones, buckets, rules, statuses), not by the
 -- number of duties.
 --
--- coalesce(..., false): a null status or review makes duly_dispatchable null,
--- and such a duty is not dispatchable either.
+-- coalesce(..., false): a null form, status or review makes duly_dispatchable
+-- null, and such a duty is not dispatchable either.
 SELECT CASE WHEN grouping(form, status, review_status) = 0 THEN 'form'
             WHEN grouping(frequency, timezone, lead_bucket) = 0 THEN 'group'
             ELSE 'rule' END AS kind,
@@ -46,7 +47,7 @@ FROM (
     FROM duly_duty d
     WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
-    -- A fence: flattened, each FILTER would evaluate its test again, in every set.
+    -- A fence: flattened, the FILTERs would evaluate the two tests again.
     OFFSET 0
 ) d
 GROUP BY GROUPING SETS ((form, status, review_status),
