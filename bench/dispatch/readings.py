@@ -117,8 +117,8 @@ def server_ticks(postmaster: ProcStat, processes: Iterable[ProcStat]) -> int:
 def server_cpu_seconds(conn: psycopg.Connection[Any]) -> float | None:
     """CPU seconds the whole server behind ``conn`` has used so far.
 
-    The dispatcher's backends, their parallel workers (the preamble's scans
-    are parallel), every other backend, and the background processes (WAL
+    The dispatcher's backends, any parallel workers their statements start,
+    every other backend, and the background processes (WAL
     writer, checkpointer, ...): what a user pays for on the writer. On a
     server shared with other databases' work, theirs too. Read from /proc,
     so only for a server on this machine; None elsewhere, or where /proc
