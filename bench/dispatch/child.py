@@ -35,6 +35,7 @@ from psycopg.abc import Params, Query
 from psycopg.rows import TupleRow
 from psycopg.transaction import Transaction
 
+import dispatch_fn
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
 from dispatch_fn.planning.plan import Window
@@ -266,15 +267,19 @@ class CountingConnection(psycopg.Connection[TupleRow]):
 
 
 def code_fingerprint() -> str:
-    """A digest of the dispatcher's sources as this process imported them.
+    """A digest of the dispatcher's sources, Python and SQL, as this process found them.
 
     Each run imports the package afresh, so a file edited while the benchmark
-    runs would put two versions side by side; the digests show it.
+    runs would put two versions side by side; the digests show it. The whole
+    package counts: a page statement changes the figures as much as the run
+    loop does.
     """
+    package = Path(dispatch_fn.__file__).parent
     digest = hashlib.sha256()
-    for source in sorted(Path(dispatch.__file__).parent.rglob("*")):
+    for source in sorted(package.rglob("*")):
         if source.suffix in (".py", ".sql"):
-            digest.update(source.name.encode() + b"\0" + source.read_bytes())
+            name = source.relative_to(package).as_posix()
+            digest.update(name.encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:12]
 
 

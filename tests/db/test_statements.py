@@ -13,6 +13,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from dispatch_fn.db import database, migrate, store
+from dispatch_fn.db.layout import PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.sql import statement, statement_text
 from dispatch_fn.planning import plan
 from dispatch_fn.run import dispatch, recorded
@@ -381,3 +382,66 @@ def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
         assert kept_filter == kept, text
         if scope.resume_after:
             assert "(id > 'd010000'::text)" in cond, text
+
+
+def _organisation_led_indexes(conn: psycopg.Connection[Any]) -> set[str]:
+    # Indexes of duly_duty or its partitions whose first column is the organisation.
+    rows = conn.execute(
+        "SELECT i.indexrelid::regclass::text FROM pg_index i"
+        " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+        " WHERE i.indrelid::regclass::text LIKE 'duly_duty%' AND a.attname = 'organization_id'"
+    ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
+def _unbounded_duty_scans(plan_text: str, organisation_led: set[str]) -> list[str]:
+    # Every read of duly_duty (or a partition of it) that walks more than its
+    # key: a sequential scan, an index scan without a condition, or one that
+    # skips the leading organisation of its index (every entry is then read).
+    lines = plan_text.splitlines()
+    unbounded = []
+    for at, line in enumerate(lines):
+        scan = re.search(r"Scan (?:using (\S+) )?on duly_duty", line)
+        if scan is None:
+            continue
+        detail = []
+        for each in lines[at + 1 :]:
+            if "->" in each:
+                break
+            detail.append(each.strip())
+        cond = next((d for d in detail if d.startswith(("Index Cond:", "Recheck Cond:"))), "")
+        if not cond or (scan[1] in organisation_led and "organization_id" not in cond):
+            unbounded.append(f"{line.strip()} {cond}")
+    return unbounded
+
+
+@pytest.mark.parametrize("name", ["page_write", "page_write_rerun", "page_dry_run"])
+def test_the_advance_finds_each_duty_by_its_organisation_and_id(
+    conn: psycopg.Connection[Any], name: str
+) -> None:
+    # The tasks carry the organisation, and on a layout partitioned by it the
+    # only index on id is (organization_id, id): joined on id alone, the
+    # advance read every duty partition's index whole for each duty, or every
+    # partition once per page. On the plain layout id is the primary key, so
+    # the statements are held to the partitioned layout's, whatever the
+    # session's (DULY_LAYOUT).
+    if session_layout() == PLAIN:
+        apply_layout(conn, PARTITIONED)
+    _many_duties(conn, 20_000)
+    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
+    ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
+    page = store.page_statement(store.Scope(), ready, store.Rules(), dry_run=False)
+    params = {
+        **page.params,
+        "after": "d011000",
+        "upto": "d012000",
+        "size": 500,
+        "page_rows": None,
+        "weights": Jsonb({}),
+        "excluded": [],
+    }
+    if name == "page_dry_run":
+        conn.execute(statement("page_dry_run_plan"))
+    text = _plan(conn, name, params)
+    assert text.count("on duly_duty") >= 2, text
+    assert _unbounded_duty_scans(text, _organisation_led_indexes(conn)) == [], text

@@ -209,7 +209,7 @@ missing AS (
     -- scan of duly_task, and page_dry_run_plan.sql, run first in the page's
     -- transaction, takes the scan off the table, so the subplan's only path
     -- is the index with the owed row's key as its condition.
-    SELECT o.duty_id, o.period_key FROM owed o
+    SELECT o.organization_id, o.duty_id, o.period_key FROM owed o
     WHERE NOT EXISTS (
         SELECT 1 FROM duly_task t
         WHERE (t.organization_id, t.duty_id, t.owner_id, t.period_key)
@@ -219,10 +219,10 @@ missing AS (
 advancing AS (
     SELECT d.id
     FROM duly_duty d,
-         (SELECT duty_id, max(period_key COLLATE "C") AS latest
-          FROM missing GROUP BY duty_id) i
-    WHERE d.id = i.duty_id
-      -- page_write.sql's never-regress test, word for word.
+         (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
+          FROM missing GROUP BY organization_id, duty_id) i
+    -- page_write.sql's key and never-regress test, word for word.
+    WHERE (d.organization_id, d.id) = (i.organization_id, i.duty_id)
       AND (d.last_dispatched_period IS NULL
            OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
                d.last_dispatched_period COLLATE "C")

@@ -220,13 +220,15 @@ inserted AS (
                            period_key, due_date, visible_from, late_after)
     SELECT * FROM owed ORDER BY duty_id COLLATE "C", period_key COLLATE "C"
     ON CONFLICT ON CONSTRAINT duly_task_dispatch_identity DO NOTHING
-    RETURNING duty_id, period_key
+    RETURNING organization_id, duty_id, period_key
 ),
 advanced AS (
+    -- The organisation is part of the duty's key: on a layout partitioned by
+    -- it (docs/adr/0005) the only index on id is (organization_id, id).
     UPDATE duly_duty d SET last_dispatched_period = i.latest
-    FROM (SELECT duty_id, max(period_key COLLATE "C") AS latest
-          FROM inserted GROUP BY duty_id) i
-    WHERE d.id = i.duty_id
+    FROM (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
+          FROM inserted GROUP BY organization_id, duty_id) i
+    WHERE (d.organization_id, d.id) = (i.organization_id, i.duty_id)
       AND (d.last_dispatched_period IS NULL
            OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
                d.last_dispatched_period COLLATE "C")
