@@ -109,9 +109,12 @@ def _extrapolate(run: NaivePass, tasks: int, duties: int) -> float:
 
 
 # The dispatcher's own never-regress comparison, one duty at a time.
+# By the duty's whole key: on the partitioned layout the only index on id is
+# (organization_id, id), which an UPDATE by id alone reads whole.
 _UPDATE = """
     UPDATE floor_duty SET last_dispatched_period = %s
-    WHERE id = %s AND (last_dispatched_period IS NULL OR last_dispatched_period COLLATE "C" < %s)
+    WHERE (organization_id, id) = (%s, %s)
+      AND (last_dispatched_period IS NULL OR last_dispatched_period COLLATE "C" < %s)
 """
 
 
@@ -119,8 +122,9 @@ def run_naive(conn: Conn, sample_duties: int, total_tasks: int, total_duties: in
     """Take a sample of advanced duties out of the floor's tables, then put it back row by row."""
     step = max(1, total_duties // sample_duties)
     duty_rows = conn.execute(
-        "SELECT id, last_dispatched_period FROM"
-        " (SELECT id, last_dispatched_period, row_number() OVER (ORDER BY id) AS k"
+        "SELECT id, last_dispatched_period, organization_id FROM"
+        " (SELECT id, last_dispatched_period, organization_id,"
+        "  row_number() OVER (ORDER BY id) AS k"
         "  FROM floor_duty WHERE last_dispatched_period IS NOT NULL) d"
         " WHERE mod(k, %s) = 0 LIMIT %s",
         (step, sample_duties),
@@ -139,7 +143,10 @@ def run_naive(conn: Conn, sample_duties: int, total_tasks: int, total_duties: in
     duty_at = TASK_COLUMNS.index("duty_id")
     for row in task_rows:
         by_duty[str(row[duty_at])].append(tuple(row))
-    sample = [(duty, str(latest), by_duty[duty]) for duty, latest in duty_rows]
+    sample = [
+        (str(organization), duty, str(latest), by_duty[duty])
+        for duty, latest, organization in duty_rows
+    ]
     # Back to the state before the first run, for the sample only; vacuumed so
     # the rows' index entries are gone and their space free, as before.
     conn.execute("DELETE FROM floor_task WHERE duty_id = ANY(%s)", (duty_ids,))
@@ -169,7 +176,7 @@ def run_naive(conn: Conn, sample_duties: int, total_tasks: int, total_duties: in
 def _one_by_one(
     conn: Conn,
     table: str,
-    sample: Sequence[tuple[str, str, Sequence[tuple[Any, ...]]]],
+    sample: Sequence[tuple[str, str, str, Sequence[tuple[Any, ...]]]],
     *,
     update: bool,
 ) -> NaivePass:
@@ -183,7 +190,7 @@ def _one_by_one(
     inserts: list[float] = []
     updates: list[float] = []
     inserted = refused = advanced = 0
-    for duty, latest, rows in sample:
+    for organization, duty, latest, rows in sample:
         for row in rows:
             started = time.perf_counter()
             try:
@@ -194,7 +201,7 @@ def _one_by_one(
             inserts.append(time.perf_counter() - started)
         if update:
             started = time.perf_counter()
-            advanced += conn.execute(_UPDATE, (latest, duty, latest)).rowcount
+            advanced += conn.execute(_UPDATE, (latest, organization, duty, latest)).rowcount
             updates.append(time.perf_counter() - started)
     if not inserts:
         raise BenchError("the naive sample's duties have no tasks")

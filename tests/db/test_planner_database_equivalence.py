@@ -173,6 +173,38 @@ def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
     assert len(plan.drafts) > len(duties)
 
 
+def test_database_due_dates_after_the_period_keep_month_ends_and_roll_like_the_engine(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # Month-end periods moved on whole months stay month-end (a period ending
+    # 30 April, one month on, is due 31 May), others keep their day; the
+    # modified roll turns back where the next business day is a month later.
+    duties = [
+        duty(
+            f"{frequency}-{months}-{days}-{roll}",
+            frequency=frequency,
+            due_anchor="after_period_end",
+            due_offset_months=months,
+            due_offset_days=days,
+            due_roll=roll,
+            holiday_calendar="US" if roll != "none" else None,
+        )
+        for frequency in FREQUENCIES
+        for months in (0, 1, 2, 13)
+        for days in (0, 1, 30)
+        for roll in ("none", "modified_following")
+    ]
+    insert_duties(conn, duties)
+    now = datetime(2028, 3, 1, 12, tzinfo=UTC)
+    window = Window(date(2027, 11, 25), date(2028, 5, 5))  # 30- and 31-day months, a leap February
+    plan = plan_dispatch(duties, now, window)
+    dispatch.run([conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=50))
+    assert multiset(task_rows(conn)) == multiset(plan.drafts)
+    due_dates = {draft["due_date"] for draft in plan.drafts}
+    month_ends = {day for day in due_dates if (day + timedelta(days=1)).day == 1}
+    assert date(2028, 5, 31) in month_ends
+
+
 @pytest.mark.parametrize(
     ("clock", "hours"),
     [

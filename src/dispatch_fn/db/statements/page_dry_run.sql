@@ -138,8 +138,12 @@ unrolled AS (
     -- period_end: the anchor day plus the offset, clamped into the period (the
     -- offset is clamped first, so no offset can push a date out of range: no
     -- period is longer than 366 days). after_period_end: the last day moved
-    -- on whole months (month-end stays month-end, as dates.add_months),
-    -- plus the days; not clamped.
+    -- on whole months (month-end stays month-end, as dates.add_months: the
+    -- first of the next month moved on, less a day), plus the days; not
+    -- clamped. Months are counted on timestamp, never timestamptz: a date cast
+    -- to timestamptz looks up the session's zone for each row (four times the
+    -- cost, docs/performance.md#compliance-page), and a zone that skips
+    -- midnight would move the day.
     SELECT pl.*, p.period_key, p.current, p.past, p.last_day,
            CASE pl.due_anchor
                WHEN 'period_start' THEN least(greatest(
@@ -148,8 +152,8 @@ unrolled AS (
                WHEN 'period_end' THEN least(greatest(
                    p.last_day + least(greatest(pl.due_offset_days, -400), 400),
                    p.first_day), p.last_day)
-               ELSE CASE WHEN p.last_day + 1 = date_trunc('month', p.last_day + 1)::date
-                         THEN (date_trunc('month', p.last_day + 1)
+               ELSE CASE WHEN date_trunc('month', (p.last_day + 1)::timestamp) = p.last_day + 1
+                         THEN (p.last_day + 1
                                + make_interval(months => pl.due_offset_months))::date - 1
                          ELSE (p.last_day + make_interval(months => pl.due_offset_months))::date
                     END + pl.due_offset_days
@@ -171,7 +175,8 @@ dated AS (
            CASE WHEN r.day IS NULL THEN u.unrolled
                 WHEN u.due_roll = 'following' THEN r.following
                 WHEN u.due_roll = 'preceding' THEN r.preceding
-                WHEN date_trunc('month', r.following) = date_trunc('month', u.unrolled)
+                WHEN date_trunc('month', r.following::timestamp)
+                   = date_trunc('month', u.unrolled::timestamp)
                     THEN r.following
                 ELSE r.preceding
            END AS due_date
