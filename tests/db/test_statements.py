@@ -284,6 +284,24 @@ def _many_duties(conn: psycopg.Connection[Any], count: int) -> None:
     conn.execute("ANALYZE duly_duty")
 
 
+def _monthly_page(scope: store.Scope) -> dict[str, Any]:
+    # The parameters of one page of _many_duties' monthly duties, d011001 to
+    # d012000: past a continued run's resume point (d010000), as its pages
+    # are, since a page before it is empty and the planner may prove it so.
+    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
+    ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
+    page = store.page_statement(scope, ready, store.Rules(), dry_run=False)
+    return {
+        **page.params,
+        "after": "d011000",
+        "upto": "d012000",
+        "size": 500,
+        "page_rows": None,
+        "weights": Jsonb({}),
+        "excluded": [],
+    }
+
+
 def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> str:
     # Unprepared, as the data layer runs it: planned with the values bound.
     explain = sql.SQL("EXPLAIN ") + statement(name)
@@ -345,20 +363,7 @@ def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
     # first, and the bounds and the resume point left of the second, once
     # their null tests fold away, are the index's own conditions.
     _many_duties(conn, 20_000)
-    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
-    ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
-    page = store.page_statement(scope, ready, store.Rules(), dry_run=False)
-    params = {
-        **page.params,
-        # Past the resume point, as a continued run's pages are: a page
-        # before it is empty, and the planner may prove it so.
-        "after": "d011000",
-        "upto": "d012000",
-        "size": 500,
-        "page_rows": None,
-        "weights": Jsonb({}),
-        "excluded": [],
-    }
+    params = _monthly_page(scope)
     bounds = "(id > 'd011000'::text) AND (id <= 'd012000'::text)"
     resumed = " AND (id > 'd010000'::text)" if scope.resume_after else ""
     kept = "Filter: (organization_id = 'org-1'::text)" if scope.organization_id else ""
@@ -428,18 +433,7 @@ def test_the_advance_finds_each_duty_by_its_organisation_and_id(
     if session_layout() == PLAIN:
         apply_layout(conn, PARTITIONED)
     _many_duties(conn, 20_000)
-    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
-    ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
-    page = store.page_statement(store.Scope(), ready, store.Rules(), dry_run=False)
-    params = {
-        **page.params,
-        "after": "d011000",
-        "upto": "d012000",
-        "size": 500,
-        "page_rows": None,
-        "weights": Jsonb({}),
-        "excluded": [],
-    }
+    params = _monthly_page(store.Scope())
     if name == "page_dry_run":
         conn.execute(statement("page_dry_run_plan"))
     text = _plan(conn, name, params)
