@@ -179,6 +179,8 @@ def test_database_due_dates_after_the_period_keep_month_ends_and_roll_like_the_e
     # Month-end periods moved on whole months stay month-end (a period ending
     # 30 April, one month on, is due 31 May), others keep their day; the
     # modified roll turns back where the next business day is a month later.
+    # The session's zone plays no part in the dates.
+    conn.execute("SET TimeZone = 'Pacific/Kiritimati'")
     duties = [
         duty(
             f"{frequency}-{months}-{days}-{roll}",
@@ -203,6 +205,14 @@ def test_database_due_dates_after_the_period_keep_month_ends_and_roll_like_the_e
     due_dates = {draft["due_date"] for draft in plan.drafts}
     month_ends = {day for day in due_dates if (day + timedelta(days=1)).day == 1}
     assert date(2028, 5, 31) in month_ends
+    # April 2028 ends on a Sunday and 1 May is a Monday: modified, it turns
+    # back to Friday 28 April.
+    april = next(
+        draft
+        for draft in plan.drafts
+        if draft["duty_id"] == "monthly-0-0-modified_following" and draft["period_key"] == "2028-04"
+    )
+    assert april["due_date"] == date(2028, 4, 28)
 
 
 @pytest.mark.parametrize(

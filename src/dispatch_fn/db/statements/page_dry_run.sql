@@ -141,9 +141,8 @@ unrolled AS (
     -- on whole months (month-end stays month-end, as dates.add_months: the
     -- first of the next month moved on, less a day), plus the days; not
     -- clamped. Months are counted on timestamp, never timestamptz: a date cast
-    -- to timestamptz looks up the session's zone for each row (four times the
-    -- cost, docs/performance.md#compliance-page), and a zone that skips
-    -- midnight would move the day.
+    -- to timestamptz looks the session's zone up for each row, for dates that
+    -- have no zone (docs/performance.md#compliance-page).
     SELECT pl.*, p.period_key, p.current, p.past, p.last_day,
            CASE pl.due_anchor
                WHEN 'period_start' THEN least(greatest(
