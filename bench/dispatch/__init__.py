@@ -3,7 +3,7 @@
 Run: .venv/bin/python -m bench.dispatch [--duties N] [--backfill-duties M]
          [--chunk-size C] [--workers W] [--mix MIX[,MIX]|all]
          [--layout LAYOUT[,LAYOUT]|all] [--json PATH] [--naive-sample S]
-         [--database-url DSN] [--rds-proxy]
+         [--noop-rounds K] [--database-url DSN] [--rds-proxy]
 
 Without ``--database-url`` (or ``DATABASE_URL``) it starts an embedded
 PostgreSQL in a temporary directory under /tmp and removes it afterwards; with
@@ -21,7 +21,9 @@ N/10 (``benchmark.run_comparison``).
 What the full pass measures, at one fixed clock (``data.CLOCK``):
 
 a. the first scheduled run over N generated duties, in a child process (its
-   own peak RSS, wall time, round trips);
+   own peak RSS, wall time, round trips), recorded in the run ledger as the
+   deployed function records every run (so a re-run of its clock knows from
+   its first page that its rows exist);
 b. the same run again, which must write nothing (rows written are read from
    ``pg_stat_user_tables`` before and after): first at once, as a retry would
    (b0), then after ``VACUUM (ANALYZE)`` of both tables, as the next day's run
@@ -31,7 +33,10 @@ d. the floor: the very rows run (a) created, staged in a table, inserted into
    an identical empty ``duly_task`` by one ``INSERT … SELECT … ON CONFLICT DO
    NOTHING`` plus one set-based ``UPDATE`` of ``last_dispatched_period`` on an
    identical copy of ``duly_duty`` as it was before run (a); then both again,
-   at once (d0) and after the same vacuum (d2);
+   at once (d0) and after the same vacuum (d2); then K - 1 more no-op rounds
+   (``--noop-rounds``, default 3), each b then d2 again on the tables as they
+   are: the no-op lines judge the median of the K rounds' ratios, so one
+   slow spell of this shared machine does not decide them;
 e. the naive path: one ``INSERT`` round trip (and transaction) per task and
    one ``UPDATE`` per duty, on a sample of advanced duties spread over the id
    range, put back one by one into the full-size floor tables; the median

@@ -26,7 +26,7 @@ from bench.dispatch.judging import judge, judge_pass
 from bench.dispatch.mix import BIG_ORG, MIXES
 from bench.dispatch.naive import run_naive
 from bench.dispatch.options import Options
-from bench.dispatch.results import Pass, Results, SideBySide, phases_of
+from bench.dispatch.results import NoopRound, Pass, Results, SideBySide, phases_of
 from bench.dispatch.server import (
     DISPATCH_TABLES,
     FLOOR_TABLES,
@@ -161,7 +161,10 @@ def _measured(
 
     Generate; the first run, then again at once (a retry) and after the
     vacuum autovacuum would make (the no-op); stage the first run's rows; the
-    floor, then again at once and after the same vacuum.
+    floor, then again at once and after the same vacuum; then the further
+    no-op rounds, each the dispatcher's then the floor's. Every run is
+    recorded in the ledger, as the deployed function records it, so a re-run
+    knows from its first page that its rows exist (page_plan).
     """
     with (
         fresh_database(server_dsn, "n", options.layout) as dsn,
@@ -177,6 +180,7 @@ def _measured(
             workers=options.workers,
             prepare=not options.rds_proxy,
             trace=options.trace_round_trips,
+            recorded=True,
         )
         first = run_child(conn, scheduled)
         retry = run_child(conn, scheduled)
@@ -187,6 +191,10 @@ def _measured(
         floor_retry = run_floor(conn)
         vacuum(conn, FLOOR_TABLES)
         floor_noop = run_floor(conn)
+        noop_again = tuple(
+            NoopRound(run_child(conn, scheduled), run_floor(conn))
+            for _ in range(options.noop_rounds - 1)
+        )
         yield (
             conn,
             scheduled,
@@ -202,6 +210,7 @@ def _measured(
                 floor=floor,
                 floor_retry=floor_retry,
                 floor_noop=floor_noop,
+                noop_again=noop_again,
             ),
         )
 
@@ -217,5 +226,7 @@ def _parameters(options: Options, kind: str) -> dict[str, Any]:
         "layout": options.layout,
         "clock": CLOCK.isoformat(),
         "rds_proxy": options.rds_proxy,
+        "noop_rounds": options.noop_rounds,
+        "recorded": True,
         "cpus": os.cpu_count(),
     }

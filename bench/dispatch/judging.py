@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from typing import Final
 
 from bench.dispatch.dispatcher import ChildRun
@@ -38,6 +40,26 @@ GOAL: Final = "(goal)"
 def ratio(numerator: float, denominator: float) -> float:
     """``numerator / denominator``, infinite when there is nothing to divide by."""
     return numerator / denominator if denominator > 0 else math.inf
+
+
+def paired_median(pairs: Sequence[tuple[float, float]]) -> float:
+    """The median of each pair's ratio: pairs measured side by side, judged as one figure.
+
+    Each pair is one round (the dispatcher's run, then the floor's, back to
+    back), so a spell of a slower machine lands on both sides of a ratio;
+    the median then sets aside the round it landed between.
+    """
+    if not pairs:
+        raise ValueError("no pairs to take the median of")
+    return statistics.median(ratio(spent, floor_spent) for spent, floor_spent in pairs)
+
+
+def _spread(pairs: Sequence[tuple[float, float]]) -> str:
+    """`` (median of K: low-high)``; nothing for a single pair, which has no spread."""
+    if len(pairs) == 1:
+        return ""
+    ratios = [ratio(spent, floor_spent) for spent, floor_spent in pairs]
+    return f" (median of {len(ratios)}: {min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def rss_growth(at_n: float, at_tenth: float) -> float:
@@ -86,12 +108,17 @@ def judge_pass(
     A comparison pass is judged by these alone; ``tenth``, the full pass's
     first run at N/10, shows its round trips beside N's.
     """
-    first, noop, floor = measured.first, measured.noop, measured.floor
+    first, floor, rounds = measured.first, measured.floor, measured.noop_rounds
     first_vs_floor = ratio(first.seconds, floor.seconds)
-    noop_vs_floor = ratio(noop.seconds, measured.floor_noop.seconds)
+    noop_walls = [(each.dispatcher.seconds, each.floor.seconds) for each in rounds]
+    noop_vs_floor = paired_median(noop_walls)
+    noop_cpus = [
+        (each.dispatcher.server_cpu_seconds, each.floor.server_cpu_seconds) for each in rounds
+    ]
     retry_vs_floor = ratio(measured.retry.seconds, measured.floor_retry.seconds)
-    written_by_reruns = noop.written.total + measured.retry.written.total
-    created_by_reruns = noop.tasks_created + measured.retry.tasks_created
+    reruns = (measured.retry, *(each.dispatcher for each in rounds))
+    written_by_reruns = sum(run.written.total for run in reruns)
+    created_by_reruns = sum(run.tasks_created for run in reruns)
     rss_n = first.rss_peak_mib
     pages_bound = math.ceil(duties / chunk_size)
     trips_max = ROUND_TRIPS_PER_PAGE_MAX * pages_bound + ROUND_TRIPS_PER_RUN_MAX
@@ -119,7 +146,7 @@ def judge_pass(
             Bar.NOOP_VS_FLOOR_NOOP,
             "no-op / floor no-op",
             noop_vs_floor,
-            f"{noop_vs_floor:.2f}x",
+            f"{noop_vs_floor:.2f}x{_spread(noop_walls)}",
             f"<= {NOOP_VS_FLOOR_NOOP_MAX}x",
             noop_vs_floor <= NOOP_VS_FLOOR_NOOP_MAX,
         ),
@@ -167,32 +194,36 @@ def judge_pass(
         cpu_goal_verdict(
             Bar.SERVER_CPU_FIRST,
             "server CPU: first run / floor",
-            first.server_cpu_seconds,
-            floor.server_cpu_seconds,
+            [(first.server_cpu_seconds, floor.server_cpu_seconds)],
             SERVER_CPU_FIRST_GOAL,
         ),
         cpu_goal_verdict(
             Bar.SERVER_CPU_NOOP,
             "server CPU: no-op / floor no-op",
-            noop.server_cpu_seconds,
-            measured.floor_noop.server_cpu_seconds,
+            noop_cpus,
             SERVER_CPU_NOOP_GOAL,
         ),
     ]
 
 
 def cpu_goal_verdict(
-    key: Bar, name: str, spent: float | None, floor_spent: float | None, goal: float
+    key: Bar, name: str, pairs: Sequence[tuple[float | None, float | None]], goal: float
 ) -> Verdict:
-    """The server CPU a run cost against the floor's, and whether it meets ``goal``.
+    """The server CPU runs cost against the floor's, and whether it meets ``goal``.
 
-    Beside the timed bar, never part of it (``judged=False``). Not a number
-    (``value`` NaN) where the CPU could not be read.
+    ``pairs``: each round's CPU and the floor's, judged by the median of their
+    ratios (``paired_median``). Beside the timed bar, never part of it
+    (``judged=False``). Not a number (``value`` NaN) where any CPU could not
+    be read.
     """
     bar = f"{GOAL} <= {goal:.2f}x"
-    if spent is None or floor_spent is None:
+    read = [(spent, floor) for spent, floor in pairs if spent is not None and floor is not None]
+    if not read or len(read) < len(pairs):
         shown = "n/a (server not local)"
         return Verdict(key, name, math.nan, shown, bar, passed=False, judged=False)
-    value = ratio(spent, floor_spent)
-    shown = f"{value:.2f}x ({spent:.1f} vs {floor_spent:.1f} s)"
+    value = paired_median(read)
+    if len(read) == 1:
+        shown = f"{value:.2f}x ({read[0][0]:.1f} vs {read[0][1]:.1f} s)"
+    else:
+        shown = f"{value:.2f}x{_spread(read)}"
     return Verdict(key, name, value, shown, bar, passed=value <= goal, judged=False)

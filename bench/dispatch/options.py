@@ -20,6 +20,11 @@ DEFAULT_DUTIES: Final = 1_000_000
 # at the default N, and the same share of a smaller N.
 BACKFILL_SHARE: Final = 20
 DEFAULT_NAIVE_SAMPLE: Final = 5_000
+# No-op rounds a pass makes, each the dispatcher's no-op then the floor's: the
+# no-op ratios are the median of the rounds' (judging.paired_median). One pair
+# of runs on this shared machine moves by up to a third between two identical
+# benches (docs/performance.md#side-by-side); a median of three does not.
+DEFAULT_NOOP_ROUNDS: Final = 3
 # Every mix and every layout, those of record first.
 ALL: Final = "all"
 EVERY_MIX: Final = (CLASSIC.name, *sorted(set(MIXES) - {CLASSIC.name}))
@@ -35,6 +40,7 @@ class Options:
     chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
     workers: int = dispatch.DEFAULT_WORKERS
     naive_sample: int = DEFAULT_NAIVE_SAMPLE
+    noop_rounds: int = DEFAULT_NOOP_ROUNDS
     # Every mix and layout to measure side by side, each (mix, layout) in a
     # fresh database: the first of each runs the full benchmark, every other
     # combination a comparison pass (benchmark.run_comparison). A layout is
@@ -140,6 +146,14 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         f"updated (default {DEFAULT_NAIVE_SAMPLE:,})",
     )
     parser.add_argument(
+        "--noop-rounds",
+        type=positive_int,
+        default=DEFAULT_NOOP_ROUNDS,
+        metavar="K",
+        help="no-op rounds per pass, the dispatcher's then the floor's, whose median ratio is "
+        f"judged (default {DEFAULT_NOOP_ROUNDS})",
+    )
+    parser.add_argument(
         "--json",
         type=Path,
         default=None,
@@ -170,6 +184,7 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         chunk_size=args.chunk_size,
         workers=args.workers,
         naive_sample=args.naive_sample,
+        noop_rounds=args.noop_rounds,
         mixes=args.mix,
         layouts=args.layout,
         json_path=args.json,

@@ -83,6 +83,14 @@ def render(results: Results) -> str:
               _cpu_text(results.floor_retry.server_cpu_seconds)),
         plain("d2 floor no-op, tables vacuumed", floor_noop.seconds, floor_noop.inserted, "4",
               _written_text(floor_noop.written), _cpu_text(floor_noop.server_cpu_seconds)),
+        *(line
+          for number, again in enumerate(results.noop_again, start=2)
+          for line in (
+              child(f"b  no-op, round {number}", again.dispatcher),
+              plain(f"d2 floor no-op, round {number}", again.floor.seconds, again.floor.inserted,
+                    "4", _written_text(again.floor.written),
+                    _cpu_text(again.floor.server_cpu_seconds)),
+          )),
         plain(f"e1 naive: {naive.sample_duties:,} duties' {naive.first.inserts:,} INSERTs"
               f" + {naive.first.updates:,} UPDATEs", naive.first.seconds, naive.first.inserted,
               f"{naive.first.inserts + naive.first.updates:,}",

@@ -45,6 +45,14 @@ class Verdict:
     judged: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class NoopRound:
+    """One no-op round: the dispatcher's no-op, then the floor's, on the tables as they are."""
+
+    dispatcher: ChildRun
+    floor: FloorRun
+
+
 @dataclass(kw_only=True, slots=True)
 class Pass:
     """The figures every pass measures: one (mix, layout) against the floor, in a fresh database.
@@ -64,12 +72,19 @@ class Pass:
     floor: FloorRun
     floor_retry: FloorRun
     floor_noop: FloorRun
+    # The no-op rounds after the first (``noop`` and ``floor_noop``), in order.
+    noop_again: tuple[NoopRound, ...] = ()
     verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def noop_rounds(self) -> tuple[NoopRound, ...]:
+        """Every no-op round of the pass: the first after the vacuum, then the others."""
+        return (NoopRound(self.noop, self.floor_noop), *self.noop_again)
 
     @property
     def runs(self) -> tuple[ChildRun, ...]:
         """Every dispatcher run of the pass."""
-        return (self.first, self.retry, self.noop)
+        return (self.first, self.retry, *(each.dispatcher for each in self.noop_rounds))
 
     @property
     def code_versions(self) -> list[str]:
@@ -115,7 +130,7 @@ class Results(Pass):
         return (
             self.first,
             self.retry,
-            self.noop,
+            *(each.dispatcher for each in self.noop_rounds),
             self.backfill,
             self.backfill_again,
             self.tenth_first,

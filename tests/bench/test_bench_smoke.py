@@ -23,7 +23,11 @@ from bench.dispatch.disk import (
 )
 from bench.dispatch.dispatcher import ChildRun
 from bench.dispatch.floor import FloorRun, prepare_floor_tables
-from bench.dispatch.judging import ROUND_TRIPS_PER_PAGE_MAX, ROUND_TRIPS_PER_RUN_MAX
+from bench.dispatch.judging import (
+    ROUND_TRIPS_PER_PAGE_MAX,
+    ROUND_TRIPS_PER_RUN_MAX,
+    paired_median,
+)
 from bench.dispatch.mix import CLASSIC, COMPLIANCE
 from bench.dispatch.options import Options
 from bench.dispatch.render import render, render_side_by_side
@@ -213,9 +217,35 @@ def test_figures_survive_the_json_they_are_written_as(figures: Results) -> None:
 
 def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> None:
     lines = render(figures).splitlines()
-    # Four header lines, a blank, the column heads, sixteen measurements, a
-    # blank, the first run's summary, a blank, the ratio heads, then the bar.
-    assert len(lines) == 4 + 1 + 1 + 16 + 1 + 1 + 1 + 1 + len(Bar)
+    # Four header lines, a blank, the column heads, sixteen measurements and
+    # two for each further no-op round, a blank, the first run's summary, a
+    # blank, the ratio heads, then the bar.
+    measurements = 16 + 2 * (OPTIONS.noop_rounds - 1)
+    assert len(lines) == 4 + 1 + 1 + measurements + 1 + 1 + 1 + 1 + len(Bar)
+
+
+def test_every_no_op_round_writes_nothing_and_the_median_of_their_ratios_is_judged(
+    figures: Results,
+) -> None:
+    rounds = figures.noop_rounds
+    assert len(rounds) == OPTIONS.noop_rounds > 1
+    assert rounds[0].dispatcher is figures.noop
+    assert rounds[0].floor is figures.floor_noop
+    for each in rounds:
+        assert each.dispatcher.tasks_created == each.dispatcher.written.total == 0
+        assert each.floor.inserted == each.floor.written.total == 0
+    walls = [(each.dispatcher.seconds, each.floor.seconds) for each in rounds]
+    assert figures.verdict(Bar.NOOP_VS_FLOOR_NOOP).value == pytest.approx(paired_median(walls))
+    assert "median of 3" in figures.verdict(Bar.NOOP_VS_FLOOR_NOOP).shown
+
+
+def test_every_run_is_recorded_in_the_ledger_as_the_deployed_function_records_it(
+    figures: Results,
+) -> None:
+    run_ids = [run.report.get("run_id") for run in figures.runs]
+    assert all(isinstance(each, int) for each in run_ids)
+    # The N/10 run has a database, and so a ledger, of its own.
+    assert len(set(run_ids[:-1])) == len(run_ids) - 1
 
 
 @pytest.fixture(scope="module")

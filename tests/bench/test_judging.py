@@ -8,7 +8,9 @@ import pytest
 
 from bench.dispatch.judging import (
     SERVER_CPU_FIRST_GOAL,
+    SERVER_CPU_NOOP_GOAL,
     cpu_goal_verdict,
+    paired_median,
     rss_flat,
     rss_growth,
 )
@@ -38,8 +40,8 @@ def test_the_rss_growth_is_a_share_of_the_smaller_runs_peak() -> None:
 
 
 def test_a_cpu_goal_is_met_or_missed_but_never_judged() -> None:
-    met = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", 10.9, 10.0, SERVER_CPU_FIRST_GOAL)
-    missed = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", 11.2, 10.0, SERVER_CPU_FIRST_GOAL)
+    met = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", [(10.9, 10.0)], SERVER_CPU_FIRST_GOAL)
+    missed = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", [(11.2, 10.0)], SERVER_CPU_FIRST_GOAL)
     assert (met.passed, missed.passed) == (True, False)
     assert (met.judged, missed.judged) == (False, False)
     assert met.bar == missed.bar == "(goal) <= 1.10x"
@@ -48,7 +50,32 @@ def test_a_cpu_goal_is_met_or_missed_but_never_judged() -> None:
 
 
 def test_a_cpu_goal_unread_is_not_a_number() -> None:
-    unread = cpu_goal_verdict(Bar.SERVER_CPU_NOOP, "cpu", None, 3.0, 1.25)
+    unread = cpu_goal_verdict(Bar.SERVER_CPU_NOOP, "cpu", [(None, 3.0)], 1.25)
     assert math.isnan(unread.value)
     assert not unread.judged
     assert verdict_word(unread) == "n/a"
+
+
+def test_a_round_whose_cpu_was_not_read_leaves_the_median_unread() -> None:
+    partly = cpu_goal_verdict(Bar.SERVER_CPU_NOOP, "cpu", [(4.0, 3.0), (4.1, None)], 1.25)
+    assert math.isnan(partly.value)
+
+
+def test_rounds_are_judged_by_the_median_of_their_ratios_not_of_their_sums() -> None:
+    # The second round landed on a slow spell of the machine: both sides slowed,
+    # so its ratio is ordinary though its seconds are not.
+    rounds = [(3.6, 2.4), (7.0, 5.9), (3.3, 2.6)]
+    assert paired_median(rounds) == pytest.approx(3.3 / 2.6)
+    verdict = cpu_goal_verdict(Bar.SERVER_CPU_NOOP, "cpu", rounds, SERVER_CPU_NOOP_GOAL)
+    assert verdict.value == pytest.approx(3.3 / 2.6)
+    assert verdict.shown == "1.27x (median of 3: 1.19-1.50)"
+    assert verdict_word(verdict) == "missed"
+
+
+def test_an_even_number_of_rounds_takes_the_middle_twos_mean() -> None:
+    assert paired_median([(1.0, 1.0), (3.0, 2.0), (2.0, 1.0), (1.2, 1.0)]) == pytest.approx(1.35)
+
+
+def test_no_rounds_is_an_error_not_a_ratio() -> None:
+    with pytest.raises(ValueError, match="no pairs"):
+        paired_median([])
