@@ -162,7 +162,8 @@ def _measured(
     Generate; the first run, then again at once (a retry) and after the
     vacuum autovacuum would make (the no-op); stage the first run's rows; the
     floor, then again at once and after the same vacuum; then the further
-    no-op rounds, each the dispatcher's then the floor's. Every run is
+    no-op rounds, each the dispatcher's then the floor's, back to back (the
+    first round's two no-ops each follow their own vacuum). Every run is
     recorded in the ledger, as the deployed function records it, so a re-run
     knows from its first page that its rows exist (page_plan).
     """

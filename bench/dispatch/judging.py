@@ -45,9 +45,9 @@ def ratio(numerator: float, denominator: float) -> float:
 def paired_median(pairs: Sequence[tuple[float, float]]) -> float:
     """The median of each pair's ratio: pairs measured side by side, judged as one figure.
 
-    Each pair is one round (the dispatcher's run, then the floor's, back to
-    back), so a spell of a slower machine lands on both sides of a ratio;
-    the median then sets aside the round it landed between.
+    Each pair is one round, the dispatcher's run and then the floor's. A
+    round whose ratio a slow spell of the machine skewed, on one side only,
+    is set aside by the median.
     """
     if not pairs:
         raise ValueError("no pairs to take the median of")
@@ -161,7 +161,7 @@ def judge_pass(
         ),
         Verdict(
             Bar.NOOP_ROWS_WRITTEN,
-            "no-op rows inserted + updated (b0 and b)",
+            "no-op rows inserted + updated (b0, every b)",
             float(written_by_reruns),
             f"{written_by_reruns:,}",
             "= 0",
@@ -219,7 +219,7 @@ def cpu_goal_verdict(
     bar = f"{GOAL} <= {goal:.2f}x"
     read = [(spent, floor) for spent, floor in pairs if spent is not None and floor is not None]
     if not read or len(read) < len(pairs):
-        shown = "n/a (server not local)"
+        shown = "n/a (server not local)" if not read else "n/a (a round's CPU not read)"
         return Verdict(key, name, math.nan, shown, bar, passed=False, judged=False)
     value = paired_median(read)
     if len(read) == 1:

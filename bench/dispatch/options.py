@@ -21,9 +21,10 @@ DEFAULT_DUTIES: Final = 1_000_000
 BACKFILL_SHARE: Final = 20
 DEFAULT_NAIVE_SAMPLE: Final = 5_000
 # No-op rounds a pass makes, each the dispatcher's no-op then the floor's: the
-# no-op ratios are the median of the rounds' (judging.paired_median). One pair
-# of runs on this shared machine moves by up to a third between two identical
-# benches (docs/performance.md#side-by-side); a median of three does not.
+# no-op ratios are the median of the rounds' (judging.paired_median), so one
+# round that lands on a slow spell of this shared machine does not decide
+# them. One round's ratio moves by up to 0.35 between two identical benches
+# (docs/performance.md#side-by-side-9a1a929).
 DEFAULT_NOOP_ROUNDS: Final = 3
 # Every mix and every layout, those of record first.
 ALL: Final = "all"

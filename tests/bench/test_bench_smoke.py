@@ -213,6 +213,9 @@ def test_figures_survive_the_json_they_are_written_as(figures: Results) -> None:
     assert written["first"]["tasks_created"] == figures.first.tasks_created
     assert [v["key"] for v in written["verdicts"]] == [str(key) for key in Bar]
     assert written["parameters"]["mix"] == "classic"
+    again = [each["dispatcher"]["tasks_created"] for each in written["noop_again"]]
+    assert again == [each.dispatcher.tasks_created for each in figures.noop_again]
+    assert len(written["noop_again"]) == OPTIONS.noop_rounds - 1
 
 
 def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> None:

@@ -59,6 +59,7 @@ def test_a_cpu_goal_unread_is_not_a_number() -> None:
 def test_a_round_whose_cpu_was_not_read_leaves_the_median_unread() -> None:
     partly = cpu_goal_verdict(Bar.SERVER_CPU_NOOP, "cpu", [(4.0, 3.0), (4.1, None)], 1.25)
     assert math.isnan(partly.value)
+    assert partly.shown == "n/a (a round's CPU not read)"
 
 
 def test_rounds_are_judged_by_the_median_of_their_ratios_not_of_their_sums() -> None:
