@@ -17,13 +17,14 @@ generic plan would keep the test and scan the whole index.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import psycopg
 import psycopg.rows
 from psycopg.types.json import Jsonb
 
+from dispatch_fn.db.encoded import encode
 from dispatch_fn.db.sql import Connection, statement
 from dispatch_fn.planning import page_plan
 from dispatch_fn.planning.plan import LEAD_THRESHOLDS, Schedule
@@ -204,8 +205,9 @@ class PageStatement:
     """One run's page statement: which file it runs and the schedules it binds.
 
     Only the page's bounds and size change from page to page, so the arrays
-    are built once per run rather than once per page. The same parameters
-    list the page's ids alone (``page_taken_ids``).
+    are built, and dumped to their binary form (``encoded``), once per run
+    rather than once per page. The same parameters list the page's ids alone
+    (``page_taken_ids``).
     """
 
     params: dict[str, Any]
@@ -217,6 +219,34 @@ class PageStatement:
     weights: Jsonb = _NO_WEIGHTS
     # The most rows one duty of the run can owe (page_plan.heaviest).
     heaviest: int = 0
+    # params (their arrays) and weights as every page binds them, dumped once.
+    _bound: dict[str, Any] = field(init=False, repr=False, compare=False)
+    _bound_weights: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        bound = {key: encode(v) if isinstance(v, list) else v for key, v in self.params.items()}
+        object.__setattr__(self, "_bound", bound)
+        object.__setattr__(self, "_bound_weights", encode(self.weights))
+
+    def bind(
+        self,
+        after: str | None,
+        upto: str | None,
+        size: int,
+        page_rows: int | None,
+        excluded: Sequence[str],
+    ) -> dict[str, Any]:
+        """What one page of this statement binds: the run's values, then the page's own."""
+        budget = self.budget(size, page_rows)
+        return {
+            **self._bound,
+            "after": after,
+            "upto": upto,
+            "size": size,
+            "page_rows": budget,
+            "weights": _NO_WEIGHTS if budget is None else self._bound_weights,
+            "excluded": list(excluded),
+        }
 
     def page_size(self, chunk_size: int, page_rows: int | None) -> int:
         """The duties a page of this statement takes (``page_plan.page_size``)."""
@@ -264,7 +294,7 @@ def dispatch_page(
     writes nothing, so it has nothing to probe.
     """
     query = statement(_page_file(page, probe=probe))
-    params = _page_params(page, after, upto, size, page_rows, excluded)
+    params = page.bind(after, upto, size, page_rows, excluded)
     # Never prepared: a prepared statement would switch to a generic plan after
     # five pages, and that plan, guessing at the cursor and the page size,
     # measures slower than planning each page afresh (docs/performance.md has
@@ -301,26 +331,6 @@ def _page_file(page: PageStatement, *, probe: bool) -> str:
     if page.dry_run:
         return "page_dry_run"
     return "page_write_rerun" if probe else "page_write"
-
-
-def _page_params(  # noqa: PLR0917 - the page's arguments, passed on as they came
-    page: PageStatement,
-    after: str | None,
-    upto: str | None,
-    size: int,
-    page_rows: int | None,
-    excluded: Sequence[str],
-) -> dict[str, Any]:
-    budget = page.budget(size, page_rows)
-    return {
-        **page.params,
-        "after": after,
-        "upto": upto,
-        "size": size,
-        "page_rows": budget,
-        "weights": _NO_WEIGHTS if budget is None else page.weights,
-        "excluded": list(excluded),
-    }
 
 
 def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, list[Any]]:
@@ -375,7 +385,7 @@ def page_taken_ids(
     excluded: Sequence[str] = (),
 ) -> list[str]:
     """The ids ``dispatch_page`` would take for these arguments, in page order (row budget too)."""
-    params = _page_params(page, after, upto, size, page_rows, excluded)
+    params = page.bind(after, upto, size, page_rows, excluded)
     rows = conn.execute(statement("page_taken_ids"), params, prepare=False).fetchall()
     return [str(row[0]) for row in rows]
 
