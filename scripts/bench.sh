@@ -14,6 +14,9 @@
 #   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
 #   ./scripts/bench.sh shard-migration [ARGS]   migration 0011 on existing tasks, inserts going on
 #   ./scripts/bench.sh page-walk [ARGS]         pages' head scans walking id or (organization_id, id)
+#   ./scripts/bench.sh pair --against DIR [ARGS]
+#                                               this checkout's no-op against another's
+#                                               (an earlier commit's worktree), alternated
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 
@@ -45,6 +48,10 @@ shard-migration)
 page-walk)
     shift
     .venv/bin/python -m bench.page_walk "$@"
+    ;;
+pair)
+    shift
+    .venv/bin/python -m bench.dispatch.pair "$@"
     ;;
 *)
     step "bench: the period engine"

@@ -6,7 +6,7 @@ instant (so two children are released together) and pauses before each page
 (so a test can kill it between pages), runs one dispatch (recorded in the run
 ledger, as the handler records it, if asked), and prints one JSON line: the
 run's report and what the child measured of it (wall time, its own peak RSS,
-round trips, the CPU of its backends, any statement slower than
+round trips, its own CPU and its backends', any statement slower than
 ``slow_ms`` with its plan). ``collect`` reads it.
 
 A process of its own gives the run its own peak RSS, and lets a test kill it.
@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, override
@@ -87,18 +87,38 @@ class ChildError(RuntimeError):
     """The child process failed or printed no figures."""
 
 
-def spawn(spec: ChildSpec) -> subprocess.Popen[str]:
-    """Start the child that makes ``spec``'s run; read its figures with ``collect``."""
+def spawn(spec: ChildSpec, root: Path | None = None) -> subprocess.Popen[str]:
+    """Start the child that makes ``spec``'s run; read its figures with ``collect``.
+
+    ``root``: the checkout whose dispatcher (and child) runs; this one by
+    default. The child gets the spec's fields that differ from their
+    defaults (``changed_fields``), so an earlier commit's child, whose
+    ChildSpec lacks a field the run leaves alone, still reads them; a field
+    left at this checkout's default takes that child's own default.
+    """
+    root = root if root is not None else _ROOT
+    # The checkout's own packages first, ahead of the one this venv installed.
     path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), *([path] if path else [])])}
+    sources = [str(root), str(root / "src"), *([path] if path else [])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sources)}
     return subprocess.Popen(
-        [sys.executable, "-m", "bench.dispatch.child", json.dumps(asdict(spec))],
+        [sys.executable, "-m", "bench.dispatch.child", json.dumps(changed_fields(spec))],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=_ROOT,
+        cwd=root,
     )
+
+
+def changed_fields(spec: ChildSpec) -> dict[str, Any]:
+    """``spec``'s fields that have no default or differ from it, as the child reads them."""
+    values = asdict(spec)
+    return {
+        each.name: values[each.name]
+        for each in fields(spec)
+        if each.default is MISSING or values[each.name] != each.default
+    }
 
 
 def collect(child: subprocess.Popen[str], timeout: float | None = None) -> dict[str, Any]:
@@ -114,9 +134,9 @@ def collect(child: subprocess.Popen[str], timeout: float | None = None) -> dict[
     return figures
 
 
-def run(spec: ChildSpec, timeout: float | None = None) -> dict[str, Any]:
-    """Make ``spec``'s run in a child process and return its figures."""
-    return collect(spawn(spec), timeout)
+def run(spec: ChildSpec, timeout: float | None = None, root: Path | None = None) -> dict[str, Any]:
+    """Make ``spec``'s run in a child process (``root``'s checkout) and return its figures."""
+    return collect(spawn(spec, root), timeout)
 
 
 # --- the child's side ------------------------------------------------------------
@@ -444,7 +464,7 @@ def main(argv: Sequence[str]) -> int:
             traces = [
                 tracing.enter_context(_protocol_trace(conn, enabled=spec.trace)) for conn in conns
             ]
-            started = time.perf_counter()
+            started, client_started = time.perf_counter(), time.process_time()
             try:
                 report = _dispatch(spec, conns, pause if spec.pause_s > 0 else lambda: False)
             except RunFailedError as failed:
@@ -454,6 +474,7 @@ def main(argv: Sequence[str]) -> int:
                 sys.stdout.write(json.dumps(seen) + "\n")
                 return 1
             seconds = time.perf_counter() - started
+            client_cpu = time.process_time() - client_started
         for conn in conns:
             conn.explain_cancelled()
         backend_cpu = cpu_spent(cpu_before, backend_cpu_seconds(conns))
@@ -468,6 +489,7 @@ def main(argv: Sequence[str]) -> int:
     figures = {
         "seconds": seconds,
         "backend_cpu_seconds": backend_cpu,
+        "client_cpu_seconds": client_cpu,
         "statements": statements,
         "transactions": transactions,
         "prepared": prepared,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.dispatch import child
@@ -30,6 +32,11 @@ class ChildRun:
     # Its backends' own CPU around the run alone, read in the child.
     backend_cpu_seconds: float | None
     process_seconds: float
+    # The dispatching process's own CPU (user and system) around the run, as
+    # the child read it (None from a child older than the field), and the
+    # whole child's, its start-up and connecting included.
+    client_cpu_seconds: float | None
+    process_cpu_seconds: float
     tasks_created: int
     tasks_existing: int
     duties_advanced: int
@@ -48,7 +55,10 @@ class ChildRun:
 
 
 def run_child(
-    conn: Conn, spec: child.ChildSpec, tables: Sequence[str] = DISPATCH_TABLES
+    conn: Conn,
+    spec: child.ChildSpec,
+    tables: Sequence[str] = DISPATCH_TABLES,
+    root: Path | None = None,
 ) -> ChildRun:
     """Run the dispatcher in a child process; read its figures, the rows it wrote, the CPU.
 
@@ -56,13 +66,16 @@ def run_child(
     the parallel workers of its statements and, once the child has closed
     its connections, its backends too are gone from /proc, and only the
     postmaster's record of its exited children (readings) still holds them.
+    ``root``: the checkout whose dispatcher runs (``child.spawn``).
     """
     settle(conn)
     before = table_counters(conn, tables)
     cpu_before = server_cpu_seconds(conn)
+    process_before = _children_cpu()
     started = time.perf_counter()
-    figures = child.run(spec)
+    figures = child.run(spec, root=root)
     process_seconds = time.perf_counter() - started
+    process_cpu_seconds = _children_cpu() - process_before
     cpu_after = server_cpu_seconds(conn)
     rows = written(before, table_counters(conn, tables))
     report = figures["report"]
@@ -71,6 +84,8 @@ def run_child(
         server_cpu_seconds=cpu_spent(cpu_before, cpu_after),
         backend_cpu_seconds=figures["backend_cpu_seconds"],
         process_seconds=process_seconds,
+        client_cpu_seconds=figures.get("client_cpu_seconds"),
+        process_cpu_seconds=process_cpu_seconds,
         tasks_created=report["tasks_created"],
         tasks_existing=report["tasks_existing"],
         duties_advanced=report["duties_advanced"],
@@ -87,3 +102,10 @@ def run_child(
         code=figures["code"],
         report=report,
     )
+
+
+def _children_cpu() -> float:
+    # The reaped children's CPU: the child is reaped inside child.run, and no
+    # other child of this process runs meanwhile.
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

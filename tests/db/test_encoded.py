@@ -68,6 +68,17 @@ def test_encoded_json_binds_as_jsonb_through_either_placeholder(
     assert row == ("3", True)
 
 
+def test_an_encoded_array_binds_through_an_automatic_placeholder_as_its_cast_reads_it(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # As the statements bind the scope's duty ids: %(duty_ids)s::text[].
+    ids = ["d1", "d2"]
+
+    row = conn.execute("SELECT %(ids)s::text[] @> ARRAY['d2']", {"ids": encode(ids)}).fetchone()
+
+    assert row == (True,)
+
+
 def test_every_page_of_a_run_binds_the_arrays_the_run_dumped_once() -> None:
     group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
     page = store.page_statement(
@@ -86,3 +97,7 @@ def test_every_page_of_a_run_binds_the_arrays_the_run_dumped_once() -> None:
         assert isinstance(first[key], Encoded)
         assert first[key] is second[key]
     assert (first["after"], second["after"], second["excluded"]) == (None, "d1", ["d0"])
+    # Weights are bound only where a page is weighed: once encoded, too.
+    weighed = page.bind(None, "d1", 500, 10, ())
+    assert isinstance(weighed["weights"], Encoded)
+    assert weighed["weights"] is page.bind("d1", "d2", 500, 10, ())["weights"]

@@ -10,7 +10,6 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from dispatch_fn.db import database, migrate, store
 from dispatch_fn.db.layout import PARTITIONED, PLAIN, apply_layout
@@ -291,15 +290,7 @@ def _monthly_page(scope: store.Scope) -> dict[str, Any]:
     group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
     ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
     page = store.page_statement(scope, ready, store.Rules(), dry_run=False)
-    return {
-        **page.params,
-        "after": "d011000",
-        "upto": "d012000",
-        "size": 500,
-        "page_rows": None,
-        "weights": Jsonb({}),
-        "excluded": [],
-    }
+    return page.bind("d011000", "d012000", 500, None, ())
 
 
 def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> str:

@@ -1,13 +1,17 @@
 """Parameters dumped once and bound as they are, page after page.
 
 A run binds the same schedules, periods and roll days to every one of its
-pages: thousands of array elements that psycopg would turn into bytes again
-for each page. That work is the client's, but the client is one Python
-process whose pages share the interpreter: dumped per page, it serialises the
-run's connections behind the GIL and takes CPU from the two the server needs
-on a small machine (docs/performance.md#noop-breakdown has the figures).
-``encode`` dumps a value once, as psycopg itself would in binary; the
-dumper registered here sends those bytes, with their type, each time.
+pages: thousands of array elements that psycopg would otherwise dump again
+for each page, in the one Python process whose threads share the
+interpreter lock while the run's connections wait on their pages
+(docs/performance.md#client-side has the figures). ``encode`` dumps a value
+once, in binary; the dumper registered here sends those bytes, typed as
+psycopg typed them, through a ``%s`` placeholder as through a ``%b`` one,
+so each statement casts what it binds (every page statement does).
+
+The dumper is registered on psycopg's global adapters when this module is
+imported; a connection copies them when it is made, so it serves the
+connections made after the data layer (``store``) is imported.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ class Encoded:
     oid: int
 
 
-def encode(value: Any) -> Encoded | Any:
+def encode(value: Any) -> Any:
     """``value`` dumped once in binary, or ``value`` itself where psycopg dumps it as text.
 
     An empty list, for one, goes as text (``'{}'`` of an unknown type) so

@@ -205,7 +205,7 @@ class PageStatement:
     """One run's page statement: which file it runs and the schedules it binds.
 
     Only the page's bounds and size change from page to page, so the arrays
-    are built, and dumped to their binary form (``encoded``), once per run
+    are built, and dumped to their binary form (``db.encoded``), once per run
     rather than once per page. The same parameters list the page's ids alone
     (``page_taken_ids``).
     """
