@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python -m bench.dispatch.pair --against DIR [--duties N]
          [--mix classic|compliance] [--layout plain|partitioned] [--rounds K]
-         [--chunk-size C] [--workers W] [--database-url DSN]
+         [--chunk-size C] [--workers W] [--database-url DSN, default $DATABASE_URL]
 
 ``DIR`` is another checkout of this repository, such as an earlier commit's
 worktree (``git worktree add /tmp/before COMMIT``). It generates N duties in
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 from collections.abc import Sequence
@@ -177,21 +178,14 @@ def parse_pair_options(argv: Sequence[str]) -> PairOptions:
     parser.add_argument("--rounds", type=positive_int, default=DEFAULT_ROUNDS)
     parser.add_argument("--chunk-size", type=positive_int, default=dispatch.DEFAULT_CHUNK_SIZE)
     parser.add_argument("--workers", type=positive_int, default=dispatch.DEFAULT_WORKERS)
-    parser.add_argument("--database-url", default=None, metavar="DSN")
+    parser.add_argument(
+        "--database-url", default=os.environ.get("DATABASE_URL") or None, metavar="DSN"
+    )
     args = parser.parse_args(list(argv))
     against = args.against.resolve()
     if not (against / "bench" / "dispatch" / "child.py").is_file():
         parser.error(f"--against {against}: not a checkout of this repository (no bench/dispatch)")
-    return PairOptions(
-        against=against,
-        duties=args.duties,
-        mix=args.mix,
-        layout=args.layout,
-        rounds=args.rounds,
-        chunk_size=args.chunk_size,
-        workers=args.workers,
-        database_url=args.database_url,
-    )
+    return PairOptions(**{**vars(args), "against": against})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

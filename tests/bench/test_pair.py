@@ -71,3 +71,15 @@ def test_another_checkout_gets_only_the_fields_a_run_sets() -> None:
 def test_pairing_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         parse_pair_options(["--against", str(tmp_path)])
+
+
+def test_pairing_reads_its_options_and_the_server_from_database_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", "dbname=elsewhere")
+
+    options = parse_pair_options(["--against", str(_ROOT), "--duties", "500", "--rounds", "2"])
+
+    assert options == PairOptions(
+        against=_ROOT, duties=500, rounds=2, database_url="dbname=elsewhere"
+    )
