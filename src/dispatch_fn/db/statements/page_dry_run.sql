@@ -118,7 +118,13 @@ placed AS (
     -- whose offsets or grace lie outside what periods.check_due_rule allows
     -- (counted as faults before the pages), keep a null schedule_no: they
     -- count towards the cursor and nothing else.
-    SELECT page.*, c.schedule_no, c.today, c.threshold,
+    -- The columns read after this CTE, not page.*: placed is stored once
+    -- and read twice, and storing a row costs for each column it carries
+    -- (docs/performance.md#instructions).
+    SELECT page.id, page.organization_id, page.owner_id, page.business_unit_id, page.name,
+           page.source, page.effective_from, page.effective_to, page.due_anchor,
+           page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
+           page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.threshold,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
                AS in_window
@@ -165,6 +171,9 @@ unrolled AS (
       -- whose leads share one bucket (plan.lead_bucket). A past period is a
       -- candidate whatever the lead (plan._schedule_for).
       AND (pl.today IS NULL OR p.current OR p.past OR p.first_day <= pl.today + pl.lead_days)
+    -- A fence: flattened into dated, the undated due date would be computed
+    -- again for the roll's key and for each use in the roll's CASE.
+    OFFSET 0
 ),
 dated AS (
     -- The roll, applied last (periods.due_date_for): a business day stays;
@@ -180,10 +189,11 @@ dated AS (
                 ELSE r.preceding
            END AS due_date
     FROM unrolled u
+    -- A duty that does not roll looks nothing up: its key is null, and a hash
+    -- join passes a null key through unmatched without computing the rest.
     LEFT JOIN roll r
-      ON u.due_roll <> 'none'
+      ON r.day = CASE WHEN u.due_roll <> 'none' THEN u.unrolled END
      AND r.holiday_calendar = coalesce(u.holiday_calendar, '') COLLATE "C"
-     AND r.day = u.unrolled
     -- A fence: flattened into owed, the due date would be computed once per
     -- use (four times per candidate period).
     OFFSET 0
