@@ -188,8 +188,7 @@ dated AS (
                 ELSE r.preceding
            END AS due_date
     FROM unrolled u
-    -- A duty that does not roll looks nothing up: its key is null, and a hash
-    -- join passes a null key through unmatched without computing the rest.
+    -- A duty that does not roll joins on a null day, which matches nothing.
     LEFT JOIN roll r
       ON r.day = CASE WHEN u.due_roll <> 'none' THEN u.unrolled END
      AND r.holiday_calendar = coalesce(u.holiday_calendar, '') COLLATE "C"
