@@ -189,7 +189,8 @@ dated AS (
                 ELSE r.preceding
            END AS due_date
     FROM unrolled u
-    -- A duty that does not roll joins on a null day, which matches nothing.
+    -- A duty that does not roll joins on a null day, which matches nothing,
+    -- rather than on its due date with a filter that refuses the match after.
     LEFT JOIN roll r
       ON r.day = CASE WHEN u.due_roll <> 'none' THEN u.unrolled END
      AND r.holiday_calendar = coalesce(u.holiday_calendar, '') COLLATE "C"
