@@ -8,11 +8,13 @@ from typing import Any
 import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
 from dispatch_fn.db import store
+from dispatch_fn.db.sql import statement
 from dispatch_fn.engine import periods
 from dispatch_fn.errors import PeriodError
-from dispatch_fn.planning.plan import classify, lead_bucket
+from dispatch_fn.planning.plan import LEAD_THRESHOLDS, classify, lead_bucket
 from dispatch_fn.planning.request import Scope
 from support import duty, insert_duties
 
@@ -123,3 +125,60 @@ def test_a_group_carries_its_largest_lead(conn: psycopg.Connection[Any]) -> None
     found = store.census(conn, Scope())
 
     assert found.groups == (store.Group("monthly", "UTC", lead_bucket(40), 2, 40),)
+
+
+class _Explaining(psycopg.Connection[Any]):
+    """Plans the census statement before it runs, in its session and transaction as they are."""
+
+    plans: list[str]
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if query == statement("duty_census"):
+            explained = super().execute(sql.SQL("EXPLAIN ") + query, params, prepare=False)
+            self.plans.append("\n".join(str(row[0]) for row in explained))
+        return super().execute(query, params, **kwargs)
+
+
+def _many_groups_guessed(conn: psycopg.Connection[Any]) -> None:
+    # Seven frequencies in 400 zones: the planner, with no statistics for the
+    # lead bucket, guesses groups by the thousand, as it does by the ten
+    # thousand at a million duties (census_plan.sql).
+    conn.execute(
+        "INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id, source,"
+        "                       frequency, timezone, lead_days)"
+        " SELECT 'd' || n, 'org-a', 'Duty', 'recurring', 'active', 'u1', 'test',"
+        "        (ARRAY['daily', 'weekly', 'fortnightly', 'monthly', 'quarterly',"
+        "               'semiannual', 'annual'])[1 + n % 7],"
+        "        'Zone/' || (n / 7 % 400), n % 50"
+        " FROM generate_series(1, 20000) n"
+    )
+    conn.execute("ANALYZE duly_duty")
+    # Little memory, so that a guess this size outgrows it as 28,078 groups
+    # outgrow the default 4 MB (docs/performance.md#census-memory).
+    conn.execute("SET work_mem = '64kB'")
+
+
+def test_the_census_hashes_every_set_however_many_groups_the_planner_guesses(
+    db_url: str,
+) -> None:
+    with _Explaining.connect(db_url, autocommit=True) as conn:
+        conn.plans = []
+        _many_groups_guessed(conn)
+        params = {**store.scope_params(Scope()), "lead_thresholds": list(LEAD_THRESHOLDS)}
+        # The trap, planned as the session would plan it: the duties are sorted.
+        unaided = "\n".join(
+            str(row[0])
+            for row in conn.execute(
+                sql.SQL("EXPLAIN ") + statement("duty_census"), params, prepare=False
+            )
+        )
+        assert "Sort" in unaided
+
+        found = store.census(conn, Scope())
+
+        (plan,) = conn.plans
+        assert "HashAggregate" in plan
+        assert "Sort" not in plan
+        assert sum(group.duties for group in found.groups) == 20000
+        # The room is the census's alone: the session's own setting is back.
+        assert conn.execute("SHOW work_mem").fetchone() == ("64kB",)

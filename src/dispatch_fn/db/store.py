@@ -133,7 +133,11 @@ def census(conn: Connection, scope: Scope) -> Census:
     undispatchable: list[tuple[Any, Any, Any, int]] = []
     groups: list[Group] = []
     rules: list[DueRule] = []
-    for row in conn.execute(query, params, prepare=False):
+    # A transaction of the census's own, so that its SET LOCAL ends with it.
+    with conn.transaction():
+        conn.execute(statement("census_plan"))
+        rows = conn.execute(query, params, prepare=False).fetchall()
+    for row in rows:
         kind, form, status, review, frequency, zone, bucket, anchor, roll, calendar = row[:10]
         left_out, dispatched, max_lead, out_of_range = row[10:]
         if kind == "form":
