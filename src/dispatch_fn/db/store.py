@@ -133,8 +133,10 @@ def census(conn: Connection, scope: Scope) -> Census:
     undispatchable: list[tuple[Any, Any, Any, int]] = []
     groups: list[Group] = []
     rules: list[DueRule] = []
-    # A transaction of the census's own, so that its SET LOCAL ends with it.
-    with conn.transaction():
+    # A transaction (or, inside the caller's, a savepoint) of the census's
+    # own, rolled back: the census only reads, and a rollback undoes its SET
+    # LOCAL where a released savepoint would leave it to the caller.
+    with conn.transaction(force_rollback=True):
         conn.execute(statement("census_plan"))
         rows = conn.execute(query, params, prepare=False).fetchall()
     for row in rows:

@@ -1,16 +1,19 @@
--- store.census, before duty_census.sql, in the census's own transaction: room
--- for the planner to hash all three of its sets.
+-- store.census, before duty_census.sql, in a transaction of the census's own
+-- (rolled back, so the setting ends with it): room for the planner to hash
+-- all three of its sets.
 --
 -- Each set's hash table holds one entry per combination of values in use
 -- (forms and statuses, frequencies, zones and lead buckets, due rules): about
 -- 1,800 entries in 2 MB over the bench's 1,000,000 duties. The planner cannot
 -- know that. The lead bucket is an expression it has no statistics for, so it
--- guesses tens of thousands of groups (28,078 there), and once the guess
--- outgrows hash_mem (work_mem times hash_mem_multiplier: 8 MB by default) it
--- sorts every duty, on disk, for the sets it will not hash. That took three
--- times the CPU of hashing them (docs/performance.md#census-memory), and the
--- guess grows with the table (10,078 groups at 200,000 duties). 64 MB, so
--- 128 MB of hash_mem, holds a guess several times that of a million duties.
--- The tables themselves still take only what the values in use need, and a
--- hash aggregate that outgrows its memory spills to disk rather than fail.
+-- guesses thousands of groups: 10,078 at 200,000 duties, 28,078 at 1,000,000,
+-- 28,204 at 10,000,000. Once the guess outgrows hash_mem (work_mem times
+-- hash_mem_multiplier: 8 MB by default since PostgreSQL 15, 4 MB before) it
+-- sorts every duty, on disk, for the sets it will not hash: 3.2 times the CPU
+-- of hashing them at 1,000,000 duties, 4 times at 10,000,000
+-- (docs/performance.md#census-memory). 64 MB, so 128 MB of hash_mem, holds
+-- those guesses several times over. The tables take what the values in use
+-- need, their bucket arrays sized from the guess, and a hash aggregate that
+-- outgrows its memory spills to disk rather than fail. SET LOCAL lasts the
+-- transaction, which RDS Proxy runs on one server connection in any case.
 SET LOCAL work_mem = '64MB'

@@ -21,8 +21,9 @@
 -- by its fillfactor), and the scan, not the hashing, was most of their cost
 -- (docs/performance.md#census). As planned, it is one hash aggregate over a
 -- serial scan: grouping sets are never aggregated in parallel, so no workers
--- read the table twice over. It stays one hash aggregate at any size because
--- store.census runs census_plan.sql first. Each set stays bounded by the
+-- read the table twice over. It stays one hash aggregate at every size
+-- measured, to 10,000,000 duties, because store.census runs census_plan.sql
+-- first. Each set stays bounded by the
 -- values in use (frequencies, zones, buckets, rules, statuses), not by the
 -- number of duties.
 --
