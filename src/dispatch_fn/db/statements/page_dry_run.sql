@@ -14,8 +14,9 @@
 -- parameters too.
 --
 -- The CTEs from cadence to owed are the same text, word for word, in
--- page_write.sql and page_dry_run.sql (tests/database/test_statements.py
--- holds them together); page_taken_ids.sql shares their head and page.
+-- page_write.sql, page_write_rerun.sql and page_dry_run.sql
+-- (tests/db/test_statements.py holds them together); page_taken_ids.sql
+-- shares their head and page.
 --
 -- No coalesce on the cadence columns: every one but frequency and
 -- holiday_calendar is NOT NULL with its default (migrations 0001, 0003), and
