@@ -14,12 +14,16 @@ a comma-separated list or ``all``, the default: every (mix, layout) is measured
 in one invocation against the same server, one after another, each in a fresh
 database of its own. The first (classic, plain unless told otherwise: the mix
 and layout of record) runs the full benchmark below; every other runs a
-comparison pass: the same generated duties, then a, b0, b and d, the phases
+comparison pass: the same generated duties, then a0, a, b0, b and d, the phases
 the ratios against the floor need, without the backfill, the naive path and
 N/10 (``benchmark.run_comparison``).
 
 What the full pass measures, at one fixed clock (``data.CLOCK``):
 
+a0. the first run's request made dry, before it: every rule applied to every
+   duty and nothing written, so its server CPU against the floor's splits the
+   first run's into working the rows out and writing them
+   (``results.WorkSplit``);
 a. the first scheduled run over N generated duties, in a child process (its
    own peak RSS, wall time, round trips), recorded in the run ledger as the
    deployed function records every run (so a re-run of its clock knows from

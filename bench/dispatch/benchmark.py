@@ -159,13 +159,14 @@ def _measured(
 ) -> Iterator[tuple[Conn, ChildSpec, Pass]]:
     """The phases every pass makes, in a fresh database, kept open for the caller's block.
 
-    Generate; the first run, then again at once (a retry) and after the
-    vacuum autovacuum would make (the no-op); stage the first run's rows; the
-    floor, then again at once and after the same vacuum; then the further
-    no-op rounds, each the dispatcher's then the floor's, back to back (the
-    first round's two no-ops each follow their own vacuum). Every run is
-    recorded in the ledger, as the deployed function records it, so a re-run
-    knows from its first page that its rows exist (page_plan).
+    Generate; the first run's request made dry (a0); the first run, then
+    again at once (a retry) and after the vacuum autovacuum would make (the
+    no-op); stage the first run's rows; the floor, then again at once and
+    after the same vacuum; then the further no-op rounds, each the
+    dispatcher's then the floor's, back to back (the first round's two no-ops
+    each follow their own vacuum). Every run is recorded in the ledger, as the
+    deployed function records it, so a re-run knows from its first page that
+    its rows exist (page_plan); a dry run never counts as one.
     """
     with (
         fresh_database(server_dsn, "n", options.layout) as dsn,
@@ -183,6 +184,10 @@ def _measured(
             trace=options.trace_round_trips,
             recorded=True,
         )
+        # The same request, dry, while no task exists: what working the rows
+        # out costs without writing them. Recorded like any run; a dry run is
+        # never the clock a later run counts from, so the first run is the same.
+        dry = run_child(conn, dataclasses.replace(scheduled, dry_run=True))
         first = run_child(conn, scheduled)
         retry = run_child(conn, scheduled)
         vacuum(conn, DISPATCH_TABLES)
@@ -204,6 +209,7 @@ def _measured(
                 disk=disk,
                 data=data,
                 settled=settled,
+                dry=dry,
                 first=first,
                 retry=retry,
                 noop=noop,

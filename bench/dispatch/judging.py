@@ -117,7 +117,8 @@ def judge_pass(
     ]
     retry_vs_floor = ratio(measured.retry.seconds, measured.floor_retry.seconds)
     reruns = (measured.retry, *(each.dispatcher for each in rounds))
-    written_by_reruns = sum(run.written.total for run in reruns)
+    # The dry run reports what it would create; like the re-runs, it writes nothing.
+    written_by_reruns = sum(run.written.total for run in (measured.dry, *reruns))
     created_by_reruns = sum(run.tasks_created for run in reruns)
     rss_n = first.rss_peak_mib
     pages_bound = math.ceil(duties / chunk_size)
@@ -161,7 +162,7 @@ def judge_pass(
         ),
         Verdict(
             Bar.NOOP_ROWS_WRITTEN,
-            "no-op rows inserted + updated (b0, every b)",
+            "rows inserted + updated by a0, b0, every b",
             float(written_by_reruns),
             f"{written_by_reruns:,}",
             "= 0",

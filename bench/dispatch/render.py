@@ -14,7 +14,14 @@ from bench.dispatch.judging import (
     SERVER_CPU_NOOP_GOAL,
 )
 from bench.dispatch.readings import Written
-from bench.dispatch.results import SIDE_BY_SIDE, Results, SideBySide, Verdict, side_by_side_row
+from bench.dispatch.results import (
+    SIDE_BY_SIDE,
+    Pass,
+    Results,
+    SideBySide,
+    Verdict,
+    side_by_side_row,
+)
 
 
 def render(results: Results) -> str:
@@ -69,6 +76,7 @@ def render(results: Results) -> str:
     floor, floor_noop, naive = results.floor, results.floor_noop, results.naive
     backfill_label = f"{p['backfill_duties']:,}-duty organisation"
     lines += [
+        child("a0 the first run's request, dry (writes nothing)", results.dry),
         child("a  first scheduled run", results.first),
         child("b0 no-op re-run at once", results.retry),
         child("b  no-op re-run, tables vacuumed", results.noop),
@@ -119,6 +127,7 @@ def render(results: Results) -> str:
         f"{first.transactions:,} transactions x 2 + {first.prepared} prepares = "
         f"{first.round_trips:,} round trips; {first.duties_advanced:,} duties advanced; "
         f"baseline RSS {first.rss_baseline_mib:.1f} MiB; process {first.process_seconds:.1f} s",
+        split_line(results),
         "",
         f"{'ratio':<40} {'value':>34}  {'bar':<30} verdict",
     ]
@@ -143,16 +152,18 @@ def render_side_by_side(side: SideBySide) -> str:
         ),
         "",
         f"{'mix':<11} {'layout':<12} {'pass':<10} {'first/floor':>13} {'srv CPU first':>14} "
-        f"{'no-op/floor':>13} {'srv CPU no-op':>14} {'trips':>6} {'RSS MiB':>8} "
+        f"{'no-op/floor':>13} {'srv CPU no-op':>14} {'a0 CPU':>7} {'trips':>6} {'RSS MiB':>8} "
         f"{'tasks created':>13}  bar",
     ]
     for each in side.passes:
         row = side_by_side_row(each)
         cells = [_ratio_cell(each.verdict(key)) for key in SIDE_BY_SIDE]
+        working_out = row["server_cpu_working_out"]
+        dry = "n/a" if working_out is None else _times(working_out)
         failed = row["failed"]
         lines.append(
             f"{row['mix']:<11} {row['layout']:<12} {row['pass']:<10} {cells[0]:>13} "
-            f"{cells[1]:>14} {cells[2]:>13} {cells[3]:>14} {row['round_trips']:>6,} "
+            f"{cells[1]:>14} {cells[2]:>13} {cells[3]:>14} {dry:>7} {row['round_trips']:>6,} "
             f"{row['rss_peak_mib']:>8.1f} {row['tasks_created']:>13,}  "
             + (f"FAIL ({len(failed)})" if failed else "PASS")
         )
@@ -161,7 +172,8 @@ def render_side_by_side(side: SideBySide) -> str:
         f"bar (judged, with each pass's other lines): first/floor <= {FIRST_VS_FLOOR_MAX}x, "
         f"no-op/floor no-op <= {NOOP_VS_FLOOR_NOOP_MAX}x; goals (information): the whole "
         f"server's CPU against the floor's, first <= {SERVER_CPU_FIRST_GOAL:.2f}x, "
-        f"no-op <= {SERVER_CPU_NOOP_GOAL:.2f}x",
+        f"no-op <= {SERVER_CPU_NOOP_GOAL:.2f}x; a0 CPU: the first run's request made dry "
+        "first, its server CPU against the floor's (the working out the floor skips)",
     ]
     lines += [
         f"{each.parameters['mix']}, {each.parameters['layout']}: {v.name} {v.shown}, bar {v.bar}"
@@ -170,6 +182,23 @@ def render_side_by_side(side: SideBySide) -> str:
         if v.judged and not v.passed
     ]
     return "\n".join(lines)
+
+
+def split_line(measured: Pass) -> str:
+    """The first run's server CPU against the floor's, split by a0 into working out and writing."""
+    split = measured.work_split
+    dry, first = measured.dry.server_cpu_seconds, measured.first.server_cpu_seconds
+    if split is None or dry is None or first is None:
+        return "first run's server CPU split by a0: n/a (a CPU not read)"
+    return (
+        f"first run's server CPU against the floor's, split by a0: working the rows out "
+        f"{_times(split.working_out)} ({dry:.2f} s), writing them {_times(split.writing)} "
+        f"({first - dry:.2f} s)"
+    )
+
+
+def _times(value: float) -> str:
+    return f"{value:.2f}x"
 
 
 def _ratio_cell(verdict: Verdict) -> str:

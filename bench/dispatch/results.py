@@ -53,6 +53,20 @@ class NoopRound:
     floor: FloorRun
 
 
+@dataclass(frozen=True, slots=True)
+class WorkSplit:
+    """The first run's server CPU against the floor's, split by its dry run (a0).
+
+    A dry run applies every rule to every duty and writes nothing. Before the
+    first run, with no task made yet, it is the first run's work less the
+    writes: the working out that the floor, inserting rows staged for it,
+    never pays for (docs/performance.md#rules-alone).
+    """
+
+    working_out: float  # a0's server CPU over the floor's
+    writing: float  # the first run's less a0's, over the floor's
+
+
 @dataclass(kw_only=True, slots=True)
 class Pass:
     """The figures every pass measures: one (mix, layout) against the floor, in a fresh database.
@@ -65,6 +79,9 @@ class Pass:
     disk: DiskCheck
     data: DataSummary
     settled: bool
+    # a0: the first run's very request, dry, before it: every rule applied to
+    # every duty, nothing written (judging.work_split).
+    dry: ChildRun
     first: ChildRun
     retry: ChildRun
     noop: ChildRun
@@ -84,12 +101,26 @@ class Pass:
     @property
     def runs(self) -> tuple[ChildRun, ...]:
         """Every dispatcher run of the pass."""
-        return (self.first, self.retry, *(each.dispatcher for each in self.noop_rounds))
+        return (
+            self.dry,
+            self.first,
+            self.retry,
+            *(each.dispatcher for each in self.noop_rounds),
+        )
 
     @property
     def code_versions(self) -> list[str]:
         """Fingerprints of the dispatcher code the runs used; more than one is a mixed run."""
         return sorted({run.code for run in self.runs})
+
+    @property
+    def work_split(self) -> WorkSplit | None:
+        """The first run's server CPU split by a0; None where a CPU could not be read."""
+        dry, first = self.dry.server_cpu_seconds, self.first.server_cpu_seconds
+        floor = self.floor.server_cpu_seconds
+        if dry is None or first is None or not floor:
+            return None
+        return WorkSplit(working_out=dry / floor, writing=(first - dry) / floor)
 
     @property
     def passed(self) -> bool:
@@ -128,6 +159,7 @@ class Results(Pass):
     def runs(self) -> tuple[ChildRun, ...]:
         """Every dispatcher run, at N and at N/10."""
         return (
+            self.dry,
             self.first,
             self.retry,
             *(each.dispatcher for each in self.noop_rounds),
@@ -184,11 +216,14 @@ def side_by_side_row(measured: Pass) -> dict[str, Any]:
     for key in SIDE_BY_SIDE:
         value = measured.verdict(key).value
         ratios[str(key)] = None if math.isnan(value) else value
+    split = measured.work_split
     return {
         "mix": measured.parameters["mix"],
         "layout": measured.parameters["layout"],
         "pass": measured.parameters["pass"],
         **ratios,
+        "server_cpu_working_out": None if split is None else split.working_out,
+        "server_cpu_writing": None if split is None else split.writing,
         "round_trips": measured.first.round_trips,
         "rss_peak_mib": measured.first.rss_peak_mib,
         "tasks_created": measured.first.tasks_created,

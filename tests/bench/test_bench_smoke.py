@@ -31,7 +31,7 @@ from bench.dispatch.judging import (
 from bench.dispatch.mix import CLASSIC, COMPLIANCE
 from bench.dispatch.options import Options
 from bench.dispatch.render import render, render_side_by_side
-from bench.dispatch.results import SIDE_BY_SIDE, Bar, Results, SideBySide
+from bench.dispatch.results import SIDE_BY_SIDE, Bar, Results, SideBySide, side_by_side_row
 from bench.dispatch.scale import ScaleOptions, measure_at
 from bench.dispatch.server import fresh_database, leaves
 from dispatch_fn.db.layout import LAYOUTS
@@ -93,6 +93,40 @@ def test_no_op_runs_write_nothing(figures: Results) -> None:
         assert run.written.total == 0
     for floor in (figures.floor_retry, figures.floor_noop):
         assert floor.inserted == floor.advanced == 0
+
+
+def test_the_first_runs_request_made_dry_before_it_owes_the_same_rows_and_writes_none(
+    side_by_side: SideBySide,
+) -> None:
+    for each in side_by_side.passes:
+        dry, first = each.dry, each.first
+        assert dry.report["dry_run"] is True
+        assert dry.tasks_created == first.tasks_created > 0
+        assert dry.duties_advanced == first.duties_advanced
+        assert dry.written.total == 0
+        # Recorded like every run, yet never the clock the first run counts
+        # from: the first run still finds every row to make.
+        assert isinstance(dry.report.get("run_id"), int)
+        assert first.tasks_existing == 0
+
+
+def test_the_dry_run_splits_the_first_runs_server_cpu_into_working_out_and_writing(
+    side_by_side: SideBySide,
+) -> None:
+    for each in side_by_side.passes:
+        split = each.work_split
+        dry, first = each.dry.server_cpu_seconds, each.first.server_cpu_seconds
+        floor = each.floor.server_cpu_seconds
+        if dry is None or first is None or not floor:
+            assert split is None
+            continue
+        assert split is not None
+        assert split.working_out == pytest.approx(dry / floor)
+        assert split.working_out + split.writing == pytest.approx(first / floor)
+        assert "split by a0: working the rows out" in render(side_by_side.full)
+        row = side_by_side_row(each)
+        assert row["server_cpu_working_out"] == pytest.approx(split.working_out)
+        assert row["server_cpu_writing"] == pytest.approx(split.writing)
 
 
 def test_backfill_creates_then_repeats_nothing(figures: Results) -> None:
@@ -164,6 +198,7 @@ def test_server_cpu_is_read_where_the_server_runs_on_this_machine(
     host = conninfo_to_dict(server_dsn).get("host") or "/"  # libpq's default: a socket
     local = str(host).startswith("/") or host in ("localhost", "127.0.0.1", "::1")
     runs: list[ChildRun | FloorRun] = [
+        figures.dry,
         figures.first,
         figures.retry,
         figures.noop,
@@ -220,11 +255,11 @@ def test_figures_survive_the_json_they_are_written_as(figures: Results) -> None:
 
 def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> None:
     lines = render(figures).splitlines()
-    # Four header lines, a blank, the column heads, sixteen measurements and
-    # two for each further no-op round, a blank, the first run's summary, a
-    # blank, the ratio heads, then the bar.
-    measurements = 16 + 2 * (OPTIONS.noop_rounds - 1)
-    assert len(lines) == 4 + 1 + 1 + measurements + 1 + 1 + 1 + 1 + len(Bar)
+    # Four header lines, a blank, the column heads, seventeen measurements and
+    # two for each further no-op round, a blank, the first run's summary and
+    # its split, a blank, the ratio heads, then the bar.
+    measurements = 17 + 2 * (OPTIONS.noop_rounds - 1)
+    assert len(lines) == 4 + 1 + 1 + measurements + 1 + 2 + 1 + 1 + len(Bar)
 
 
 def test_every_no_op_round_writes_nothing_and_the_median_of_their_ratios_is_judged(
