@@ -58,9 +58,11 @@ class WorkSplit:
     """The first run's server CPU against the floor's, split by its dry run (a0).
 
     A dry run applies every rule to every duty and writes nothing. Before the
-    first run, with no task made yet, it is the first run's work less the
-    writes: the working out that the floor, inserting rows staged for it,
-    never pays for (docs/performance.md#rules-alone).
+    first run, with no task made yet, it is about the first run's work less
+    the writes: the working out that the floor, inserting rows staged for
+    it, never pays for. About: its probes and lookups stand in for the
+    conflict checks and lookups the first run makes inside its writes
+    (docs/performance.md#rules-alone).
     """
 
     working_out: float  # a0's server CPU over the floor's

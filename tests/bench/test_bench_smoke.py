@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from dataclasses import replace
 
 import psycopg
@@ -113,6 +114,7 @@ def test_the_first_runs_request_made_dry_before_it_owes_the_same_rows_and_writes
 def test_the_dry_run_splits_the_first_runs_server_cpu_into_working_out_and_writing(
     side_by_side: SideBySide,
 ) -> None:
+    assert "first run's server CPU" in render(side_by_side.full).splitlines()[-len(Bar) - 3]
     for each in side_by_side.passes:
         split = each.work_split
         dry, first = each.dry.server_cpu_seconds, each.first.server_cpu_seconds
@@ -123,7 +125,6 @@ def test_the_dry_run_splits_the_first_runs_server_cpu_into_working_out_and_writi
         assert split is not None
         assert split.working_out == pytest.approx(dry / floor)
         assert split.working_out + split.writing == pytest.approx(first / floor)
-        assert "split by a0: working the rows out" in render(side_by_side.full)
         row = side_by_side_row(each)
         assert row["server_cpu_working_out"] == pytest.approx(split.working_out)
         assert row["server_cpu_writing"] == pytest.approx(split.writing)
@@ -341,6 +342,10 @@ def test_the_side_by_side_table_has_a_row_per_pass(side_by_side: SideBySide) -> 
     assert len(lines) == 2 + 1 + 1 + 2 + 1 + 1 + failed
     assert lines[4].split()[:3] == ["classic", session_layout(), "full"]
     assert lines[5].split()[:3] == ["compliance", session_layout(), "comparison"]
+    # a0's column: its share of the floor's CPU, or n/a where a CPU was not read.
+    end = lines[3].index(" a0 CPU") + len(" a0 CPU")
+    for line in lines[4:6]:
+        assert re.fullmatch(r"n/a|\d+\.\d\dx", line[end - 7 : end].strip())
 
 
 def test_the_side_by_side_figures_survive_the_json_they_are_written_as(
