@@ -186,7 +186,7 @@ def _measured(
         )
         # The same request, dry, while no task exists: what working the rows
         # out costs without writing them. Recorded like any run; a dry run is
-        # never the clock a later run counts from, so the first run is the same.
+        # never the clock a later run counts from: the first run makes the same statements.
         dry = run_child(conn, dataclasses.replace(scheduled, dry_run=True))
         first = run_child(conn, scheduled)
         retry = run_child(conn, scheduled)

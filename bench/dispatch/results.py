@@ -82,7 +82,7 @@ class Pass:
     data: DataSummary
     settled: bool
     # a0: the first run's very request, dry, before it: every rule applied to
-    # every duty, nothing written (judging.work_split).
+    # every duty, nothing written (work_split).
     dry: ChildRun
     first: ChildRun
     retry: ChildRun
