@@ -187,13 +187,12 @@ def render_side_by_side(side: SideBySide) -> str:
 def split_line(measured: Pass) -> str:
     """The first run's server CPU against the floor's, split by a0 into working out and writing."""
     split = measured.work_split
-    dry, first = measured.dry.server_cpu_seconds, measured.first.server_cpu_seconds
-    if split is None or dry is None or first is None:
+    if split is None:
         return "first run's server CPU split by a0: n/a (a CPU not read)"
     return (
         f"first run's server CPU against the floor's, split by a0: working the rows out "
-        f"{_times(split.working_out)} ({dry:.2f} s), writing them {_times(split.writing)} "
-        f"({first - dry:.2f} s)"
+        f"{_times(split.working_out)} ({split.working_out_seconds:.2f} s), writing them "
+        f"{_times(split.writing)} ({split.writing_seconds:.2f} s)"
     )
 
 

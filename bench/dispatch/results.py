@@ -65,8 +65,19 @@ class WorkSplit:
     (docs/performance.md#rules-alone).
     """
 
-    working_out: float  # a0's server CPU over the floor's
-    writing: float  # the first run's less a0's, over the floor's
+    working_out_seconds: float  # a0's server CPU
+    writing_seconds: float  # the first run's less a0's
+    floor_seconds: float  # the floor's, both ratios' denominator
+
+    @property
+    def working_out(self) -> float:
+        """a0's server CPU over the floor's."""
+        return self.working_out_seconds / self.floor_seconds
+
+    @property
+    def writing(self) -> float:
+        """The first run's server CPU less a0's, over the floor's."""
+        return self.writing_seconds / self.floor_seconds
 
 
 @dataclass(kw_only=True, slots=True)
@@ -122,7 +133,7 @@ class Pass:
         floor = self.floor.server_cpu_seconds
         if dry is None or first is None or not floor:
             return None
-        return WorkSplit(working_out=dry / floor, writing=(first - dry) / floor)
+        return WorkSplit(working_out_seconds=dry, writing_seconds=first - dry, floor_seconds=floor)
 
     @property
     def passed(self) -> bool:
