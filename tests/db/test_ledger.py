@@ -25,7 +25,7 @@ from dispatch_fn.cli.main import main
 from dispatch_fn.db import ledger
 from dispatch_fn.db.sql import statement_text
 from dispatch_fn.errors import EventError
-from dispatch_fn.run import catch_up, dispatch, recorded
+from dispatch_fn.run import dispatch, recorded
 from dispatch_fn.run.outcome import RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
@@ -216,13 +216,13 @@ def test_a_run_whose_ledger_is_unreachable_fails_before_its_first_page(
     assert conn.execute("SELECT count(*) FROM duly_task").fetchone() == (0,)
 
 
-def test_the_ledger_and_catch_up_statements_are_files_a_dba_can_read() -> None:
-    for module in (ledger, catch_up):
+def test_the_ledger_statements_are_files_a_dba_can_read() -> None:
+    for module in (ledger,):
         source = inspect.getsource(module)
         for keyword in ("SELECT ", "INSERT ", "UPDATE ", " FROM duly_"):
             assert keyword not in source, (module.__name__, keyword)
     for name in ("run_start", "run_finish", "run_latest_completed_clock", "run_continued",
-                 "run_recent", "catch_up_expired_during"):  # fmt: skip
+                 "run_recent"):  # fmt: skip
         text = statement_text(name)
         assert text.startswith("-- "), name
         assert set(re.findall(r"(?<!%\()\{(\w+)\}", text)) <= {"scope"}, name

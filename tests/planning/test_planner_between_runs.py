@@ -1,6 +1,7 @@
 """Between two scheduled runs nothing falls through: the pure planner.
 
-See docs/contract.md#between-runs.
+Each duty keeps its own account (docs/contract.md#account): a run owes what
+became owed since the account's day, whatever the time between runs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from hypothesis import strategies as st
 
 from dispatch_fn.engine import periods
 from dispatch_fn.errors import ScheduleIntervalError
-from dispatch_fn.planning.plan import Period, is_owed, plan_dispatch, schedule_for
+from dispatch_fn.planning.plan import (
+    Account,
+    NotOwed,
+    Period,
+    Schedule,
+    account_after,
+    owed_verdict,
+    plan_dispatch,
+    schedule_for,
+)
 from support import duty
 
 # Zones whose offsets move across local midnight, by half hours, by whole
@@ -58,29 +68,54 @@ def test_greenlands_skipped_day_is_owed_by_the_first_daily_run_after_it_began() 
     assert sorted(d["period_key"] for d in after.drafts) == ["2026-03-28"] * 2 + ["2026-03-29"] * 2
 
 
-def test_the_schedule_holds_the_past_day_and_the_first_day_after_the_previous_clock() -> None:
-    schedule = schedule_for("daily", "America/Nuuk", datetime(2026, 3, 29, 1, tzinfo=UTC))
-    assert schedule.threshold == date(2026, 3, 28)
-    assert [(p.key, p.current, p.past) for p in schedule.periods] == [
-        ("2026-03-28", False, True),
-        ("2026-03-29", True, False),
+def test_the_schedule_reaches_back_to_the_horizon_and_holds_the_current_day() -> None:
+    schedule = schedule_for(
+        "daily", "America/Nuuk", datetime(2026, 3, 29, 1, tzinfo=UTC), catch_up_days=2
+    )
+    # Nuuk's today at that clock is the 29th (its 28th was 23 hours long).
+    assert schedule.horizon == date(2026, 3, 27)
+    assert schedule.origin == date(2026, 3, 27)
+    assert [(p.key, p.current) for p in schedule.periods] == [
+        ("2026-03-28", False),
+        ("2026-03-29", True),
     ]
 
 
-def test_an_ordinary_day_has_no_past_periods() -> None:
-    schedule = schedule_for("daily", "UTC", datetime(2026, 8, 21, 1, tzinfo=UTC), lead_horizon=3)
-    assert [p.past for p in schedule.periods] == [False] * 4
-    assert schedule.threshold == date(2026, 8, 21)
+def test_a_horizon_of_no_days_still_reaches_back_one_day() -> None:
+    schedule = schedule_for(
+        "daily", "UTC", datetime(2026, 8, 21, 1, tzinfo=UTC), lead_horizon=3, catch_up_days=0
+    )
+    assert schedule.horizon == date(2026, 8, 20)
+    assert [p.key for p in schedule.periods] == [
+        "2026-08-21", "2026-08-22", "2026-08-23", "2026-08-24",
+    ]  # fmt: skip
 
 
-def test_a_past_period_is_owed_only_if_it_became_visible_after_the_previous_clock() -> None:
-    past = Period("2026-03-28", date(2026, 3, 28), date(2026, 3, 28), current=False, past=True)
-    today, threshold = date(2026, 3, 29), date(2026, 3, 28)
-    assert is_owed(past, date(2026, 3, 28), today, threshold)
-    # Visible before the previous clock: the run at that clock owed it already.
-    assert not is_owed(past, date(2026, 3, 27), today, threshold)
-    # A negative lead makes it visible later still: owed from its own start.
-    assert is_owed(past, date(2026, 3, 31), today, threshold)
+def test_a_past_period_is_owed_only_if_it_became_owed_after_the_accounts_day() -> None:
+    past = Period("2026-03-28", date(2026, 3, 28), date(2026, 3, 28), current=False)
+    schedule = Schedule(
+        date(2026, 3, 29), (past,), horizon=date(2026, 3, 22), origin=date(2026, 3, 27)
+    )
+    kept_through_27 = Account(through=date(2026, 3, 27))
+    assert owed_verdict(past, date(2026, 3, 28), schedule, kept_through_27) is None
+    # Owed on the 28th and kept through the 28th: an earlier run created it.
+    assert owed_verdict(past, date(2026, 3, 28), schedule, Account(date(2026, 3, 28))) == (
+        NotOwed.DISPATCHED
+    )
+    # No account kept yet: owed if it became owed after the scheduled clock
+    # before the run, whose local day is the 27th.
+    assert owed_verdict(past, date(2026, 3, 28), schedule) is None
+    assert owed_verdict(past, date(2026, 3, 27), schedule) == NotOwed.NOT_DISPATCHABLE
+    # Paused after the 27th's clock: the 28th became owed while it was paused.
+    paused = Account(through=date(2026, 3, 27), paused_on=date(2026, 3, 27))
+    assert owed_verdict(past, date(2026, 3, 28), schedule, paused) == NotOwed.NOT_DISPATCHABLE
+
+
+def test_a_past_period_owed_before_the_horizon_is_counted_not_owed() -> None:
+    past = Period("2026-03-20", date(2026, 3, 20), date(2026, 3, 20), current=False)
+    schedule = Schedule(date(2026, 3, 29), (past,), horizon=date(2026, 3, 22))
+    account = Account(through=date(2026, 3, 10))
+    assert owed_verdict(past, date(2026, 3, 20), schedule, account) == NotOwed.BEYOND_HORIZON
 
 
 def test_a_duty_whose_past_day_was_visible_earlier_is_not_owed_it_again() -> None:
@@ -143,3 +178,72 @@ def test_runs_every_interval_create_every_period_of_their_span_whatever_the_freq
     clocks = _clocks(first, first + timedelta(days=40), every)
     made = _union([duty("d1", frequency=frequency, timezone=zone, lead_days=0)], clocks, every)
     assert set(periods.periods_between(frequency, clocks[0], clocks[-1], zone)) == made["d1"]
+
+
+def _accounted_union(
+    duty_row: dict[str, object], clocks: list[datetime], every: timedelta, catch_up_days: int
+) -> set[str]:
+    """Every key a sequence of runs creates for one duty, its account carried between them."""
+    made: set[str] = set()
+    row = dict(duty_row)
+    for clock in clocks:
+        plan = plan_dispatch([row], clock, interval=every, catch_up_days=catch_up_days)
+        made.update(str(draft["period_key"]) for draft in plan.drafts)
+        schedule = schedule_for(
+            str(row["frequency"]),
+            str(row["timezone"]),
+            clock,
+            lead_horizon=int(str(row["lead_days"])),
+            previous=clock - every,
+            catch_up_days=catch_up_days,
+        )
+        kept = account_after(Account.of(row), schedule, owed=bool(plan.drafts))
+        row["dispatch_through"] = kept.through
+        row["dispatch_paused_on"] = kept.paused_on
+        row["dispatch_changed_on"] = kept.changed_on
+    return made
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    zone=st.sampled_from(DST_HEAVY),
+    start=st.datetimes(min_value=datetime(2010, 1, 1), max_value=datetime(2030, 12, 31)),
+    hours=st.sampled_from(INTERVAL_HOURS),
+    outage=st.integers(min_value=0, max_value=6 * 24),
+    lead=st.integers(min_value=-2, max_value=3),
+)
+def test_an_outage_within_the_horizon_loses_no_day_whatever_the_interval(
+    zone: str, start: datetime, hours: int, outage: int, lead: int
+) -> None:
+    # Runs every interval, then none for `outage` hours (under the horizon's
+    # seven days), then runs again: every local day from the first run's to
+    # the last run's is created (issue 37: an hourly schedule lost a short day).
+    every = timedelta(hours=hours)
+    first = start.replace(tzinfo=UTC)
+    before = _clocks(first, first + timedelta(days=1), every)
+    resumed = before[-1] + timedelta(hours=outage) + every
+    after = _clocks(resumed, resumed + timedelta(days=1), every)
+    clocks = before + after
+    made = _accounted_union(
+        duty("d1", frequency="daily", timezone=zone, lead_days=lead), clocks, every, 7
+    )
+    span = set(periods.periods_between("daily", clocks[0], clocks[-1], zone))
+    assert span <= made
+
+
+def test_an_hourly_schedule_owes_berlins_short_day_after_an_outage_across_it() -> None:
+    every = timedelta(hours=1)
+    # Runs until 2026-03-28 22:00 UTC, then nothing until 2026-03-29 21:00 UTC:
+    # under a day, across Berlin's 23-hour 2026-03-29.
+    clocks = [
+        *_clocks(
+            datetime(2026, 3, 28, 20, tzinfo=UTC), datetime(2026, 3, 28, 22, tzinfo=UTC), every
+        ),
+        *_clocks(
+            datetime(2026, 3, 29, 21, tzinfo=UTC), datetime(2026, 3, 29, 23, tzinfo=UTC), every
+        ),
+    ]
+    made = _accounted_union(
+        duty("d1", frequency="daily", timezone="Europe/Berlin", lead_days=0), clocks, every, 7
+    )
+    assert "2026-03-29" in made

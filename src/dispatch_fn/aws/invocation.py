@@ -158,7 +158,12 @@ def handle(
     if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
         # A console user's "why": the planner's verdict per candidate period.
         each = explain_each(
-            conns[0], duty_ids, request.now, request.window, interval=request.interval
+            conns[0],
+            duty_ids,
+            request.now,
+            request.window,
+            interval=request.interval,
+            catch_up_days=tuning.catch_up_days,
         )
         explained = _within_budget(each, len(set(duty_ids)))
     duration_ms = round((time.monotonic() - started) * 1000)
@@ -197,7 +202,9 @@ def _answer(
         raise
     try:
         conns = connections.get()
-        answered = queries.answer(conns[0], query, interval=tuning.interval)
+        answered = queries.answer(
+            conns[0], query, interval=tuning.interval, catch_up_days=tuning.catch_up_days
+        )
     except (*_CONNECT_FAILURES, psycopg.Error):
         connections.discard()
         logger.exception("query failed", extra={"query": query.kind})

@@ -18,11 +18,20 @@ from dispatch_fn.db.sql import Connection
 from dispatch_fn.run.explain import explain
 
 
-def answer(conn: Connection, query: Query, *, interval: timedelta) -> dict[str, Any]:
+def answer(
+    conn: Connection, query: Query, *, interval: timedelta, catch_up_days: int
+) -> dict[str, Any]:
     """``{"runs": [...]}`` or ``{"explain": {...}}``, as ``runs --json`` and ``explain --json``."""
     if query.kind == "runs":
         return {"runs": [runs_table.json_row(row) for row in ledger.recent(conn, query.limit)]}
     if query.duty_id is None or query.now is None:
         raise ValueError(f"an explain query needs a duty id and a clock; got {query!r}")
-    explained = explain(conn, [query.duty_id], query.now, query.window, interval=interval)
+    explained = explain(
+        conn,
+        [query.duty_id],
+        query.now,
+        query.window,
+        interval=interval,
+        catch_up_days=catch_up_days,
+    )
     return {"explain": explained[query.duty_id]}

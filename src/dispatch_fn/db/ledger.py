@@ -17,10 +17,8 @@ from typing import Any, Final
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from dispatch_fn.db import store
 from dispatch_fn.db.sql import Connection, statement
-from dispatch_fn.planning.plan import Window
-from dispatch_fn.planning.request import RunRequest, Scope
+from dispatch_fn.planning.request import RunRequest
 
 # The function's Timeout in template.yaml (a template test holds them equal):
 # a run still 'running' after this long was killed, not slow.
@@ -29,26 +27,6 @@ STATUSES: Final = ("running", "completed", "incomplete", "failed")
 # What ``runs`` shows: a run still running past the function's timeout is abandoned.
 SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
 MODES: Final = ("scheduled", "backfill")
-
-
-@dataclass(frozen=True, slots=True)
-class SetAsideAt:
-    """Duties set aside by runs at one clock (and window), not yet repaid.
-
-    ``entries`` are ``(run_id, duty_id)``; ``owed_from`` is the first clock
-    those runs owed them (the first clock they caught up, or their own);
-    ``window`` is a backfill's.
-    """
-
-    clock: datetime
-    entries: tuple[tuple[int, str], ...]
-    owed_from: datetime
-    window: Window | None = None
-
-    @property
-    def duty_ids(self) -> tuple[str, ...]:
-        """Each duty once, in the order the ledger listed them."""
-        return tuple(dict.fromkeys(duty_id for _, duty_id in self.entries))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +56,20 @@ def _request_params(request: RunRequest) -> dict[str, Any]:
 
 
 def start(
-    conn: Connection, request: RunRequest, *, request_id: str | None, continues_run: int | None
+    conn: Connection,
+    request: RunRequest,
+    *,
+    request_id: str | None,
+    continues_run: int | None,
+    rules: str | None = None,
 ) -> int:
-    """Record a run as ``running``; return its id (the report's ``run_id``)."""
+    """Record a run as ``running``, judged by ``rules``; return its id (the report's ``run_id``)."""
     params = {
         **_request_params(request),
         "request_id": request_id,
         "continues_run": continues_run,
         "continuation": request.continuation,
+        "rules": rules,
     }
     row = conn.execute(statement("run_start"), params).fetchone()
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
@@ -113,6 +97,12 @@ def finish(
     )
 
 
+def previous_rules(conn: Connection) -> str | None:
+    """The rules the latest completed scheduled, unscoped, non-dry run judged by, if recorded."""
+    row = conn.execute(statement("run_previous_rules")).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def latest_completed_clock(conn: Connection) -> datetime | None:
     """The clock of the latest completed scheduled, unscoped, non-dry run, if any."""
     row = conn.execute(statement("run_latest_completed_clock")).fetchone()
@@ -122,9 +112,10 @@ def latest_completed_clock(conn: Connection) -> datetime | None:
 def record_set_aside(
     conn: Connection, run_id: int, set_aside: Sequence[tuple[str, str]], *, owed_from: datetime
 ) -> None:
-    """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside: the next run owes them.
+    """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside, owed from clock ``owed_from``.
 
-    ``owed_from`` is the first clock the run owed them (its first caught-up clock).
+    A record for the operator: each duty's own account (docs/contract.md#account)
+    is what makes the next run owe them.
     """
     if not set_aside:
         return
@@ -135,54 +126,6 @@ def record_set_aside(
             "owed_from": owed_from,
             "duty_ids": [duty_id for duty_id, _ in set_aside],
             "reasons": [reason for _, reason in set_aside],
-        },
-    )
-
-
-def owed_again(conn: Connection, scope: Scope) -> list[SetAsideAt]:
-    """The set-aside duties in ``scope`` not yet repaid, by the clock and window of their run."""
-    query = statement("run_set_aside_owed")
-    groups: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
-    # Unprepared, as the data layer runs its scoped statements (store says why).
-    for run_id, *at, duty_id in conn.execute(query, store.scope_params(scope), prepare=False):
-        groups.setdefault(tuple(at), []).append((int(run_id), str(duty_id)))
-    return [
-        SetAsideAt(
-            clock,
-            tuple(entries),
-            owed_from=owed_from,
-            window=None if window_from is None else Window(window_from, window_to),
-        )
-        for (clock, owed_from, window_from, window_to), entries in groups.items()
-    ]
-
-
-def mark_repaid(
-    conn: Connection,
-    run_id: int,
-    owed: Sequence[SetAsideAt],
-    *,
-    again: Sequence[str],
-    upto: str | None,
-    complete: bool,
-) -> None:
-    """Record that run ``run_id`` repaid ``owed``, but for the duties it set aside ``again``.
-
-    A run that stopped early (``complete`` False) repaid only the duties up
-    to its gapless mark ``upto``.
-    """
-    entries = [entry for each in owed for entry in each.entries]
-    if not entries or (not complete and upto is None):
-        return
-    conn.execute(
-        statement("run_set_aside_repaid"),
-        {
-            "run_id": run_id,
-            "run_ids": [owner for owner, _ in entries],
-            "duty_ids": [duty_id for _, duty_id in entries],
-            "again": list(again),
-            "complete": complete,
-            "upto": upto,
         },
     )
 

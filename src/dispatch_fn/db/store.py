@@ -16,7 +16,7 @@ generic plan would keep the test and scan the whole index.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -99,6 +99,32 @@ class PageResult:
     created: int
     advanced: int
     cut: bool = False  # the page's row budget ended it before its size did
+    # Duties with periods over and owed before the catch-up horizon: counted,
+    # never created (docs/contract.md#account).
+    lapsed: int = 0
+    # Duties whose account the page moved on.
+    kept: int = 0
+    # Duties that changed while periods were owed (docs/contract.md#account).
+    changed: int = 0
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> PageResult:
+        """The page statements' one row, read by column name."""
+        upto = row["upto"]
+        return cls(
+            upto=None if upto is None else str(upto),
+            rows=int(row["rows"]),
+            duties=int(row["duties"]),
+            outside_window=int(row["outside_window"]),
+            nothing_due=int(row["nothing_due"]),
+            owed=int(row["owed"]),
+            created=int(row["created"]),
+            advanced=int(row["advanced"]),
+            cut=bool(row["cut"]),
+            lapsed=int(row["lapsed"]),
+            kept=int(row["kept"]),
+            changed=int(row["changed"]),
+        )
 
 
 def ids_with_form(
@@ -264,12 +290,25 @@ class PageStatement:
 
 
 def page_statement(
-    scope: Scope, ready: Sequence[tuple[Group, Schedule]], rules: Rules, *, dry_run: bool
+    scope: Scope,
+    ready: Sequence[tuple[Group, Schedule]],
+    rules: Rules,
+    *,
+    dry_run: bool,
+    rejudge: bool = False,
 ) -> PageStatement:
-    """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) owed tasks."""
+    """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) owed tasks.
+
+    ``rejudge``: the rules changed since the previous run (plan.Account.rejudged).
+    """
     weights = page_plan.weights(ready)
     return PageStatement(
-        params={**scope_params(scope), **_lead_thresholds(), **_arrays(ready, rules)},
+        params={
+            **scope_params(scope),
+            **_lead_thresholds(),
+            **_arrays(ready, rules),
+            "rejudge": rejudge,
+        },
         dry_run=dry_run,
         weights=Jsonb(weights),
         heaviest=page_plan.heaviest(weights),
@@ -312,25 +351,21 @@ def dispatch_page(
         settings.append(("page_dry_run_plan", {}))
     if time_limit_ms is not None:
         settings.append(("statement_time_limit", {"ms": max(time_limit_ms, 1)}))
-    if not settings:
-        # One statement in autocommit is one transaction: the page's inserts
-        # and its advances commit together, with no BEGIN/COMMIT round trips.
-        row = conn.execute(query, params, prepare=False).fetchone()
-    else:
-        # A transaction of the page's own, so that each SET LOCAL is the
-        # page's alone and ends with it: the warm connection's next statement
-        # is planned and timed as usual.
-        with conn.transaction():
-            for name, values in settings:
-                conn.execute(statement(name), values)
-            row = conn.execute(query, params, prepare=False).fetchone()
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        if not settings:
+            # One statement in autocommit is one transaction: the page's inserts
+            # and its advances commit together, with no BEGIN/COMMIT round trips.
+            row = cur.execute(query, params, prepare=False).fetchone()
+        else:
+            # A transaction of the page's own, so that each SET LOCAL is the
+            # page's alone and ends with it: the warm connection's next statement
+            # is planned and timed as usual.
+            with conn.transaction():
+                for name, values in settings:
+                    cur.execute(statement(name), values)
+                row = cur.execute(query, params, prepare=False).fetchone()
     assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
-    upto_seen, *counts, cut = row
-    rows, duties, outside, nothing_due, owed, created, advanced = (int(n) for n in counts)
-    return PageResult(
-        None if upto_seen is None else str(upto_seen),
-        rows, duties, outside, nothing_due, owed, created, advanced, cut=bool(cut),
-    )  # fmt: skip
+    return PageResult.of(row)
 
 
 def _page_file(page: PageStatement, *, probe: bool) -> str:
@@ -348,8 +383,8 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
     arrays: dict[str, list[Any]] = {
         name: []
         for name in (
-            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_threshold",
-            "p_schedule", "p_key", "p_first", "p_last", "p_current", "p_past",
+            "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
+            "c_origin", "p_schedule", "p_key", "p_first", "p_last",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -361,14 +396,13 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
                 arrays["p_key"].append(period.key)
                 arrays["p_first"].append(period.first_day)
                 arrays["p_last"].append(period.last_day)
-                arrays["p_current"].append(period.current)
-                arrays["p_past"].append(period.past)
         arrays["c_schedule"].append(number)
         arrays["c_frequency"].append(group.frequency)
         arrays["c_timezone"].append(group.timezone)
         arrays["c_lead_bucket"].append(group.lead_bucket)
         arrays["c_today"].append(schedule.today)
-        arrays["c_threshold"].append(schedule.threshold)
+        arrays["c_horizon"].append(schedule.horizon)
+        arrays["c_origin"].append(schedule.origin)
     rolled = page_plan.rolled_days(arrays["p_first"], arrays["p_last"], rules.accepted)
     return {
         **arrays,

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from dispatch_fn.engine import dates, periods
 from dispatch_fn.planning.plan import (
+    DEFAULT_CATCH_UP_DAYS,
     FAULT_REASONS,
     Cadence,
     CadenceRefused,
@@ -72,6 +73,7 @@ def schedule_within_calendar(
     lead: int,
     *,
     previous: datetime | None = None,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
 ) -> Schedule | CadenceRefused:
     """``plan.schedule_for`` at ``lead``, or at the largest lead the calendar's end allows.
 
@@ -83,7 +85,15 @@ def schedule_within_calendar(
     the duties whose own lead reaches further are refused by the planner.
     """
     try:
-        return schedule_for(frequency, zone, now, window, lead_horizon=lead, previous=previous)
+        return schedule_for(
+            frequency,
+            zone,
+            now,
+            window,
+            lead_horizon=lead,
+            previous=previous,
+            catch_up_days=catch_up_days,
+        )
     except CadenceRefused as refused:
         if window is not None or lead <= 0:
             return refused
@@ -95,7 +105,13 @@ def schedule_within_calendar(
         middle = (allowed + too_far) // 2
         try:
             found = schedule_for(
-                frequency, zone, now, window, lead_horizon=max(middle, 0), previous=previous
+                frequency,
+                zone,
+                now,
+                window,
+                lead_horizon=max(middle, 0),
+                previous=previous,
+                catch_up_days=catch_up_days,
             )
         except CadenceRefused:
             too_far = middle
@@ -123,6 +139,8 @@ class Edge:
     groups: frozenset[GroupKey] = field(default_factory=frozenset)
     # The scheduled clock before ``now`` (plan.judge_duty's ``previous``).
     previous: datetime | None = None
+    # How far back the run still owes (plan.judge_duty's ``catch_up_days``).
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS
 
     def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
         """``(duty_id, detail)`` of the duties (dispatchable rows) the planner refuses.
@@ -148,7 +166,14 @@ class Edge:
         """The planner's fault for one duty of an edge group; None if it has none or no edge."""
         if group_key(duty) not in self.groups:
             return None
-        skip = judge_duty(duty, self.now, self.window, schedules, previous=self.previous).skip
+        skip = judge_duty(
+            duty,
+            self.now,
+            self.window,
+            schedules,
+            previous=self.previous,
+            catch_up_days=self.catch_up_days,
+        ).skip
         if skip is None or skip.reason not in FAULT_REASONS:
             return None
         return CadenceRefused(skip.reason, skip.detail)

@@ -69,6 +69,14 @@ DEFAULT_GRACE_DAYS: Final = 0
 # The time between two scheduled runs: the template's cron runs once a day
 # (docs/contract.md#job); an operator may run it more often (DISPATCH_SCHEDULE_INTERVAL_HOURS).
 SCHEDULE_INTERVAL: Final = timedelta(hours=24)
+# The version of the owed rules themselves: a change to what this module owes
+# bumps it, so the first run under the new rules judges every account afresh
+# (docs/contract.md#account).
+OWED_RULES: Final = "accounts-1"
+# How many days back a run still owes what became owed: DISPATCH_CATCH_UP_DAYS
+# (see the contract's account section). At least one, since the day before the
+# run's clock is never "today" for every zone at the run's hour.
+DEFAULT_CATCH_UP_DAYS: Final = 7
 
 
 class WindowLike(Protocol):
@@ -142,17 +150,12 @@ class Cadence:
 
 @dataclass(frozen=True, slots=True)
 class Period:
-    """A candidate period: its key, its first and last local day, and whether it holds now.
-
-    ``past``: it ended by the run's clock and started after the previous
-    scheduled clock, so no run saw it current (docs/contract.md#between-runs).
-    """
+    """A candidate period: its key, its first and last local day, and whether it holds now."""
 
     key: str
     first_day: date
     last_day: date
     current: bool
-    past: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +165,47 @@ class Schedule:
     Anchor, offset and lead only pick due dates inside these periods and decide
     which are visible yet, so one schedule serves every duty of its frequency
     and zone. ``today`` is the duty-local date the effective window and the
-    visibility gate test; None for a backfill, which has neither.
-    ``threshold`` is the first local day that starts after the previous
-    scheduled clock: a past period is owed when its ``visible_from`` is on or
-    after it (``is_owed``). None for a backfill.
+    visibility gate test; None for a backfill, which has neither. A scheduled
+    run's periods reach back to the catch-up horizon: ``horizon`` is the last
+    local day whose periods are too old to owe unless still current, and
+    ``origin`` the local day of the scheduled clock before the run, from
+    which a duty whose account no run has kept yet owes (``owed_verdict``).
     """
 
     today: date | None
     periods: tuple[Period, ...]
-    threshold: date | None = None
+    horizon: date | None = None
+    origin: date | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """A duty's own account (docs/contract.md#account): the ``dispatch_*`` columns of its row.
+
+    ``through``: the local day through which its owed periods are dispatched
+    (None: no run kept it yet). ``paused_on``: it stopped being dispatchable
+    after that day's scheduled clock. ``changed_on``: it became dispatchable
+    again, or its cadence or owner changed, after that day's scheduled clock.
+    """
+
+    through: date | None = None
+    paused_on: date | None = None
+    changed_on: date | None = None
+
+    @classmethod
+    def of(cls, duty: Mapping[str, Any]) -> Account:
+        """The account of a ``duly_duty`` row; missing columns read as null."""
+        return cls(
+            duty.get("dispatch_through"),
+            duty.get("dispatch_paused_on"),
+            duty.get("dispatch_changed_on"),
+        )
+
+    def rejudged(self) -> Account:
+        """This account for a run whose rules changed: it owes as if changed on its own day."""
+        if self.changed_on is not None or self.through is None:
+            return self
+        return Account(self.through, self.paused_on, self.through)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,13 +305,15 @@ def schedule_for(
     *,
     lead_horizon: int = 0,
     previous: datetime | None = None,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
 ) -> Schedule:
     """The candidate periods of a frequency in a zone, enough for leads up to ``lead_horizon``.
 
-    A scheduled run's candidates include the periods that began after the
-    ``previous`` scheduled clock and ended by ``now`` (docs/contract.md#between-runs; None:
-    ``now - SCHEDULE_INTERVAL``). Raises ``CadenceRefused`` naming the fault
-    if the engine refuses them.
+    A scheduled run's candidates reach back ``catch_up_days`` (at least one)
+    before today (docs/contract.md#account); ``previous`` is the scheduled
+    clock a duty with no kept account owes from (None: ``now -
+    SCHEDULE_INTERVAL``). Raises ``CadenceRefused`` naming the fault if the
+    engine refuses them.
     """
     if frequency is None:
         raise CadenceRefused(
@@ -288,7 +325,11 @@ def schedule_for(
             timezone,
             now,
             window,
-            (lead_horizon, now - SCHEDULE_INTERVAL if previous is None else previous),
+            (
+                lead_horizon,
+                now - SCHEDULE_INTERVAL if previous is None else previous,
+                catch_up_days,
+            ),
         )
     except PeriodError as exc:
         raise _refusal(exc) from exc
@@ -324,22 +365,67 @@ def check_due_rule(cadence: Cadence) -> None:
         raise _refusal(exc) from exc
 
 
-def is_owed(
-    period: Period, visible_from: date, today: date | None, threshold: date | None = None
-) -> bool:
-    """The visibility gate: a later period is owed once its lead window has opened.
+def account_after(account: Account, schedule: Schedule, *, owed: bool) -> Account:
+    """The account a run at ``schedule``'s clock leaves a duty it judged (``owed``: anything).
 
-    The current period is owed even if its own ``visible_from`` lies ahead; a
-    backfill (``today`` None) owes every candidate. A past period (``Period.past``)
-    is owed when it became owed after the previous clock: the earlier of its
-    start and its ``visible_from`` day's start came after that clock. Its start
-    did, so that is ``visible_from >= threshold`` (``Schedule.threshold``).
+    The page statements' ``keeping`` rule: a backfill, or a clock before the
+    account's day, leaves it; otherwise it moves to today where the duty owed
+    something, carries a mark, has no account yet or lags the horizon.
     """
-    if today is None or period.current:
-        return True
-    if period.past:
-        return threshold is not None and visible_from >= threshold
-    return visible_from <= today
+    today = schedule.today
+    if today is None or (account.through is not None and account.through > today):
+        return account
+    lags = account.through is None or (
+        schedule.horizon is not None and account.through < schedule.horizon
+    )
+    marked = account.paused_on is not None or account.changed_on is not None
+    if not (owed or lags or marked):
+        return account
+    return Account(today if account.through is None else max(account.through, today))
+
+
+def became_owed_on(period: Period, visible_from: date) -> date:
+    """The local day a period becomes owed: its first day, or its ``visible_from`` if earlier."""
+    return min(period.first_day, visible_from)
+
+
+def owed_verdict(
+    period: Period, visible_from: date, schedule: Schedule, account: Account = Account()
+) -> NotOwed | None:
+    """Whether a duty's account owes ``period`` at the schedule's clock (None: it does).
+
+    The rule of docs/contract.md#account, in local days: the period became
+    owed on ``became_owed_on``; it is owed once that day has begun, unless it
+    is over and became owed on or before the horizon. Then the account
+    decides: owed after ``through`` (and, for a duty paused since, on or
+    before ``paused_on``); or, for a duty that changed (``changed_on``) or
+    whose account no run has kept (``Schedule.origin``), owed if it is still
+    current or later, or became owed after that day. A backfill (``today``
+    None) owes every candidate.
+    """
+    today = schedule.today
+    if today is None:
+        return None
+    became = became_owed_on(period, visible_from)
+    if became > today:
+        return NotOwed.NOT_VISIBLE_YET
+    live = period.last_day >= today
+    through, paused_on = account.through, account.paused_on
+    fresh = (
+        account.changed_on
+        if account.changed_on is not None
+        else (schedule.origin if through is None else None)
+    )
+    if not (
+        (through is not None and became > through and (paused_on is None or became <= paused_on))
+        or (fresh is not None and (live or became > fresh))
+    ):
+        if through is not None and became <= through:
+            return NotOwed.DISPATCHED
+        return NotOwed.NOT_DISPATCHABLE
+    if not live and schedule.horizon is not None and became <= schedule.horizon:
+        return NotOwed.BEYOND_HORIZON
+    return None
 
 
 def _refusal(exc: PeriodError) -> CadenceRefused:
@@ -356,9 +442,9 @@ def _schedule_for(
     zone: str,
     now: datetime,
     window: WindowLike | None,
-    reach: tuple[int, datetime],
+    reach: tuple[int, datetime, int],
 ) -> Schedule:
-    lead_horizon, previous = reach
+    lead_horizon, previous, catch_up_days = reach
     today = periods.local_date(now, zone)
     if window is not None:
         last_day = window.to_date if window.to_date is not None else today
@@ -369,45 +455,39 @@ def _schedule_for(
             zone,
         )
         return Schedule(None, _periods(frequency, keys, current=None))
-    # The contract (docs/contract.md#scheduled-run) names the candidates
-    # periods_between(now, first instant of today + lead). A later period is owed only when due -
-    # lead <= today, and
-    # its due date lies inside it, so it starts on or before today + lead:
-    # candidates up to the largest lead cover every duty of the schedule, and
-    # is_owed() makes the per-duty cut. A lead of 0 or less leaves the current
-    # period alone.
-    horizon_day = _add_days_within_calendar(today, max(lead_horizon, 0))
-    horizon = max(now, periods.start_of_day(horizon_day, zone))
-    keys = periods.periods_between(frequency, now, horizon, zone)
-    later = _periods(frequency, keys, current=keys[0])
-    threshold = _threshold(previous, zone)
-    past: tuple[Period, ...] = ()
-    if threshold < later[0].first_day:
-        # Periods that began after the previous clock and are over by now:
-        # shorter than the interval, or a day the run clock skipped over
-        # (America/Nuuk's 2026-03-28 at 01:00 UTC). Candidates for every
-        # lead: whether one is owed depends on its visible_from alone.
-        begun = periods.periods_between(frequency, periods.start_of_day(threshold, zone), now, zone)
-        past = tuple(
-            Period(key, *periods.period_days(frequency, key), current=False, past=True)
-            for key in begun
-            if key != keys[0]
-        )
-    return Schedule(today, past + later, threshold)
+    # A later period is owed only once due - lead <= today, and its due date
+    # lies inside it, so it starts on or before today + lead: candidates up to
+    # the largest lead cover every duty of the schedule, and owed_verdict()
+    # makes the per-duty cut. A lead of 0 or less leaves the current period.
+    reach_day = _add_days_within_calendar(today, max(lead_horizon, 0))
+    last = max(now, periods.start_of_day(reach_day, zone))
+    current = periods.period_key_for(frequency, now, zone)
+    # Periods that became owed since the horizon may be over by now: shorter
+    # than the time between runs, a day the run's hour skips (America/Nuuk's
+    # 2026-03-28 at 01:00 UTC), or missed in an outage. Whether one is owed is
+    # each duty's account's question (owed_verdict).
+    horizon = _days_before(today, max(catch_up_days, 1))
+    first = min(now, periods.start_of_day(_add_days_within_calendar(horizon, 1), zone))
+    keys = periods.periods_between(frequency, first, last, zone)
+    return Schedule(
+        today, _periods(frequency, keys, current=current), horizon, _local_day(previous, zone)
+    )
 
 
-def _threshold(previous: datetime, zone: str) -> date:
-    """The first local day in ``zone`` whose start comes after the instant ``previous``.
-
-    Days start in order (a skipped day starts with the next one), and the day
-    after ``previous``'s own starts after it, so that day is the one.
-    """
+def _local_day(instant: datetime, zone: str) -> date:
+    """The local day of ``instant`` in ``zone``; before 1583, the calendar's first day."""
     try:
-        day = periods.local_date(previous, zone)
+        return periods.local_date(instant, zone)
     except YearOutOfRangeError:
-        # Before 1583: no period starts earlier than the calendar's first day.
         return dates.FIRST_DAY
-    return _add_days_within_calendar(day, 1)
+
+
+def _days_before(day: date, days: int) -> date:
+    # Before 1583 there are no periods to owe; stop the range there.
+    try:
+        return max(day - timedelta(days=days), dates.FIRST_DAY)
+    except OverflowError:
+        return dates.FIRST_DAY
 
 
 def _periods(frequency: str, keys: list[str], current: str | None) -> tuple[Period, ...]:
@@ -428,11 +508,16 @@ def plan_dispatch(
     window: WindowLike | None = None,
     *,
     interval: timedelta = SCHEDULE_INTERVAL,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
+    rejudge: bool = False,
 ) -> Plan:
     """Plan a run over ``duties`` (``duly_duty`` rows) at clock ``now``.
 
     ``window`` None is a scheduled run, the previous one ``interval`` earlier;
-    otherwise a backfill of that window. A naive ``now`` is refused outright:
+    otherwise a backfill of that window. Each duty's ``dispatch_*`` columns
+    are its account (``Account``; absent: none kept yet), and ``catch_up_days``
+    how far back a run still owes; ``rejudge``: the rules changed since the
+    previous run (``Account.rejudged``). A naive ``now`` is refused outright:
     it is the run's fault, not any duty's.
     """
     if now.tzinfo is None or now.utcoffset() is None:
@@ -441,7 +526,15 @@ def plan_dispatch(
     plan = Plan()
     schedules: ScheduleMemo = {}
     for duty in duties:
-        judged = judge_duty(duty, now, window, schedules, previous=previous)
+        judged = judge_duty(
+            duty,
+            now,
+            window,
+            schedules,
+            previous=previous,
+            catch_up_days=catch_up_days,
+            rejudge=rejudge,
+        )
         if judged.skip is not None:
             plan.skipped.append(judged.skip)
             continue
@@ -458,6 +551,11 @@ class NotOwed(StrEnum):
 
     OUTSIDE_EFFECTIVE_WINDOW = "outside_effective_window"
     NOT_VISIBLE_YET = "not_visible_yet"
+    # The account's answers (docs/contract.md#account): an earlier run owed it;
+    # it became owed while the duty was not dispatchable; before the horizon.
+    DISPATCHED = "dispatched"
+    NOT_DISPATCHABLE = "not_dispatchable"
+    BEYOND_HORIZON = "beyond_horizon"
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,13 +607,16 @@ def judge_duty(
     schedules: ScheduleMemo | None = None,
     *,
     previous: datetime | None = None,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
+    rejudge: bool = False,
 ) -> Judgement:
     """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
 
     ``plan_dispatch`` is this over many duties; ``explain`` shows it to a person.
     ``schedules`` shares planned schedules between calls of one run (all at
-    ``now`` and ``previous``); ``previous`` is the scheduled clock before
-    ``now`` (None: ``now - SCHEDULE_INTERVAL``).
+    ``now``, ``previous`` and ``catch_up_days``); ``previous`` is the scheduled
+    clock before ``now`` (None: ``now - SCHEDULE_INTERVAL``). Past periods the
+    account does not owe are left out, but for those beyond the horizon.
     """
     duty_id = str(duty["id"])
     cadence = Cadence.of(duty)
@@ -533,27 +634,33 @@ def judge_duty(
         return Judgement(duty_id, cadence, skip=Fault(duty_id, not_dispatched, detail))
     try:
         schedule = _duty_schedule(
-            cadence, (now, previous), window, {} if schedules is None else schedules
+            cadence,
+            (now, previous),
+            window,
+            {} if schedules is None else schedules,
+            catch_up_days,
         )
     except CadenceRefused as refused:
         return Judgement(duty_id, cadence, skip=Fault(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
     if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
         return Judgement(duty_id, cadence, skip=Fault(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
+    account = Account.of(duty).rejudged() if rejudge else Account.of(duty)
     candidates = []
     try:
         for period in schedule.periods:
             due_date = cadence.due_date(period)
             visible_from = periods.visible_from_for(due_date, cadence.lead_days)
-            owed = is_owed(period, visible_from, schedule.today, schedule.threshold)
-            if period.past and not owed:
-                # Owed by an earlier run, when it became visible: not this run's question.
+            verdict = owed_verdict(period, visible_from, schedule, account)
+            past = schedule.today is not None and period.last_day < schedule.today
+            if past and verdict in (NotOwed.DISPATCHED, NotOwed.NOT_DISPATCHABLE):
+                # Over, and not this run's to owe: an earlier run's question.
                 continue
-            not_owed = None
+            not_owed = verdict
             if not within(cadence.window_day(period, due_date), effective_from, effective_to):
+                if past and verdict is not None:
+                    continue
                 not_owed = NotOwed.OUTSIDE_EFFECTIVE_WINDOW
-            elif not owed:
-                not_owed = NotOwed.NOT_VISIBLE_YET
             late_after = periods.late_after_for(due_date, cadence.grace_days)
             candidates.append(Candidate(period, due_date, visible_from, late_after, not_owed))
     except PeriodError as exc:  # a lead, roll or grace reaching past the calendar's edge
@@ -575,6 +682,7 @@ def _duty_schedule(
     clocks: tuple[datetime, datetime | None],
     window: WindowLike | None,
     schedules: ScheduleMemo,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
 ) -> Schedule:
     """The duty's schedule, its cadence checked in the order the database path checks it."""
     now, previous = clocks
@@ -592,6 +700,7 @@ def _duty_schedule(
                 window,
                 lead_horizon=lead,
                 previous=previous,
+                catch_up_days=catch_up_days,
             )
         except CadenceRefused as refused:
             schedules[memo] = refused

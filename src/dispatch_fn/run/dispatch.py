@@ -43,8 +43,7 @@ from dispatch_fn.planning.plan import (
 )
 from dispatch_fn.planning.request import RunRequest as RunRequest  # noqa: PLC0414 - its callers' name
 from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import _pages, agenda, catch_up
-from dispatch_fn.run.catch_up import OwedAgain
+from dispatch_fn.run import _pages, agenda
 from dispatch_fn.run.outcome import FAULT_LIST_LIMIT as FAULT_LIST_LIMIT  # noqa: PLC0414
 from dispatch_fn.run.outcome import RunFailedError, RunOutcome
 from dispatch_fn.run.outcome import RunReport as RunReport  # noqa: PLC0414 - its callers' name
@@ -70,9 +69,8 @@ def run(
     request: RunRequest,
     runtime: Runtime = LOCAL,
     *,
-    catch_up_clocks: Sequence[datetime] = (),
-    owed_again: OwedAgain | None = None,
     dispatched_clock: datetime | None = None,
+    rejudge: bool = False,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -86,9 +84,9 @@ def run(
     rest. A connection that dies is replaced from ``runtime.connections`` (at
     most ``CONNECTION_ATTEMPTS`` per run, closed when the run ends). A page past
     statement_timeout is split, at most ``Tuning.max_timeouts`` times per run.
-    ``catch_up_clocks`` are the missed daily clocks whose owed tasks each page
-    also dispatches (docs/contract.md#ledger); ``owed_again``, what earlier runs' set-aside
-    duties are owed (docs/contract.md#ledger), dispatched the same way.
+    What each duty owes is its own account's answer (docs/contract.md#account),
+    back to ``Tuning.catch_up_days``; ``rejudge``: the rules changed since the
+    previous run, so every account read is judged afresh.
     ``dispatched_clock``, the latest clock a completed run dispatched (None:
     unknown), says whether the first pages probe for their rows before
     inserting (``page_plan.probes_from_the_start``); later pages go by what
@@ -102,27 +100,13 @@ def run(
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
     tuning = runtime.tuning
     try:
-        preamble, planned = _prepare(conns[0], request)
-        clocks = tuple(catch_up_clocks)
+        preamble, planned = _prepare(conns[0], request, tuning.catch_up_days)
         ready, rules = planned.ready, planned.rules
-        owed = None if request.dry_run else owed_again
         if not ready:
             walked = _Walked((), (), complete=True)
-            return _fold(request, preamble, [], walked, clocks, owed=owed)
-        statement = store.page_statement(request.scope, ready, rules, dry_run=request.dry_run)
-        extras = catch_up.page_statements(
-            conns[0],
-            request.scope,
-            ready,
-            rules,
-            clocks=clocks,
-            now=request.now,
-            interval=request.interval,
-        )
-        repaying = (
-            ()
-            if owed is None
-            else tuple(catch_up.repay_statements(request.scope, ready, rules, owed))
+            return _fold(request, preamble, [], walked)
+        statement = store.page_statement(
+            request.scope, ready, rules, dry_run=request.dry_run, rejudge=rejudge
         )
         size = statement.page_size(tuning.chunk_size, tuning.page_rows)
         # The pages' bounds up front, so that connections take pages in turn and
@@ -135,9 +119,7 @@ def run(
         statement,
         request.scope,
         size,
-        (*extras, *repaying),
-        repaying,
-        _edge_of(request, ready),
+        edge=_edge_of(request, ready, tuning.catch_up_days),
         rows=tuning.page_rows,
         deadline=runtime.budget.deadline(),
         timeouts=_pages.TimeoutAllowance(tuning.max_timeouts),
@@ -149,7 +131,7 @@ def run(
         ranges, probe=page_plan.probes_from_the_start(dispatched_clock, request.now)
     )
     walked = _walk(conns, walk, board, runtime.budget.should_stop, reconnect, meter=meter)
-    report = _fold(request, preamble, ranges, walked, clocks, owed=owed)
+    report = _fold(request, preamble, ranges, walked)
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
         problems = "; ".join(
@@ -328,7 +310,9 @@ class _Preamble:
     faults: tuple[Fault, ...] = ()
 
 
-def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned]:
+def _prepare(
+    conn: Connection, request: RunRequest, catch_up_days: int
+) -> tuple[_Preamble, _Planned]:
     """What the run will not dispatch and why, and the groups it will, each planned once."""
     duties_read = 0
     skipped: Counter[str] = Counter()
@@ -349,7 +333,7 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
         )
     ready: list[tuple[store.Group, Schedule]] = []
     refused_groups: dict[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]] = {}
-    for group, outcome in _plan_groups(census.groups, request):
+    for group, outcome in _plan_groups(census.groups, request, catch_up_days):
         if isinstance(outcome, Schedule):
             ready.append((group, outcome))
         else:
@@ -373,7 +357,7 @@ def _prepare(conn: Connection, request: RunRequest) -> tuple[_Preamble, _Planned
                 conn,
                 request.scope,
                 refused_groups,
-                (rules, _edge_of(request, ready)),
+                (rules, _edge_of(request, ready, catch_up_days)),
                 FAULT_LIST_LIMIT - len(faults),
             )
         )
@@ -389,7 +373,7 @@ class _Planned:
 
 
 def _edge_of(
-    request: RunRequest, ready: Sequence[tuple[store.Group, Schedule]]
+    request: RunRequest, ready: Sequence[tuple[store.Group, Schedule]], catch_up_days: int
 ) -> calendar_edge.Edge | None:
     """The groups whose duties the planner judges page by page (``calendar_edge``), if any."""
     groups = frozenset(
@@ -398,11 +382,13 @@ def _edge_of(
         if calendar_edge.near_edge(schedule)
     )
     previous = previous_clock(request.now, request.interval)
-    return calendar_edge.Edge(request.now, request.window, groups, previous) if groups else None
+    if not groups:
+        return None
+    return calendar_edge.Edge(request.now, request.window, groups, previous, catch_up_days)
 
 
 def _plan_groups(
-    groups: Sequence[store.Group], request: RunRequest
+    groups: Sequence[store.Group], request: RunRequest, catch_up_days: int
 ) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
     """Every group of dispatchable duties with its schedule, or the engine's refusal.
 
@@ -422,6 +408,7 @@ def _plan_groups(
                 request.window,
                 group.max_lead,
                 previous=previous_clock(request.now, request.interval),
+                catch_up_days=catch_up_days,
             ),
         )
         for group in groups
@@ -496,9 +483,6 @@ def _fold(
     preamble: _Preamble,
     ranges: Sequence[tuple[str | None, str | None]],
     walked: _Walked,
-    clocks: tuple[datetime, ...] = (),
-    *,
-    owed: OwedAgain | None = None,
 ) -> RunReport:
     """The run's report, from what it learnt first and every step's outcome: the one tally.
 
@@ -514,7 +498,7 @@ def _fold(
     return RunReport(
         request,
         duties_read=preamble.duties_read + tally.duties + _uncounted(set_aside),
-        tasks_created=tally.created + tally.caught_created + tally.repaid_created,
+        tasks_created=tally.created,
         tasks_existing=tally.owed - tally.created,
         duties_advanced=tally.advanced,
         skipped=_skipped(preamble, tally),
@@ -528,19 +512,15 @@ def _fold(
         complete=walked.complete,
         stopped_by=walked.stopped_by,
         last_duty_id=gapless_mark(ranges, walked.outcomes),
-        catch_up=catch_up.CatchUpReport(clocks, tally.caught_created) if clocks else None,
-        owed_again=owed,
-        repaid_created=tally.repaid_created,
+        duties_owing=tally.owing,
+        beyond_horizon=tally.lapsed,
+        changed_while_owed=tally.changed,
     )
 
 
 @dataclass(frozen=True, slots=True)
 class _Tally:
-    """What the committed statements of a run's steps add up to.
-
-    Catch-up statements (and those owed again) add only what they wrote and
-    advanced: their duties were counted with the page at the run's own clock.
-    """
+    """What the committed page statements of a run's steps add up to."""
 
     pages: int  # pages that held any candidate row
     duties: int
@@ -549,25 +529,28 @@ class _Tally:
     advanced: int
     outside_window: int
     nothing_due: int
-    caught_created: int
-    repaid_created: int
+    lapsed: int
+    changed: int
     retries: int
+
+    @property
+    def owing(self) -> int:
+        """Duties in their window that owed something: the rest owed nothing due."""
+        return self.duties - self.outside_window - self.nothing_due
 
     @classmethod
     def of(cls, outcomes: Sequence[_pages.Outcome]) -> _Tally:
         pages = list(chain.from_iterable(outcome.pages for outcome in outcomes))
-        caught = list(chain.from_iterable(outcome.caught for outcome in outcomes))
-        repaid = list(chain.from_iterable(outcome.repaid for outcome in outcomes))
         return cls(
             pages=sum(map(bool, _counts(pages, "rows"))),
             duties=sum(_counts(pages, "duties")),
             owed=sum(_counts(pages, "owed")),
             created=sum(_counts(pages, "created")),
-            advanced=sum(_counts([*pages, *caught, *repaid], "advanced")),
+            advanced=sum(_counts(pages, "advanced")),
             outside_window=sum(_counts(pages, "outside_window")),
             nothing_due=sum(_counts(pages, "nothing_due")),
-            caught_created=sum(_counts(caught, "created")),
-            repaid_created=sum(_counts(repaid, "created")),
+            lapsed=sum(_counts(pages, "lapsed")),
+            changed=sum(_counts(pages, "changed")),
             retries=sum(outcome.retries for outcome in outcomes),
         )
 

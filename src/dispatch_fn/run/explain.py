@@ -8,7 +8,7 @@ one look at which of the owed tasks already exist.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 from psycopg.rows import dict_row
@@ -17,10 +17,14 @@ from dispatch_fn.db.sql import Connection, statement
 from dispatch_fn.engine import periods
 from dispatch_fn.errors import PeriodError
 from dispatch_fn.planning.plan import (
+    DEFAULT_CATCH_UP_DAYS,
     FAULT_REASONS,
     SCHEDULE_INTERVAL,
+    Account,
     Judgement,
+    NotOwed,
     WindowLike,
+    became_owed_on,
     judge_duty,
     previous_clock,
 )
@@ -36,13 +40,17 @@ def explain(
     window: WindowLike | None = None,
     *,
     interval: timedelta = SCHEDULE_INTERVAL,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
 ) -> dict[str, dict[str, Any]]:
     """Each duty's explanation at clock ``now`` (or for backfill ``window``), by id.
 
-    ``interval`` back is the previous scheduled clock, as in a run. An id with
-    no stored duty is explained as ``found: false``.
+    ``interval`` back is the previous scheduled clock and ``catch_up_days``
+    the horizon, as in a run. An id with no stored duty is explained as
+    ``found: false``.
     """
-    return dict(explain_each(conn, duty_ids, now, window, interval=interval))
+    return dict(
+        explain_each(conn, duty_ids, now, window, interval=interval, catch_up_days=catch_up_days)
+    )
 
 
 def explain_each(
@@ -52,6 +60,7 @@ def explain_each(
     window: WindowLike | None = None,
     *,
     interval: timedelta = SCHEDULE_INTERVAL,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``explain``'s pairs one duty at a time, in the order named, each id once.
 
@@ -70,7 +79,9 @@ def explain_each(
         if row is None:
             yield duty_id, {"duty_id": duty_id, "found": False}
             continue
-        judgement = judge_duty(row, now, window, schedules, previous=previous)
+        judgement = judge_duty(
+            row, now, window, schedules, previous=previous, catch_up_days=catch_up_days
+        )
         yield duty_id, _as_json(row, judgement, _existing_tasks(conn, row, judgement))
 
 
@@ -133,8 +144,33 @@ def _as_json(
             "detail": skip.detail,
             "fault": skip.reason in FAULT_REASONS,
         },
+        "account": _account(row, judgement),
         "candidates": candidates,
     }
+
+
+def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]:
+    """The duty's account (docs/contract.md#account), and the day it next owes a period.
+
+    ``next_owed``: the earliest day a candidate not yet visible becomes owed;
+    null when no candidate says (the next period lies past the lead's reach).
+    """
+    account = Account.of(row)
+    ahead = [
+        became_owed_on(candidate.period, candidate.visible_from)
+        for candidate in judgement.candidates
+        if candidate.not_owed is NotOwed.NOT_VISIBLE_YET
+    ]
+    return {
+        "dispatch_through": _day(account.through),
+        "dispatch_paused_on": _day(account.paused_on),
+        "dispatch_changed_on": _day(account.changed_on),
+        "next_owed": _day(min(ahead, default=None)),
+    }
+
+
+def _day(day: date | None) -> str | None:
+    return None if day is None else day.isoformat()
 
 
 def _bounds(frequency: str, key: str, timezone: str) -> dict[str, str | None]:
@@ -153,6 +189,12 @@ def render(explained: dict[str, Any], clock: str) -> str:
         f"duty {explained['duty_id']} ({explained['name']}): {explained['frequency']} in "
         f"{explained['timezone']}, at {clock}"
     ]
+    account = explained["account"]
+    lines.append(
+        f"  account: dispatched through {account['dispatch_through'] or '-'}, paused on "
+        f"{account['dispatch_paused_on'] or '-'}, changed on "
+        f"{account['dispatch_changed_on'] or '-'}, next owed {account['next_owed'] or '-'}"
+    )
     skip = explained["skip"]
     if skip is not None:
         kind = "fault" if skip["fault"] else "skipped"

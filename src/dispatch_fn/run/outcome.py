@@ -17,7 +17,6 @@ from typing import Any, Final
 from dispatch_fn.bounded import fault_listing, scope_echo
 from dispatch_fn.planning.plan import FAULT_REASONS, SKIP_REASONS, Fault
 from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run.catch_up import CatchUpReport, OwedAgain
 from dispatch_fn.run.settling import SetAside
 
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
@@ -38,8 +37,9 @@ class RunReport:
     fault_counts: Mapping[str, int] = field(default_factory=dict)
     # Duties left without this clock's periods though their values are fine
     # (their row locked elsewhere, their statement timed out alone): not
-    # faults, but owed again by the next run that writes (docs/contract.md#owed-again). All of
-    # them: the ledger keeps every id, the report lists the first hundred.
+    # faults; their accounts stand, so the next run owes them what this one
+    # did not (docs/contract.md#account). All of them: the ledger keeps every
+    # id, the report lists the first hundred.
     set_aside: tuple[SetAside, ...] = ()
     pages: int = 0
     retries: int = 0
@@ -48,9 +48,15 @@ class RunReport:
     # ``statement_timeouts`` (more than the run's allowance); None if complete.
     stopped_by: str | None = None
     last_duty_id: str | None = None
-    catch_up: CatchUpReport | None = None
-    owed_again: OwedAgain | None = None
-    repaid_created: int = 0
+    # Duties whose account owed them something at this clock (docs/contract.md#account).
+    duties_owing: int = 0
+    # Duties with periods that became owed before the catch-up horizon and
+    # were over: counted here, never created.
+    beyond_horizon: int = 0
+    # Duties whose cadence, owner or state changed while periods after their
+    # account's day were owed: what the old one owed and the new one does
+    # not spell is not created, and counted here.
+    changed_while_owed: int = 0
 
     @property
     def fault_total(self) -> int:
@@ -99,10 +105,9 @@ class RunReport:
             "last_duty_id": self.last_duty_id,
             "pages": self.pages,
             "retries": self.retries,
-            "catch_up": None if self.catch_up is None else self.catch_up.as_json(),
-            "owed_again": None
-            if self.owed_again is None
-            else self.owed_again.as_json(self.repaid_created),
+            "duties_owing": self.duties_owing,
+            "beyond_horizon": self.beyond_horizon,
+            "changed_while_owed": self.changed_while_owed,
         }
 
 

@@ -1,8 +1,8 @@
-"""One run as the ledger sees it: recorded, caught up, continued (docs/contract.md#ledger).
+"""One run as the ledger sees it: recorded and continued (docs/contract.md#ledger).
 
 Around ``dispatch.run``: a ledger row before the first page and after the
-last; the missed clocks a scheduled run catches up; the hand-off of a run its
-deadline stopped. The handler and the CLI call this with the runtime they
+last, with the duties it set aside; the hand-off of a run its deadline
+stopped. The handler and the CLI call this with the runtime they
 built: its budget, its hand-off, its tuning.
 """
 
@@ -19,7 +19,7 @@ import psycopg
 from dispatch_fn.db import ledger
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run import catch_up, continuation, dispatch
+from dispatch_fn.run import continuation, dispatch, rules
 from dispatch_fn.run.dispatch import LOCAL
 from dispatch_fn.run.outcome import Ending, RunFailedError, RunOutcome, unreported
 from dispatch_fn.run.runtime import HandOff, Runtime
@@ -37,51 +37,37 @@ def execute(
     if not all(each.autocommit for each in conns):
         # The ledger's rows must commit on their own, never with a page's.
         raise ValueError("recorded.execute needs autocommit connections: each write commits alone")
-    catch_up_days = runtime.tuning.catch_up_days
     try:
-        clocks: tuple[datetime, ...] = ()
-        # The latest clock dispatched: where catch-up counts from, and whether
-        # this run's pages find their rows present from the first (a re-run).
+        # The latest clock dispatched: whether this run's pages find their
+        # rows present from the first (a re-run).
         dispatched: datetime | None = None
         if request.mode == "scheduled" and not request.dry_run and not request.scope.named:
             dispatched = ledger.latest_completed_clock(conn)
-            clocks = catch_up.missed_clocks(dispatched, request.now, catch_up_days)
+        # Rules that changed since the previous run (a new tz or holidays
+        # release, or new owed rules) move what is owed without touching a
+        # row: this run judges every account it reads afresh.
+        previous = ledger.previous_rules(conn)
+        rejudge = previous is not None and previous != rules.current()
         run_id = ledger.start(
             conn,
             request,
             request_id=runtime.request_id,
             continues_run=ledger.continued_run(conn, request),
+            rules=rules.current(),
         )
     except psycopg.Error as exc:
         raise RunFailedError(
             f"run not started: the run ledger is unreachable: {type(exc).__name__}: {exc}", None
         ) from exc
     try:
-        # A question about the duties in scope, not the ledger alone: its
-        # failure is the run's, recorded as a run that failed before its pages.
-        owed = None if request.dry_run else _owed_again(conn, request, catch_up_days)
-    except psycopg.Error as exc:
-        failed = _recorded(dispatch.failed_before_pages(request, exc), run_id)
-        _record_failure(conn, run_id, failed.report, str(failed))
-        raise failed from exc
-    try:
-        report = dispatch.run(
-            conns,
-            request,
-            runtime,
-            catch_up_clocks=clocks,
-            owed_again=owed,
-            dispatched_clock=dispatched,
-        )
+        report = dispatch.run(conns, request, runtime, dispatched_clock=dispatched, rejudge=rejudge)
     except RunFailedError as failed:
         recorded_failure = _recorded(failed, run_id)
         set_aside = () if failed.outcome is None else failed.outcome.report.set_aside_pairs
         if not request.dry_run and set_aside:
-            # The pages it committed set these aside: owed again like any others.
+            # The pages it committed set these aside: the ledger keeps who they were.
             with suppress(psycopg.Error):
-                ledger.record_set_aside(
-                    conn, run_id, set_aside, owed_from=_owed_from(request, clocks)
-                )
+                ledger.record_set_aside(conn, run_id, set_aside, owed_from=request.now)
         _record_failure(conn, run_id, recorded_failure.report, str(recorded_failure))
         raise recorded_failure from failed.__cause__
     except KeyboardInterrupt:
@@ -90,7 +76,7 @@ def execute(
         # no status of its own: failed, error 'interrupted' (docs/contract.md#ledger).
         _record_failure(conn, run_id, unreported(run_id), "interrupted")
         raise
-    return _ended(conn, RunOutcome(report, run_id), clocks, owed=owed, hand_off=runtime.hand_off)
+    return _ended(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
 
 
 def _recorded(failed: RunFailedError, run_id: int) -> RunFailedError:
@@ -103,9 +89,7 @@ def _recorded(failed: RunFailedError, run_id: int) -> RunFailedError:
 def _ended(
     conn: Connection,
     outcome: RunOutcome,
-    clocks: tuple[datetime, ...],
     *,
-    owed: catch_up.OwedAgain | None,
     hand_off: HandOff | None,
 ) -> RunOutcome:
     """Record how the run ended, and hand the rest on if it stopped for its deadline."""
@@ -114,7 +98,7 @@ def _ended(
     request = report.request
     ended = replace(outcome, ending=Ending())
     if not request.dry_run:
-        _record_set_aside(conn, ended, (owed, _owed_from(request, clocks)))
+        _record_set_aside(conn, ended)
     if report.complete:
         _record_end(conn, "completed", ended)
         return ended
@@ -152,49 +136,16 @@ def _not_handed(
     return ended
 
 
-def _owed_again(
-    conn: Connection, request: RunRequest, catch_up_days: int
-) -> catch_up.OwedAgain | None:
-    """What earlier runs' set-aside duties in scope are owed by this run.
-
-    See docs/contract.md#owed-again.
-    """
-    found = ledger.owed_again(conn, request.scope)
-    return catch_up.OwedAgain.of(found, request.now, days=catch_up_days, interval=request.interval)
-
-
-def _owed_from(request: RunRequest, clocks: tuple[datetime, ...]) -> datetime:
-    # A duty set aside misses the clocks its run caught up as well as its own.
-    return min((*clocks, request.now))
-
-
-def _record_set_aside(
-    conn: Connection,
-    outcome: RunOutcome,
-    owing: tuple[catch_up.OwedAgain | None, datetime],
-) -> None:
-    """Keep this run's set-aside duties, and mark what it repaid; before its ledger row ends.
-
-    ``owing`` is what the run owed earlier set-aside duties, and the first
-    clock it owed its own.
-    """
-    owed, owed_from = owing
+def _record_set_aside(conn: Connection, outcome: RunOutcome) -> None:
+    """Keep this run's set-aside duties in the ledger, before its row ends."""
     report, run_id = outcome.report, outcome.run_id
     assert run_id is not None  # noqa: S101 - a recorded run has its ledger row
     try:
-        ledger.record_set_aside(conn, run_id, report.set_aside_pairs, owed_from=owed_from)
-        if owed is not None:
-            ledger.mark_repaid(
-                conn,
-                run_id,
-                owed.set_aside,
-                again=report.set_aside_ids,
-                upto=report.last_duty_id,
-                complete=report.complete,
-            )
+        ledger.record_set_aside(conn, run_id, report.set_aside_pairs, owed_from=report.request.now)
     except psycopg.Error as exc:
-        # The tasks are written; what is lost is the record of who is owed
-        # again, so the run fails loudly rather than end quietly with a hole.
+        # The tasks are written and the duties' accounts still owe what was
+        # set aside; what is lost is the record of who was, so the run fails
+        # loudly rather than end quietly with a hole in the ledger.
         failed = RunFailedError(
             f"run {run_id} finished but the duties it set aside could not be recorded: "
             f"{type(exc).__name__}: {exc}",

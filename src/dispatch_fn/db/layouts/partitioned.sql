@@ -110,8 +110,18 @@ $$;
 DO $$
 BEGIN
     EXECUTE format('GRANT SELECT ON duly_duty TO %I', duly_dispatcher_role());
-    EXECUTE format('GRANT UPDATE (last_dispatched_period) ON duly_duty TO %I',
+    EXECUTE format('GRANT UPDATE (last_dispatched_period, dispatch_through,'
+                   ' dispatch_paused_on, dispatch_changed_on) ON duly_duty TO %I',
                    duly_dispatcher_role());
     EXECUTE format('GRANT SELECT, INSERT ON duly_task TO %I', duly_dispatcher_role());
 END
 $$;
+
+-- Migration 0012's account marks: LIKE copies no trigger, and a row trigger on
+-- the partitioned table fires for every partition.
+CREATE TRIGGER duly_duty_account
+    BEFORE INSERT OR UPDATE OF form, status, review_status, owner_id, organization_id,
+        frequency, timezone, due_anchor, due_offset_days, due_offset_months, due_roll,
+        holiday_calendar, lead_days, grace_days, effective_from, effective_to
+    ON duly_duty
+    FOR EACH ROW EXECUTE FUNCTION duly_duty_account_mark();

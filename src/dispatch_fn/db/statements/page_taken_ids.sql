@@ -13,6 +13,8 @@ WITH head AS NOT MATERIALIZED (
            d.effective_from, d.effective_to, d.frequency, d.timezone,
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
            d.holiday_calendar, d.lead_days, d.grace_days,
+           -- The duty's account (plan.Account, migration 0012).
+           d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
     FROM duly_duty d

@@ -35,17 +35,18 @@
 -- a null frequency or calendar means something.
 WITH cadence AS (
     -- One row per group of duties the run planned (store.Group: a frequency,
-    -- zone and lead bucket): its schedule, today in its zone, and the first
-    -- day in its zone that starts after the previous scheduled clock
-    -- (plan.Schedule.threshold; null in a backfill). Each group's
+    -- zone and lead bucket): its schedule, today in its zone, the catch-up
+    -- horizon and the local day of the scheduled clock before the run
+    -- (plan.Schedule.horizon, .origin; null in a backfill). Each group's
     -- weight, the candidate periods its schedule holds (summed over a catch-up
     -- statement's clocks, which add one cadence each), travels apart as
     -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
     SELECT *
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
-                (SELECT %(c_today)b::date[]), (SELECT %(c_threshold)b::date[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today, threshold)
+                (SELECT %(c_today)b::date[]), (SELECT %(c_horizon)b::date[]),
+                (SELECT %(c_origin)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
@@ -55,6 +56,8 @@ head AS NOT MATERIALIZED (
            d.effective_from, d.effective_to, d.frequency, d.timezone,
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
            d.holiday_calendar, d.lead_days, d.grace_days,
+           -- The duty's account (plan.Account, migration 0012).
+           d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
     FROM duly_duty d
@@ -109,13 +112,12 @@ refused_rule AS (
         AS x(due_anchor, due_roll, holiday_calendar)
 ),
 period AS (
-    -- Each schedule's candidate periods (plan.Schedule); past: over by the
-    -- run's clock, begun after the previous one (plan.Period.past).
+    -- Each schedule's candidate periods (plan.Schedule): back to the catch-up
+    -- horizon, on to the largest lead of the group.
     SELECT *
     FROM unnest((SELECT %(p_schedule)b::int[]), (SELECT %(p_key)b::text[]),
-                (SELECT %(p_first)b::date[]), (SELECT %(p_last)b::date[]),
-                (SELECT %(p_current)b::bool[]), (SELECT %(p_past)b::bool[]))
-        AS p(schedule_no, period_key, first_day, last_day, current, past)
+                (SELECT %(p_first)b::date[]), (SELECT %(p_last)b::date[]))
+        AS p(schedule_no, period_key, first_day, last_day)
 ),
 roll AS (
     -- Every day that is not a business day of a calendar in use ('' is the
@@ -137,7 +139,23 @@ placed AS (
     SELECT page.id, page.organization_id, page.owner_id, page.business_unit_id, page.name,
            page.source, page.effective_from, page.effective_to, page.due_anchor,
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
-           page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.threshold,
+           page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
+           page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
+           page.dispatch_version AS version,
+           -- plan.owed_verdict's fresh day: a change's, else, for an account no
+           -- run kept yet, the scheduled clock's before the run; under rules
+           -- that changed since the previous run, the account's own day
+           -- (plan.Account.rejudged).
+           coalesce(page.dispatch_changed_on,
+                    CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
+                    CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS fresh,
+           (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
+            OR %(rejudge)s::boolean) AS marked,
+           -- Changed while periods after its account's day were owed: what the
+           -- old cadence or owner owed then is not spelled by the new one.
+           coalesce(page.dispatch_paused_on IS NULL
+                    AND page.dispatch_changed_on > page.dispatch_through, false)
+               AS changed_while_owed,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
                AS in_window
@@ -162,7 +180,7 @@ unrolled AS (
     -- clamped. Months are counted on timestamp, never timestamptz: a date cast
     -- to timestamptz looks the session's zone up for each row, for dates that
     -- have no zone (docs/performance.md#compliance-page).
-    SELECT pl.*, p.period_key, p.current, p.past, p.last_day,
+    SELECT pl.*, p.period_key, p.first_day, p.last_day,
            CASE pl.due_anchor
                WHEN 'period_start' THEN least(greatest(
                    p.first_day + least(greatest(pl.due_offset_days, -400), 400),
@@ -179,11 +197,15 @@ unrolled AS (
     FROM placed pl
     JOIN period p USING (schedule_no)
     WHERE pl.schedule_no IS NOT NULL AND pl.in_window
-      -- The duty's own candidates (docs/contract.md#scheduled-run): periods that start by today plus
-      -- its lead; the schedule was planned for the largest lead in its group,
-      -- whose leads share one bucket (plan.lead_bucket). A past period is a
-      -- candidate whatever the lead (plan._schedule_for).
-      AND (pl.today IS NULL OR p.current OR p.past OR p.first_day <= pl.today + pl.lead_days)
+      -- The duty's own candidates (docs/contract.md#account): periods not
+      -- over that start by today plus its lead (the schedule was planned for
+      -- the largest lead in its group, whose leads share one bucket:
+      -- plan.lead_bucket), and periods over by today that began after the
+      -- account's day: only those can have become owed since (a period
+      -- becomes owed on or before its first day).
+      AND (pl.today IS NULL
+           OR (p.last_day >= pl.today AND p.first_day <= greatest(pl.today, pl.today + pl.lead_days))
+           OR (p.last_day < pl.today AND p.first_day > least(pl.through, pl.fresh)))
     -- A fence: flattened into dated, the undated due date would be computed
     -- again for the roll's key and for each use in the roll's CASE.
     OFFSET 0
@@ -214,42 +236,93 @@ dated AS (
 owed AS (
     SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
            period_key, due_date, due_date - lead_days AS visible_from,
-           due_date + grace_days AS late_after
-    FROM dated
+           due_date + grace_days AS late_after,
+           -- Over, and became owed on or before the horizon: counted, never
+           -- created (plan.NotOwed.BEYOND_HORIZON).
+           (last_day < today AND became <= horizon) AS lapsed
+    FROM (SELECT *, least(first_day, due_date - lead_days) AS became FROM dated) dated
     -- plan.Cadence.window_day: after the period, the window holds the period's
     -- last day; otherwise the due date.
     WHERE CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
               BETWEEN coalesce(effective_from, '-infinity'::date)
                   AND coalesce(effective_to, 'infinity'::date)
-      -- plan.is_owed: the current period always; a later one once visible; a
-      -- past one if it became owed after the previous clock, its visible_from
-      -- on or after the threshold. Dates only: the planner turned the clock
-      -- into a local day once per group (ADR 0001's rule, not AT TIME ZONE's).
-      AND (today IS NULL OR current
-           OR CASE WHEN past THEN due_date - lead_days >= threshold
-                   ELSE due_date - lead_days <= today END)
+      -- plan.owed_verdict: the period became owed by today, after the
+      -- account's day (and, paused since, by the pause's), or, for a duty
+      -- that changed or whose account no run kept, it is still current or
+      -- later or became owed after the fresh day. Dates only: the planner
+      -- turned the clock into a local day once per group (ADR 0001's rule,
+      -- not AT TIME ZONE's).
+      AND (today IS NULL
+           OR (became <= today
+               AND ((became > through AND (paused_on IS NULL OR became <= paused_on))
+                    OR (last_day >= today AND fresh IS NOT NULL) OR became > fresh)))
 ),
 inserted AS (
     INSERT INTO duly_task (organization_id, duty_id, owner_id, business_unit_id, subject, source,
                            period_key, due_date, visible_from, late_after)
-    SELECT * FROM owed ORDER BY duty_id COLLATE "C", period_key COLLATE "C"
+    SELECT organization_id, duty_id, owner_id, business_unit_id, subject, source,
+           period_key, due_date, visible_from, late_after
+    FROM owed WHERE NOT lapsed ORDER BY duty_id COLLATE "C", period_key COLLATE "C"
     ON CONFLICT ON CONSTRAINT duly_task_dispatch_identity DO NOTHING
     RETURNING organization_id, duty_id, period_key
 ),
+keeping AS (
+    -- Every duty of the page the run judged at its clock (in its window, its
+    -- cadence accepted) whose account moves: it owed something, or carries
+    -- a mark, or no run kept it yet, or it lags the horizon. A run at a clock
+    -- older than the account's day leaves it as it is (docs/contract.md#account).
+    SELECT pl.organization_id, pl.id, pl.today, pl.version,
+           (pl.through IS NULL OR pl.through < pl.horizon OR pl.marked OR o.duty_id IS NOT NULL)
+               AS keep
+    FROM placed pl
+    LEFT JOIN (SELECT DISTINCT organization_id, duty_id FROM owed) o
+      ON (o.organization_id, o.duty_id) = (pl.organization_id, pl.id)
+    WHERE pl.schedule_no IS NOT NULL AND pl.in_window AND pl.today IS NOT NULL
+      AND (pl.through IS NULL OR pl.through <= pl.today)
+),
 advanced AS (
-    -- The organisation is part of the duty's key: on a layout partitioned by
-    -- it (docs/adr/0005) the only index on id is (organization_id, id).
-    UPDATE duly_duty d SET last_dispatched_period = i.latest
-    FROM (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
-          FROM inserted GROUP BY organization_id, duty_id) i
-    WHERE (d.organization_id, d.id) = (i.organization_id, i.duty_id)
-      AND (d.last_dispatched_period IS NULL
-           OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
-               d.last_dispatched_period COLLATE "C")
-            < (duly_period_first_day(i.latest), i.latest))
-    RETURNING d.id
+    -- One UPDATE per duty: last_dispatched_period and the account together
+    -- (a row updated twice in one statement keeps one of the two). The
+    -- organisation is part of the duty's key: on a layout partitioned by it
+    -- (docs/adr/0005) the only index on id is (organization_id, id).
+    -- The account is written only if no edit committed since the page read
+    -- the row: dispatch_version is re-checked against the newest row version
+    -- when a concurrent edit moved it first, so the run's bookkeeping never
+    -- overwrites the edit's marks (the next run reads the edit).
+    UPDATE duly_duty d
+    SET last_dispatched_period = CASE WHEN (u.latest IS NOT NULL
+                 AND (d.last_dispatched_period IS NULL
+                      OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
+                          d.last_dispatched_period COLLATE "C")
+                       < (duly_period_first_day(u.latest), u.latest)))
+                                      THEN u.latest ELSE d.last_dispatched_period END,
+        dispatch_through = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                THEN greatest(d.dispatch_through, u.today)
+                                ELSE d.dispatch_through END,
+        dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+                                  ELSE d.dispatch_paused_on END,
+        dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+                                   ELSE d.dispatch_changed_on END
+    FROM (SELECT coalesce(k.organization_id, i.organization_id) AS organization_id,
+                 coalesce(k.id, i.duty_id) AS id, k.today, k.version,
+                 coalesce(k.keep, false) AS keep, i.latest
+          FROM (SELECT * FROM keeping WHERE keep) k
+          FULL JOIN (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
+                     FROM inserted GROUP BY organization_id, duty_id) i
+            ON (i.organization_id, i.duty_id) = (k.organization_id, k.id)) u
+    WHERE (d.organization_id, d.id) = (u.organization_id, u.id)
+      AND ((u.latest IS NOT NULL
+                 AND (d.last_dispatched_period IS NULL
+                      OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
+                          d.last_dispatched_period COLLATE "C")
+                       < (duly_period_first_day(u.latest), u.latest)))
+           OR (u.keep AND u.version = d.dispatch_version))
+    -- Read after the update: the key just inserted is the duty's latest
+    -- exactly when this statement moved it there.
+    RETURNING d.id, coalesce(d.last_dispatched_period = u.latest, false) AS advanced,
+              u.keep AND u.version = d.dispatch_version AS kept
 )
--- The page in one row, in store.PageResult's order.
+-- The page in one row, its columns named as store.PageResult's fields.
 --
 -- Each CTE is scanned once. max(id) is taken in the database's own collation,
 -- the one the page's ORDER BY used, so it is the next cursor. nothing_due (in
@@ -259,15 +332,22 @@ advanced AS (
 -- collation (such as en_US.UTF-8) would call strcoll for each, for the same
 -- count. cut: the row budget ended the page before its size did (the page
 -- CTE), so the range goes on after upto however few duties the page held.
-SELECT d.upto, d.page_rows, d.duties, d.outside_window, d.in_window - o.owing, o.owed,
-       (SELECT count(*) FROM inserted),
-       (SELECT count(*) FROM advanced),
+SELECT d.upto, d.page_rows AS rows, d.duties, d.outside_window,
+       d.in_window - o.owing AS nothing_due, o.owed,
+       (SELECT count(*) FROM inserted) AS created,
+       (SELECT count(*) FILTER (WHERE advanced) FROM advanced) AS advanced,
+       o.lapsed, d.changed, (SELECT count(*) FILTER (WHERE kept) FROM advanced) AS kept,
        d.cut
 FROM (SELECT max(id) AS upto,
              count(*) AS page_rows,
              coalesce(bool_or(cut_after), false) AS cut,
              count(schedule_no) AS duties,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
-             count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window
+             count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window,
+             count(*) FILTER (WHERE schedule_no IS NOT NULL AND changed_while_owed
+                              AND today IS NOT NULL) AS changed
       FROM placed) d,
-     (SELECT count(*) AS owed, count(DISTINCT duty_id COLLATE "C") AS owing FROM owed) o
+     (SELECT count(*) FILTER (WHERE NOT lapsed) AS owed,
+             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE NOT lapsed) AS owing,
+             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE lapsed) AS lapsed
+      FROM owed) o

@@ -1,8 +1,9 @@
 -- ledger.start: a run begins. One autocommit statement before the run's
 -- first page; its id is the report's run_id.
 INSERT INTO duly_dispatch_run (mode, clock, window_from, window_to, organization_id, duty_ids,
-                               dry_run, request_id, continues_run, continuation, resume_after)
+                               dry_run, request_id, continues_run, continuation, resume_after,
+                               rules)
 VALUES (%(mode)s, %(clock)s, %(window_from)s, %(window_to)s, %(organization_id)s,
         %(duty_ids)s, %(dry_run)s, %(request_id)s, %(continues_run)s, %(continuation)s,
-        %(resume_after)s)
+        %(resume_after)s, %(rules)s)
 RETURNING id

@@ -1,0 +1,129 @@
+"""Each duty keeps its own account (docs/contract.md#account).
+
+What a run owes a duty is decided from the duty's own row: the day through
+which its periods are dispatched, and the marks an edit leaves (paused,
+changed). Each test here is a way issue 37 found to lose a period behind a
+run that said it was complete, replayed through the handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from dispatch_fn.engine import periods
+from support import Conn, Invoke, duty, insert_duties, task_keys
+
+DAY = timedelta(days=1)
+# The daily runs of the set-aside scenarios: 2026-11-20 at 01:00 UTC, and on.
+FIRST = datetime(2026, 11, 20, 1, 0, tzinfo=UTC)
+LOCKED = "d1"
+
+
+def _clock(at: datetime) -> dict[str, str]:
+    return {"now": at.astimezone(UTC).isoformat().replace("+00:00", "Z")}
+
+
+@pytest.fixture
+def holder(db_url: str) -> Iterator[Conn]:
+    """Another session that can hold a duty's row with ``SELECT ... FOR UPDATE``."""
+    with psycopg.connect(db_url) as other:
+        yield other
+        other.rollback()
+
+
+def _set_aside_on_the_21st(conn: Conn, holder: Conn, invoke: Invoke) -> None:
+    """A daily UTC duty, lead 0: the 20th dispatched, the 21st's run finds its row locked."""
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST), lock_timeout_ms=200)
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    locked = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
+    holder.rollback()
+    assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
+
+
+@pytest.mark.parametrize(
+    ("leave", "back"),
+    [
+        ("status = 'paused'", "status = 'active'"),
+        ("status = 'retired'", "status = 'active'"),
+        ("review_status = 'to_review'", "review_status = 'approved'"),
+    ],
+)
+def test_a_set_aside_duty_then_paused_is_owed_the_set_aside_day_but_not_the_paused_days(
+    conn: Conn, holder: Conn, invoke: Invoke, leave: str, back: str
+) -> None:
+    _set_aside_on_the_21st(conn, holder, invoke)
+    conn.execute(f"UPDATE duly_duty SET {leave} WHERE id = %s", (LOCKED,))
+    for day in range(2, 6):
+        invoke(_clock(FIRST + day * DAY))
+    conn.execute(f"UPDATE duly_duty SET {back} WHERE id = %s", (LOCKED,))
+    resumed = invoke(_clock(FIRST + 6 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-26"]
+    assert resumed["degraded"] is False
+
+
+@pytest.mark.parametrize(
+    ("broken", "fixed"),
+    [
+        ("timezone = 'Mars/Olympus'", "timezone = 'UTC'"),
+        (
+            "due_anchor = 'period_start', due_offset_months = 5",
+            "due_offset_months = 0",
+        ),
+    ],
+)
+def test_a_set_aside_duty_that_faults_before_it_is_repaid_gets_the_period_once_fixed(
+    conn: Conn, holder: Conn, invoke: Invoke, broken: str, fixed: str
+) -> None:
+    _set_aside_on_the_21st(conn, holder, invoke)
+    conn.execute(f"UPDATE duly_duty SET {broken} WHERE id = %s", (LOCKED,))
+    faulted = invoke(_clock(FIRST + 2 * DAY))
+    conn.execute(f"UPDATE duly_duty SET {fixed} WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    assert faulted["fault_counts"]["invalid_cadence"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"]
+
+
+def test_a_set_aside_duty_whose_frequency_changes_is_reported_not_lost_in_silence(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _set_aside_on_the_21st(conn, holder, invoke)
+    conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
+    changed = invoke(_clock(FIRST + 2 * DAY))
+
+    # The new cadence owes its current period; what the daily cadence owed on
+    # the 21st is counted as lapsed by the change, never in silence.
+    assert task_keys(conn, LOCKED) == ["2026-11", "2026-11-20"]
+    assert changed["changed_while_owed"] == 1
+
+
+@pytest.mark.parametrize(
+    ("zone", "short_day"),
+    [
+        ("Europe/Berlin", "2026-03-29"),
+        ("Antarctica/Troll", "2026-03-29"),
+        ("America/Nuuk", "2026-03-28"),
+        ("America/Santiago", "2026-09-06"),
+        ("Australia/Lord_Howe", "2026-10-04"),
+    ],
+)
+def test_an_hourly_schedule_owes_a_short_day_missed_in_an_outage_of_under_a_day(
+    conn: Conn, invoke: Invoke, zone: str, short_day: str
+) -> None:
+    # The last run comes a quarter of an hour before the short day begins, the
+    # next one as it ends: under 24 hours apart, no run ever saw it as today.
+    bounds = periods.period_bounds("daily", short_day, zone)
+    last_run, next_run = bounds.start - timedelta(minutes=15), bounds.end
+    assert next_run - last_run < DAY
+    insert_duties(conn, [duty("d1", frequency="daily", timezone=zone, lead_days=0)])
+    invoke(_clock(last_run), schedule_interval_hours=1)
+    after = invoke(_clock(next_run), schedule_interval_hours=1)
+
+    assert short_day in task_keys(conn, "d1")
+    assert after["degraded"] is False
