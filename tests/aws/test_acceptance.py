@@ -29,7 +29,9 @@ def test_running_the_job_twice_over_the_same_clock_inserts_nothing_the_second_ti
     second = invoke({"now": CLOCK})
     assert first["tasks_created"] == rows_after_first > 0
     assert second["tasks_created"] == 0
-    assert second["tasks_existing"] == rows_after_first
+    # Each duty's account says its periods are dispatched: nothing is owed again.
+    assert (second["tasks_existing"], second["duties_owing"]) == (0, 0)
+    assert second["skipped"]["nothing_due"] == 4
     assert second["duties_advanced"] == 0
     assert task_count(conn) == rows_after_first
 
@@ -81,11 +83,14 @@ def test_last_dispatched_period_advances_and_never_regresses(
     insert_duties(conn, [duty("d1", lead_days=0)])
     invoke({"now": "2026-08-21T01:00:00Z"})
     assert last_dispatched(conn) == {"d1": "2026-08"}
-    invoke({"now": "2026-10-02T01:00:00Z"})
+    jumped = invoke({"now": "2026-10-02T01:00:00Z"})
     assert last_dispatched(conn) == {"d1": "2026-10"}
-    # Older periods created later (a replayed clock, a backfill) never move it back.
+    # September became owed before the one-day horizon: counted, not created
+    # (docs/contract.md#account), and a replay at its clock finds it dispatched.
+    assert jumped["beyond_horizon"] == 1
     replay = invoke({"now": "2026-09-10T01:00:00Z"})
-    assert replay["tasks_created"] == 1
+    assert replay["tasks_created"] == 0
+    # Older periods created later (a backfill) never move it back.
     backfill = invoke({"from": "2025-01-01", "to": "2025-12-31", "now": CLOCK})
     assert backfill["tasks_created"] == 12
     assert backfill["duties_advanced"] == 0

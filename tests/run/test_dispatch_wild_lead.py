@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 
 from dispatch_fn.planning import plan
-from dispatch_fn.planning.plan import plan_dispatch
+from dispatch_fn.planning.plan import DEFAULT_CATCH_UP_DAYS, plan_dispatch
 from dispatch_fn.run import dispatch
 from runtimes import runtime
 from support import NOW, duty, insert_duties, multiset, record_statement_rows, task_rows
@@ -24,11 +24,15 @@ def test_one_wild_lead_does_not_widen_the_schedule_of_the_other_duties(conn: Con
     statement_rows = record_statement_rows(conn)
 
     # A page weighs each duty by the candidate periods its group's schedule
-    # holds, as the server received them: within a budget of 800 rows the 100
-    # tame duties (8 days each, as without the wild one) make one page and
-    # the wild duty (its own 3,661 days) the next. Planned for the wild lead,
-    # each tame duty would weigh 3,661 and fill a page alone: 101 pages.
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(page_rows=100 * 8))
+    # holds, as the server received them: within a budget of 1,500 rows the
+    # 100 tame duties (15 days each: the catch-up horizon's 7 and 8 ahead, as
+    # without the wild one) make one page and the wild duty (its own 3,668
+    # days) the next. Planned for the wild lead, each tame duty would weigh
+    # 3,668 and fill a page alone: 101 pages.
+    tame_weight = DEFAULT_CATCH_UP_DAYS + 8
+    report = dispatch.run(
+        [conn], dispatch.RunRequest(now=NOW), runtime(page_rows=100 * tame_weight)
+    )
 
     assert statement_rows() == [100 * 8, WILD_LEAD + 1]
     planned = plan_dispatch([*tame, wild], NOW)

@@ -36,9 +36,10 @@ def test_reassigning_a_duty_mid_period_gives_the_new_owner_a_task_and_keeps_the_
     # The period was already the latest dispatched; it stays the latest.
     assert last_dispatched(conn) == {"d1": "2026-08"}
 
-    # A later run in the same period creates nothing more for either owner.
+    # A later run in the same period creates nothing more for either owner:
+    # the duty's account says the period is dispatched (docs/contract.md#account).
     again = dispatch.run([conn], dispatch.RunRequest(now=datetime(2026, 8, 28, 1, tzinfo=UTC)))
-    assert (again.tasks_created, again.tasks_existing) == (0, 1)
+    assert (again.tasks_created, again.tasks_existing) == (0, 0)
     assert len(_tasks(conn)) == 2
 
 

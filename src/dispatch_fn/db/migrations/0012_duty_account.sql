@@ -83,6 +83,18 @@ DECLARE
     latest timestamptz;
     latest_day date;
 BEGIN
+    IF TG_OP = 'UPDATE' AND
+       (OLD.form, OLD.status, OLD.review_status, OLD.owner_id, OLD.organization_id,
+        OLD.frequency, OLD.timezone, OLD.due_anchor, OLD.due_offset_days,
+        OLD.due_offset_months, OLD.due_roll, OLD.holiday_calendar, OLD.lead_days,
+        OLD.grace_days, OLD.effective_from, OLD.effective_to)
+       IS NOT DISTINCT FROM
+       (NEW.form, NEW.status, NEW.review_status, NEW.owner_id, NEW.organization_id,
+        NEW.frequency, NEW.timezone, NEW.due_anchor, NEW.due_offset_days,
+        NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar, NEW.lead_days,
+        NEW.grace_days, NEW.effective_from, NEW.effective_to) THEN
+        RETURN NEW;
+    END IF;
     latest := duly_latest_scheduled_clock();
     latest_day := CASE WHEN latest IS NOT NULL THEN duly_local_day(latest, NEW.timezone) END;
     IF TG_OP = 'INSERT' THEN
@@ -94,25 +106,20 @@ BEGIN
         NEW.dispatch_version := 0;
         RETURN NEW;
     END IF;
-    IF (OLD.form, OLD.status, OLD.review_status, OLD.owner_id, OLD.organization_id,
-        OLD.frequency, OLD.timezone, OLD.due_anchor, OLD.due_offset_days,
-        OLD.due_offset_months, OLD.due_roll, OLD.holiday_calendar, OLD.lead_days,
-        OLD.grace_days, OLD.effective_from, OLD.effective_to)
-       IS NOT DISTINCT FROM
-       (NEW.form, NEW.status, NEW.review_status, NEW.owner_id, NEW.organization_id,
-        NEW.frequency, NEW.timezone, NEW.due_anchor, NEW.due_offset_days,
-        NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar, NEW.lead_days,
-        NEW.grace_days, NEW.effective_from, NEW.effective_to) THEN
-        RETURN NEW;
-    END IF;
     NEW.dispatch_version := OLD.dispatch_version + 1;
     was := coalesce(duly_dispatchable(OLD.status, OLD.form, OLD.review_status), false);
     is_now := coalesce(duly_dispatchable(NEW.status, NEW.form, NEW.review_status), false);
+    -- With no scheduled clock in the ledger (runs made without it), a pause
+    -- is placed at the account's own day, and a change after any day: the
+    -- duty then owes its current period and those its lead opened. The far
+    -- days are dates every driver reads (no 'infinity').
     IF was AND NOT is_now THEN
         -- The first pause since the account was kept bounds what it owed.
-        NEW.dispatch_paused_on := coalesce(OLD.dispatch_paused_on, latest_day, '-infinity');
-    ELSIF is_now AND latest_day IS NOT NULL THEN
-        NEW.dispatch_changed_on := greatest(OLD.dispatch_changed_on, latest_day);
+        NEW.dispatch_paused_on := coalesce(
+            OLD.dispatch_paused_on, latest_day, OLD.dispatch_through, date '0001-01-01');
+    ELSIF is_now THEN
+        NEW.dispatch_changed_on := greatest(
+            OLD.dispatch_changed_on, coalesce(latest_day, date '9999-12-31'));
     END IF;
     RETURN NEW;
 END
@@ -128,10 +135,14 @@ CREATE TRIGGER duly_duty_account
     ON duly_duty
     FOR EACH ROW EXECUTE FUNCTION duly_duty_account_mark();
 
+-- The account is the dispatcher's to keep; the set-aside ledger is no longer
+-- marked repaid (an account makes the next run owe a set-aside duty).
 DO $$
 BEGIN
     EXECUTE format(
         'GRANT UPDATE (dispatch_through, dispatch_paused_on, dispatch_changed_on)'
         ' ON duly_duty TO %I', duly_dispatcher_role());
+    EXECUTE format(
+        'REVOKE UPDATE (repaid_by) ON duly_dispatch_set_aside FROM %I', duly_dispatcher_role());
 END
 $$;

@@ -154,7 +154,8 @@ placed AS (
            -- Changed while periods after its account's day were owed: what the
            -- old cadence or owner owed then is not spelled by the new one.
            coalesce(page.dispatch_paused_on IS NULL
-                    AND page.dispatch_changed_on > page.dispatch_through, false)
+                    AND page.dispatch_changed_on > page.dispatch_through
+                    AND page.dispatch_changed_on < date '9999-12-31', false)
                AS changed_while_owed,
            (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                            AND coalesce(page.effective_to, 'infinity'::date))
@@ -239,7 +240,7 @@ owed AS (
            due_date + grace_days AS late_after,
            -- Over, and became owed on or before the horizon: counted, never
            -- created (plan.NotOwed.BEYOND_HORIZON).
-           (last_day < today AND became <= horizon) AS lapsed
+           coalesce(last_day < today AND became <= horizon, false) AS lapsed
     FROM (SELECT *, least(first_day, due_date - lead_days) AS became FROM dated) dated
     -- plan.Cadence.window_day: after the period, the window holds the period's
     -- last day; otherwise the due date.
@@ -271,11 +272,16 @@ keeping AS (
     -- cadence accepted) whose account moves: it owed something, or carries
     -- a mark, or no run kept it yet, or it lags the horizon. A run at a clock
     -- older than the account's day leaves it as it is (docs/contract.md#account).
+    -- lags: periods that became owed before the horizon may have gone
+    -- uncreated, either seen here (lapsed) or older than the candidates (the
+    -- account's day is before the horizon): counted as beyond_horizon.
     SELECT pl.organization_id, pl.id, pl.today, pl.version,
            (pl.through IS NULL OR pl.through < pl.horizon OR pl.marked OR o.duty_id IS NOT NULL)
-               AS keep
+               AS keep,
+           (coalesce(pl.through < pl.horizon, false) OR coalesce(o.lapsed, false)) AS lags
     FROM placed pl
-    LEFT JOIN (SELECT DISTINCT organization_id, duty_id FROM owed) o
+    LEFT JOIN (SELECT organization_id, duty_id, bool_or(lapsed) AS lapsed
+               FROM owed GROUP BY organization_id, duty_id) o
       ON (o.organization_id, o.duty_id) = (pl.organization_id, pl.id)
     WHERE pl.schedule_no IS NOT NULL AND pl.in_window AND pl.today IS NOT NULL
       AND (pl.through IS NULL OR pl.through <= pl.today)
@@ -336,7 +342,7 @@ SELECT d.upto, d.page_rows AS rows, d.duties, d.outside_window,
        d.in_window - o.owing AS nothing_due, o.owed,
        (SELECT count(*) FROM inserted) AS created,
        (SELECT count(*) FILTER (WHERE advanced) FROM advanced) AS advanced,
-       o.lapsed, d.changed, (SELECT count(*) FILTER (WHERE kept) FROM advanced) AS kept,
+       (SELECT count(*) FILTER (WHERE lags) FROM keeping) AS lapsed, d.changed, (SELECT count(*) FILTER (WHERE kept) FROM advanced) AS kept,
        d.cut
 FROM (SELECT max(id) AS upto,
              count(*) AS page_rows,
@@ -348,6 +354,5 @@ FROM (SELECT max(id) AS upto,
                               AND today IS NOT NULL) AS changed
       FROM placed) d,
      (SELECT count(*) FILTER (WHERE NOT lapsed) AS owed,
-             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE NOT lapsed) AS owing,
-             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE lapsed) AS lapsed
+             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE NOT lapsed) AS owing
       FROM owed) o
