@@ -1,6 +1,7 @@
 """Between two scheduled runs nothing falls through, through the handler.
 
-See docs/contract.md#between-runs.
+Each duty's account says what it owes (docs/contract.md#account), whatever the
+time between runs.
 """
 
 from __future__ import annotations
@@ -84,19 +85,18 @@ def test_explain_at_the_next_run_says_the_skipped_day_would_be_created(
     assert report["tasks_created"] == 2
 
 
-def test_catch_up_owes_the_periods_between_its_last_missed_clock_and_the_runs_interval(
+def test_an_outage_of_two_days_owes_every_day_since_the_accounts_day(
     conn: Conn, invoke: Invoke
 ) -> None:
-    # Hourly runs, then an outage from 03-27 23:00 UTC to 03-29 23:00 UTC. The
-    # one missed daily clock (03-28 23:00) owes 03-28; the run's own hour owes
-    # nothing that ended before 22:00; Antarctica/Troll's 03-29 lasted 22 hours
-    # (00:00-22:00 UTC), all of it in between.
+    # Hourly runs, then an outage from 03-27 23:00 UTC to 03-29 23:00 UTC:
+    # Antarctica/Troll's 03-28 and its 22-hour 03-29 (00:00-22:00 UTC) were
+    # never today at any run, and both became owed after the account's day.
     insert_duties(
         conn, [duty("troll", frequency="daily", timezone="Antarctica/Troll", lead_days=0)]
     )
     invoke({"scheduled_time": "2026-03-27T23:00:00Z"}, schedule_interval_hours=1)
     report = invoke({"scheduled_time": "2026-03-29T23:00:00Z"}, schedule_interval_hours=1)
-    assert report["catch_up"]["clocks"] == 1
+    assert (report["duties_owing"], report["beyond_horizon"]) == (1, 0)
     assert task_keys(conn, "troll") == ["2026-03-27", "2026-03-28", "2026-03-29", "2026-03-30"]
 
 

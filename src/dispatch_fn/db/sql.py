@@ -32,3 +32,16 @@ def statement(name: str, **slots: sql.Composable) -> sql.SQL | sql.Composed:
     """
     text = sql.SQL(statement_text(name))
     return text.format(**slots) if slots else text
+
+
+def named_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """The cursor's next row by column name; None when it has no more.
+
+    For statements run through ``Connection.execute``, whose cursor keeps the
+    connection's row factory: a caller that wraps ``execute`` (the bench's
+    counting connection) still sees every statement.
+    """
+    row = cursor.fetchone()
+    if row is None or cursor.description is None:
+        return None
+    return {column.name: value for column, value in zip(cursor.description, row, strict=True)}

@@ -25,7 +25,7 @@ import psycopg.rows
 from psycopg.types.json import Jsonb
 
 from dispatch_fn.db.encoded import encode
-from dispatch_fn.db.sql import Connection, statement
+from dispatch_fn.db.sql import Connection, named_row, statement
 from dispatch_fn.planning import page_plan
 from dispatch_fn.planning.plan import LEAD_THRESHOLDS, Schedule
 
@@ -351,19 +351,18 @@ def dispatch_page(
         settings.append(("page_dry_run_plan", {}))
     if time_limit_ms is not None:
         settings.append(("statement_time_limit", {"ms": max(time_limit_ms, 1)}))
-    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        if not settings:
-            # One statement in autocommit is one transaction: the page's inserts
-            # and its advances commit together, with no BEGIN/COMMIT round trips.
-            row = cur.execute(query, params, prepare=False).fetchone()
-        else:
-            # A transaction of the page's own, so that each SET LOCAL is the
-            # page's alone and ends with it: the warm connection's next statement
-            # is planned and timed as usual.
-            with conn.transaction():
-                for name, values in settings:
-                    cur.execute(statement(name), values)
-                row = cur.execute(query, params, prepare=False).fetchone()
+    if not settings:
+        # One statement in autocommit is one transaction: the page's inserts
+        # and its advances commit together, with no BEGIN/COMMIT round trips.
+        row = named_row(conn.execute(query, params, prepare=False))
+    else:
+        # A transaction of the page's own, so that each SET LOCAL is the
+        # page's alone and ends with it: the warm connection's next statement
+        # is planned and timed as usual.
+        with conn.transaction():
+            for name, values in settings:
+                conn.execute(statement(name), values)
+            row = named_row(conn.execute(query, params, prepare=False))
     assert row is not None  # an aggregate-only query always returns one row  # noqa: S101
     return PageResult.of(row)
 
