@@ -1,4 +1,4 @@
-"""What catching up missed days costs, beside an ordinary daily run (issue 14).
+"""What catching up missed days costs, beside an ordinary daily run (issues 14, 37).
 
 Run: .venv/bin/python -m bench.catch_up [--duties N] [--missed K] [--database-url DSN]
 
@@ -9,11 +9,12 @@ anchors, leads and windows), at bench.dispatch's clock ``D``:
   last; the run at D is the ordinary daily run. The K runs before it are what
   replaying the missed days one by one would cost.
 - catching up: the same database reset to no tasks, a run at D-K-1, then the
-  run at D, which catches up the K missed clocks D-K … D-1.
-- not catching up: reset again, a run at D-K-1, then the run at D with
-  catch-up off: the same run without the catch-up statements, so the
-  difference is what the mechanism itself costs (its rows lack the periods
-  only the missed clocks owed).
+  run at D, whose duties' accounts (docs/contract.md#account) owe what
+  became owed on the K missed days D-K … D-1 too.
+- not catching up: reset again, a run at D-K-1, then the run at D with a
+  horizon of one day: the same run owing what the missed days' runs would
+  have, so the difference is what owing it costs (its rows lack the periods
+  only the missed days owed).
 
 Both runs at D must end with the same rows (checked). Each timed run starts
 after ``VACUUM (ANALYZE)``, as bench.dispatch's runs do. The figure of
@@ -64,7 +65,10 @@ def _fingerprint(conn: psycopg.Connection[Any]) -> tuple[int, str]:
 
 def _reset(conn: psycopg.Connection[Any]) -> None:
     conn.execute("TRUNCATE duly_task, duly_dispatch_set_aside, duly_dispatch_run")
-    conn.execute("UPDATE duly_duty SET last_dispatched_period = NULL")
+    conn.execute(
+        "UPDATE duly_duty SET last_dispatched_period = NULL, dispatch_through = NULL,"
+        " dispatch_paused_on = NULL, dispatch_changed_on = NULL"
+    )
     vacuum(conn, DISPATCH_TABLES)
 
 
@@ -112,8 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{daily['tasks_created']:,} created")  # fmt: skip
     print(
         f"catching-up run ({args.missed} missed): {caught_s:7.2f} s, "
-        f"{caught['tasks_created']:,} created, of which {caught['catch_up']['tasks_created']:,}"
-        f" for {caught['catch_up']['clocks']} missed clock(s)"
+        f"{caught['tasks_created']:,} created for {caught['duties_owing']:,} owing duties,"
+        f" their accounts {args.missed + 1} day(s) behind"
     )
     print(
         f"the {args.missed} missed daily runs:    {sum(replayed):7.2f} s"

@@ -239,34 +239,26 @@ def test_a_lone_surrogate_anywhere_in_the_event_is_refused(
     message.encode("utf-8")
 
 
-def test_a_clock_late_on_9999_12_31_after_a_completed_run_catches_up_without_overflow(
+def test_a_clock_late_on_9999_12_31_owes_the_days_since_the_account_without_overflow(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty("d1", frequency="daily", lead_days=0)])
-    # An earlier completed scheduled run at the calendar's end, as its own
-    # clock and wall clock would have recorded it then.
-    conn.execute(
-        "INSERT INTO duly_dispatch_run (mode, clock, dry_run, status, started_at, finished_at)"
-        " VALUES ('scheduled', %(at)s, false, 'completed', %(at)s, %(at)s)",
-        {"at": "9999-12-28T01:00:00Z"},
-    )
+    invoke({"now": "9999-12-28T01:00:00Z"})
     report = invoke({"now": "9999-12-31T23:00:00Z"})
     assert report["complete"] is True
-    assert report["catch_up"] is not None
-    assert report["catch_up"]["to"] == "9999-12-31T01:00:00+00:00"
-    assert report["catch_up"]["clocks"] == 3
-    # The missed days' daily periods (12-29, 12-30) and the run's own (12-31).
-    assert task_count(conn) == 3
+    assert (report["duties_owing"], report["beyond_horizon"]) == (1, 0)
+    # The account's day (12-28), then the days since: 12-29, 12-30, 12-31.
+    assert task_count(conn) == 4
     row = conn.execute("SELECT status FROM duly_dispatch_run ORDER BY id DESC LIMIT 1").fetchone()
     assert row == ("completed",)
 
 
-def test_missed_clocks_stop_at_the_calendars_end() -> None:
+def test_the_schedule_at_the_calendars_end_reaches_back_the_horizon_and_stops_there() -> None:
     from datetime import UTC, datetime  # noqa: PLC0415 - this test alone needs them
 
-    from dispatch_fn.run.catch_up import missed_clocks  # noqa: PLC0415
+    from dispatch_fn.planning.plan import schedule_for  # noqa: PLC0415
 
-    latest = datetime(9999, 12, 25, 1, tzinfo=UTC)
-    now = datetime(9999, 12, 31, 23, tzinfo=UTC)
-    clocks = missed_clocks(latest, now, 7)
-    assert clocks == tuple(datetime(9999, 12, day, 1, tzinfo=UTC) for day in range(26, 32))
+    schedule = schedule_for("daily", "UTC", datetime(9999, 12, 31, 23, tzinfo=UTC), lead_horizon=30)
+    assert [period.key for period in schedule.periods] == [
+        f"9999-12-{day}" for day in range(25, 32)
+    ]

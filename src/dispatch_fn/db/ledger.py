@@ -97,6 +97,12 @@ def finish(
     )
 
 
+def earliest_clock(conn: Connection) -> datetime | None:
+    """The earliest clock of an unscoped, non-dry scheduled run, if any (run_earliest_clock.sql)."""
+    row = conn.execute(statement("run_earliest_clock")).fetchone()
+    return None if row is None or row[0] is None else row[0]
+
+
 def previous_rules(conn: Connection) -> str | None:
     """The rules the latest completed scheduled, unscoped, non-dry run judged by, if recorded."""
     row = conn.execute(statement("run_previous_rules")).fetchone()

@@ -395,13 +395,14 @@ def owed_verdict(
     """Whether a duty's account owes ``period`` at the schedule's clock (None: it does).
 
     The rule of docs/contract.md#account, in local days: the period became
-    owed on ``became_owed_on``; it is owed once that day has begun, unless it
-    is over and became owed on or before the horizon. Then the account
-    decides: owed after ``through`` (and, for a duty paused since, on or
-    before ``paused_on``); or, for a duty that changed (``changed_on``) or
-    whose account no run has kept (``Schedule.origin``), owed if it is still
-    current or later, or became owed after that day. A backfill (``today``
-    None) owes every candidate.
+    owed on ``became_owed_on``; it is owed once that day has begun. The
+    account decides: owed after ``through`` (no account kept: after
+    ``Schedule.origin``) and, for a duty paused since, on or before
+    ``paused_on``; or, for a duty that changed (``changed_on``) or whose
+    account no run has kept, owed if it is still current or later, or became
+    owed after that day. One that is over and became owed on or before the
+    horizon is owed but not created (``BEYOND_HORIZON``). A backfill
+    (``today`` None) owes every candidate.
     """
     today = schedule.today
     if today is None:
@@ -411,13 +412,16 @@ def owed_verdict(
         return NotOwed.NOT_VISIBLE_YET
     live = period.last_day >= today
     through, paused_on = account.through, account.paused_on
+    # No account kept, no edit placed: the duty existed before the first run
+    # the ledger holds, and owes from the schedule's origin.
+    since = through if through is not None else schedule.origin
     fresh = (
         account.changed_on
         if account.changed_on is not None
         else (schedule.origin if through is None else None)
     )
     if not (
-        (through is not None and became > through and (paused_on is None or became <= paused_on))
+        (since is not None and became > since and (paused_on is None or became <= paused_on))
         or (fresh is not None and (live or became > fresh))
     ):
         if through is not None and became <= through:

@@ -71,6 +71,7 @@ def run(
     *,
     dispatched_clock: datetime | None = None,
     rejudge: bool = False,
+    origin: datetime | None = None,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -86,7 +87,9 @@ def run(
     statement_timeout is split, at most ``Tuning.max_timeouts`` times per run.
     What each duty owes is its own account's answer (docs/contract.md#account),
     back to ``Tuning.catch_up_days``; ``rejudge``: the rules changed since the
-    previous run, so every account read is judged afresh.
+    previous run, so every account read is judged afresh; ``origin``: the
+    clock a duty with no account and no mark owes from (None: the scheduled
+    clock before the run).
     ``dispatched_clock``, the latest clock a completed run dispatched (None:
     unknown), says whether the first pages probe for their rows before
     inserting (``page_plan.probes_from_the_start``); later pages go by what
@@ -100,7 +103,7 @@ def run(
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
     tuning = runtime.tuning
     try:
-        preamble, planned = _prepare(conns[0], request, tuning.catch_up_days)
+        preamble, planned = _prepare(conns[0], request, (tuning.catch_up_days, origin))
         ready, rules = planned.ready, planned.rules
         if not ready:
             walked = _Walked((), (), complete=True)
@@ -311,7 +314,7 @@ class _Preamble:
 
 
 def _prepare(
-    conn: Connection, request: RunRequest, catch_up_days: int
+    conn: Connection, request: RunRequest, reach: tuple[int, datetime | None]
 ) -> tuple[_Preamble, _Planned]:
     """What the run will not dispatch and why, and the groups it will, each planned once."""
     duties_read = 0
@@ -333,7 +336,8 @@ def _prepare(
         )
     ready: list[tuple[store.Group, Schedule]] = []
     refused_groups: dict[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]] = {}
-    for group, outcome in _plan_groups(census.groups, request, catch_up_days):
+    catch_up_days = reach[0]
+    for group, outcome in _plan_groups(census.groups, request, reach):
         if isinstance(outcome, Schedule):
             ready.append((group, outcome))
         else:
@@ -388,7 +392,7 @@ def _edge_of(
 
 
 def _plan_groups(
-    groups: Sequence[store.Group], request: RunRequest, catch_up_days: int
+    groups: Sequence[store.Group], request: RunRequest, reach: tuple[int, datetime | None]
 ) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
     """Every group of dispatchable duties with its schedule, or the engine's refusal.
 
@@ -398,6 +402,8 @@ def _plan_groups(
     calendar's end, for the largest the calendar allows
     (``calendar_edge.schedule_within_calendar``).
     """
+    catch_up_days, origin = reach
+    previous = previous_clock(request.now, request.interval) if origin is None else origin
     return [
         (
             group,
@@ -407,7 +413,7 @@ def _plan_groups(
                 request.now,
                 request.window,
                 group.max_lead,
-                previous=previous_clock(request.now, request.interval),
+                previous=previous,
                 catch_up_days=catch_up_days,
             ),
         )

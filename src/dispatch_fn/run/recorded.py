@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -48,6 +48,7 @@ def execute(
         # row: this run judges every account it reads afresh.
         previous = ledger.previous_rules(conn)
         rejudge = previous is not None and previous != rules.current()
+        origin = _origin(ledger.earliest_clock(conn), request, runtime.tuning.catch_up_days)
         run_id = ledger.start(
             conn,
             request,
@@ -60,7 +61,14 @@ def execute(
             f"run not started: the run ledger is unreachable: {type(exc).__name__}: {exc}", None
         ) from exc
     try:
-        report = dispatch.run(conns, request, runtime, dispatched_clock=dispatched, rejudge=rejudge)
+        report = dispatch.run(
+            conns,
+            request,
+            runtime,
+            dispatched_clock=dispatched,
+            rejudge=rejudge,
+            origin=origin,
+        )
     except RunFailedError as failed:
         recorded_failure = _recorded(failed, run_id)
         set_aside = () if failed.outcome is None else failed.outcome.report.set_aside_pairs
@@ -77,6 +85,20 @@ def execute(
         _record_failure(conn, run_id, unreported(run_id), "interrupted")
         raise
     return _ended(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
+
+
+def _origin(earliest: datetime | None, request: RunRequest, catch_up_days: int) -> datetime | None:
+    """The clock a duty with no account and no mark owes from (None: the run's previous clock).
+
+    Such a duty existed before the first run the ledger holds (docs/contract.md#account):
+    it owes from the scheduled clock before that run, back to the horizon at most.
+    """
+    if earliest is None or earliest >= request.now:
+        return None
+    try:
+        return max(earliest - request.interval, request.now - timedelta(days=max(catch_up_days, 1)))
+    except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
+        return None
 
 
 def _recorded(failed: RunFailedError, run_id: int) -> RunFailedError:

@@ -99,8 +99,9 @@ BEGIN
     latest_day := CASE WHEN latest IS NOT NULL THEN duly_local_day(latest, NEW.timezone) END;
     IF TG_OP = 'INSERT' THEN
         -- A new duty owes its current period and what became owed after
-        -- the latest scheduled clock; with no run yet, the first run decides.
-        NEW.dispatch_through := NULL;
+        -- the latest scheduled clock, as a changed one does, and nothing
+        -- before it; with no run yet, it owes from the first run's origin.
+        NEW.dispatch_through := latest_day;
         NEW.dispatch_paused_on := NULL;
         NEW.dispatch_changed_on := latest_day;
         NEW.dispatch_version := 0;

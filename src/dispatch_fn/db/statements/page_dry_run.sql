@@ -129,6 +129,9 @@ placed AS (
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
+           -- plan.owed_verdict's since: no account kept and no edit placed,
+           -- the duty existed before the first run the ledger holds.
+           coalesce(page.dispatch_through, c.origin) AS since,
            page.dispatch_version AS version,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; under rules
@@ -194,7 +197,7 @@ unrolled AS (
       -- becomes owed on or before its first day).
       AND (pl.today IS NULL
            OR (p.last_day >= pl.today AND p.first_day <= greatest(pl.today, pl.today + pl.lead_days))
-           OR (p.last_day < pl.today AND p.first_day > least(pl.through, pl.fresh)))
+           OR (p.last_day < pl.today AND p.first_day > least(pl.since, pl.fresh)))
     -- A fence: flattened into dated, the undated due date would be computed
     -- again for the roll's key and for each use in the roll's CASE.
     OFFSET 0
@@ -243,7 +246,7 @@ owed AS (
       -- not AT TIME ZONE's).
       AND (today IS NULL
            OR (became <= today
-               AND ((became > through AND (paused_on IS NULL OR became <= paused_on))
+               AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
                     OR (last_day >= today AND fresh IS NOT NULL) OR became > fresh)))
 ),
 missing AS (

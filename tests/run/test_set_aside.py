@@ -1,9 +1,10 @@
-"""Set-aside duties are owed again (docs/contract.md#owed-again).
+"""Set-aside duties (docs/contract.md#set-aside).
 
 A duty a run sets aside — its row locked elsewhere, its statement timed out
 alone — did not get that clock's periods. The run says so and is degraded;
-the ledger keeps the ids; the next run that writes owes them what that clock
-(and every clock they missed since) owed them.
+the ledger keeps the ids; the duty's account was not moved, so the next run
+that reads it owes what that clock (and every day since, within the horizon)
+owed it (docs/contract.md#account).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _daily_duties(conn: Conn) -> None:
 
 def _set_aside_rows(conn: Conn) -> list[tuple[Any, ...]]:
     return conn.execute(
-        "SELECT r.clock, s.duty_id, s.reason, s.repaid_by IS NOT NULL"
+        "SELECT r.clock, s.duty_id, s.reason"
         " FROM duly_dispatch_set_aside s JOIN duly_dispatch_run r ON r.id = s.run_id"
         " ORDER BY r.clock, s.duty_id"
     ).fetchall()
@@ -73,16 +74,10 @@ def test_a_duty_locked_during_a_run_gets_that_period_from_the_next_run(
         }
     ]
     assert locked_run["set_aside_count"] == 1
-    assert following["owed_again"] == {
-        "duties": 1,
-        "from": (FIRST + DAY).isoformat(),
-        "to": (FIRST + DAY).isoformat(),
-        "clocks": 1,
-        "windows": 0,
-        "tasks_created": 1,
-    }
+    # Its own two days and one for each of the other four.
+    assert (following["tasks_created"], following["duties_owing"]) == (6, 5)
     assert following["degraded"] is False
-    assert _set_aside_rows(conn) == [(FIRST + DAY, LOCKED, "locked", True)]
+    assert _set_aside_rows(conn) == [(FIRST + DAY, LOCKED, "locked")]
 
 
 def test_a_set_aside_duty_is_owed_every_clock_it_missed_since_within_the_catch_up_days(
@@ -92,16 +87,15 @@ def test_a_set_aside_duty_is_owed_every_clock_it_missed_since_within_the_catch_u
     _lock(holder)
     invoke(_clock(FIRST), lock_timeout_ms=200)
     holder.rollback()
-    # A scoped run is not the scheduled chain: it owes no catch-up, but it is a
-    # run that writes, so it repays what its scope holds.
-    repaid = invoke({**_clock(FIRST + 3 * DAY), "organization_id": "org-1"}, lock_timeout_ms=200)
+    # A scoped run reads its duties' accounts as any run does: the locked duty,
+    # never kept, owes from the first run's clock; the others from their day.
+    scoped = invoke({**_clock(FIRST + 3 * DAY), "organization_id": "org-1"}, lock_timeout_ms=200)
 
     assert task_keys(conn, LOCKED) == [
         "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30",
     ]  # fmt: skip
-    assert task_keys(conn, "d0") == ["2026-11-27", "2026-11-30"]
-    assert repaid["owed_again"]["clocks"] == 3
-    assert repaid["owed_again"]["tasks_created"] == 3
+    assert task_keys(conn, "d0") == task_keys(conn, LOCKED)
+    assert scoped["tasks_created"] == 4 + 4 * 3
 
 
 def test_a_duty_locked_again_while_it_is_repaid_stays_owed(
@@ -116,10 +110,10 @@ def test_a_duty_locked_again_while_it_is_repaid_stays_owed(
 
     assert again["set_aside_count"] == 1
     assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28", "2026-11-29"]
-    assert [repaid for *_, repaid in _set_aside_rows(conn)] == [True, True]
+    assert len(_set_aside_rows(conn)) == 2
 
 
-def test_a_dry_run_neither_sets_aside_for_later_nor_repays(
+def test_a_dry_run_neither_records_a_set_aside_nor_keeps_an_account(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
@@ -128,10 +122,14 @@ def test_a_dry_run_neither_sets_aside_for_later_nor_repays(
     holder.rollback()
 
     dry = invoke({**_clock(FIRST + DAY), "dry_run": True}, lock_timeout_ms=200)
+    following = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
 
-    assert dry["owed_again"] is None
-    assert task_keys(conn, LOCKED) == []
-    assert [repaid for *_, repaid in _set_aside_rows(conn)] == [False]
+    # What it would create: the locked duty's two days, the others' one each.
+    assert dry["tasks_created"] == 2 + 4
+    assert _set_aside_rows(conn) == [(FIRST, LOCKED, "locked")]
+    # The dry run kept no account: the real run at its clock still owes both days.
+    assert following["tasks_created"] == 2 + 4
+    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28"]
 
 
 def test_a_run_with_set_aside_duties_emits_the_set_aside_metric(
@@ -166,46 +164,51 @@ def test_a_duty_that_timed_out_alone_gets_that_period_from_the_next_run(
 
     assert [(s["duty_id"], s["reason"]) for s in slow["set_aside"]] == [(LOCKED, "timed_out")]
     assert (slow["degraded"], slow["complete"]) == (True, True)
-    assert following["owed_again"]["tasks_created"] == 1
+    assert following["tasks_created"] == 2 + 4
     assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28"]
-    assert _set_aside_rows(conn) == [(FIRST, LOCKED, "timed_out", True)]
+    assert _set_aside_rows(conn) == [(FIRST, LOCKED, "timed_out")]
 
 
-def test_a_duty_set_aside_by_a_catching_up_run_is_owed_the_clocks_it_caught_up(
+def test_a_duty_set_aside_after_an_outage_is_owed_the_days_the_outage_missed(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
     invoke(_clock(FIRST), lock_timeout_ms=200)
     _lock(holder)
-    # Two days missed: this run catches up -28 and -29, but not for the locked duty.
+    # Two days missed: this run owes -28 and -29 too, but not for the locked duty.
     caught = invoke(_clock(FIRST + 3 * DAY), lock_timeout_ms=200)
     holder.rollback()
     following = invoke(_clock(FIRST + 4 * DAY), lock_timeout_ms=200)
 
-    assert caught["catch_up"]["clocks"] == 2
+    assert caught["tasks_created"] == 4 * 3
     assert task_keys(conn, "d0") == [
         "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01",
     ]  # fmt: skip
     assert task_keys(conn, LOCKED) == task_keys(conn, "d0")
-    assert following["owed_again"]["clocks"] == 3
+    assert following["tasks_created"] == 4 + 4
 
 
-def test_a_catching_up_run_s_clocks_are_owed_even_past_the_next_runs_bound(
+def test_a_set_aside_duty_is_owed_within_the_horizon_of_the_run_that_reads_it(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
     invoke(_clock(FIRST), lock_timeout_ms=200)
     _lock(holder)
-    # Seven days caught up, the earliest of them eight days before the next run.
+    # Eight days missed; then the locked duty's run comes nine days after its
+    # account's day: what became owed before its seven-day horizon is
+    # counted, not created (docs/contract.md#account).
     invoke(_clock(FIRST + 8 * DAY), lock_timeout_ms=200)
     holder.rollback()
-    invoke(_clock(FIRST + 9 * DAY), lock_timeout_ms=200)
+    following = invoke(_clock(FIRST + 9 * DAY), lock_timeout_ms=200)
 
-    assert task_keys(conn, LOCKED) == task_keys(conn, "d0")
-    assert "2026-11-28" in task_keys(conn, LOCKED)
+    assert "2026-11-28" not in task_keys(conn, "d0")
+    assert task_keys(conn, LOCKED) == [
+        key for key in task_keys(conn, "d0") if key not in ("2026-11-29",)
+    ]
+    assert following["beyond_horizon"] == 1
 
 
-def test_a_set_aside_duty_paused_since_stays_owed_until_it_is_dispatched_again(
+def test_a_set_aside_duty_paused_since_is_owed_the_set_aside_day_once_resumed(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
@@ -217,15 +220,13 @@ def test_a_set_aside_duty_paused_since_stays_owed_until_it_is_dispatched_again(
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
     invoke(_clock(FIRST + 2 * DAY))
 
-    assert paused["owed_again"] is None
-    # The first run that dispatches it again owes the set-aside clock and each
-    # daily clock since, read as the duty is now: as catch-up reads a duty
-    # un-paused during an outage (docs/operations.md).
-    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28", "2026-11-29"]
-    assert [repaid for *_, repaid in _set_aside_rows(conn)] == [True]
+    assert paused["tasks_created"] == 4
+    # The first run that reads it again owes the set-aside day, not the day
+    # it was paused on, and its current day (docs/contract.md#account).
+    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-29"]
 
 
-def test_a_duty_set_aside_by_a_backfill_is_owed_that_window(
+def test_a_duty_set_aside_by_a_backfill_is_recorded_and_its_account_left(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
@@ -236,7 +237,8 @@ def test_a_duty_set_aside_by_a_backfill_is_owed_that_window(
     following = invoke(_clock(FIRST + DAY))
 
     assert backfill["set_aside_count"] == 1
-    assert following["owed_again"]["windows"] == 1
-    assert task_keys(conn, LOCKED) == [
-        "2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05", "2026-11-28",
-    ]  # fmt: skip
+    assert _set_aside_rows(conn) == [(FIRST, LOCKED, "locked")]
+    # A backfill keeps no account: its window is an operator's to run again
+    # (docs/contract.md#backfill); the scheduled run owes what it always did.
+    assert following["tasks_created"] == 5
+    assert task_keys(conn, LOCKED) == ["2026-11-28"]

@@ -1,0 +1,9 @@
+-- ledger.earliest_clock: the earliest clock of an unscoped, non-dry scheduled
+-- run whose clock was not later than the wall clock when it started. A duty
+-- no run has kept an account for, and that no edit placed, existed since
+-- then (docs/contract.md#account).
+SELECT min(r.clock)
+FROM duly_dispatch_run r
+WHERE r.mode = 'scheduled' AND NOT r.dry_run
+  AND r.organization_id IS NULL AND r.duty_ids IS NULL
+  AND r.clock <= r.started_at
