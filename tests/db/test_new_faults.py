@@ -105,6 +105,35 @@ def test_a_longer_list_of_faults_than_a_report_holds_still_counts_each_added_dut
     assert _new_faults_published(invoke, _scheduled(2), capsys) == 2
 
 
+@pytest.mark.xfail(reason="issue 37, defect 6: fixed on this branch", strict=True)
+def test_a_duty_mended_and_another_broken_behind_a_full_fault_list_is_one_new_fault(
+    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 37, defect 6: one more fault than a report lists, for two days.
+    broken = [duty(f"mars-{n:03d}", **_BROKEN) for n in range(FAULT_LIST_LIMIT + 1)]
+    insert_duties(conn, broken)
+    assert _new_faults_published(invoke, _scheduled(0), capsys) == FAULT_LIST_LIMIT + 1
+    assert _new_faults_published(invoke, _scheduled(1), capsys) == 0
+    # As many faults as the day before, one of them another duty's.
+    conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = 'mars-000'")
+    insert_duties(conn, [duty("mars-new", **_BROKEN)])
+    assert _new_faults_published(invoke, _scheduled(2), capsys) == 1
+
+
+@pytest.mark.xfail(reason="issue 37, defect 6: fixed on this branch", strict=True)
+def test_a_redelivered_event_neither_hides_nor_repeats_a_new_fault(
+    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 37, defect 6: EventBridge delivers an event again (a Lambda retry):
+    # two ledger rows at one clock.
+    broken = [duty(f"mars-{n:03d}", **_BROKEN) for n in range(FAULT_LIST_LIMIT + 20)]
+    insert_duties(conn, broken)
+    assert _new_faults_published(invoke, _scheduled(0), capsys) == FAULT_LIST_LIMIT + 20
+    assert _new_faults_published(invoke, _scheduled(0), capsys) == 0
+    insert_duties(conn, [duty("mars-new", **_BROKEN)])
+    assert _new_faults_published(invoke, _scheduled(1), capsys) == 1
+
+
 # --- the bound, for every pair of fault sets ---------------------------------
 
 
