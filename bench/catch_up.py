@@ -63,7 +63,9 @@ def _fingerprint(conn: psycopg.Connection[Any]) -> tuple[int, str]:
 
 
 def _reset(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("TRUNCATE duly_task, duly_dispatch_set_aside, duly_dispatch_run")
+    conn.execute(
+        "TRUNCATE duly_task, duly_dispatch_fault, duly_dispatch_set_aside, duly_dispatch_run"
+    )
     conn.execute("UPDATE duly_duty SET last_dispatched_period = NULL")
     vacuum(conn, DISPATCH_TABLES)
 
