@@ -34,6 +34,7 @@ class RunReport:
     tasks_existing: int = 0
     duties_advanced: int = 0
     skipped: Mapping[str, int] = field(default_factory=dict)
+    # Every duty the run faulted; the report lists the first hundred.
     faults: tuple[Fault, ...] = ()
     fault_counts: Mapping[str, int] = field(default_factory=dict)
     # Duties left without this clock's periods though their values are fine
@@ -89,7 +90,9 @@ class RunReport:
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
             "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
-            **fault_listing([each.as_json() for each in self.faults], self.fault_total),
+            **fault_listing(
+                [each.as_json() for each in self.faults[:FAULT_LIST_LIMIT]], self.fault_total
+            ),
             "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
             "degraded": self.degraded,
             "set_aside": [each.as_json() for each in self.set_aside[:FAULT_LIST_LIMIT]],
