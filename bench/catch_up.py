@@ -64,7 +64,9 @@ def _fingerprint(conn: psycopg.Connection[Any]) -> tuple[int, str]:
 
 
 def _reset(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("TRUNCATE duly_task, duly_dispatch_set_aside, duly_dispatch_run")
+    conn.execute(
+        "TRUNCATE duly_task, duly_dispatch_fault, duly_dispatch_set_aside, duly_dispatch_run"
+    )
     conn.execute(
         "UPDATE duly_duty SET last_dispatched_period = NULL, dispatch_through = NULL,"
         " dispatch_paused_on = NULL, dispatch_changed_on = NULL"

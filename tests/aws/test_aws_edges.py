@@ -187,7 +187,8 @@ def test_a_server_that_refuses_the_extra_connections_gets_a_run_on_the_ones_it_g
         conn.execute(
             sql.SQL(
                 "GRANT SELECT, INSERT, UPDATE ON duly_duty, duly_task, duly_dispatch_run,"
-                " duly_dispatch_set_aside TO {}"
+                " duly_dispatch_set_aside TO {0}; GRANT SELECT, INSERT, DELETE ON"
+                " duly_dispatch_fault TO {0}"
             ).format(sql.Identifier(role))
         )
         limited = replace(

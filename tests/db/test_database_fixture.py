@@ -22,8 +22,8 @@ def test_migrate_twice_is_a_no_op(db_url: str) -> None:
 def test_migrate_applies_everything_to_an_empty_database(server_dsn: str, db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as connection:
         connection.execute(
-            "DROP TABLE duly_dispatch_set_aside, duly_dispatch_run, duly_task, duly_duty,"
-            " duly_schema_migration CASCADE"
+            "DROP TABLE duly_dispatch_fault, duly_dispatch_set_aside, duly_dispatch_run, duly_task,"
+            " duly_duty, duly_schema_migration CASCADE"
         )
     with psycopg.connect(db_url) as connection:
         assert apply_migrations(connection) == [version for version, _ in available_migrations()]

@@ -79,6 +79,7 @@ def test_the_handler_runs_as_the_dispatcher_role(conn: Conn, invoke: Invoke) -> 
         pytest.param("ALTER TABLE duly_task ADD COLUMN extra text", id="alter-a-table"),
         pytest.param("DROP TABLE duly_task", id="drop-a-table"),
         pytest.param("DELETE FROM duly_schema_migration", id="touch-the-migration-ledger"),
+        pytest.param("UPDATE duly_dispatch_fault SET since = now()", id="rewrite-a-faults-start"),
     ],
 )
 def test_the_dispatcher_role_is_refused_everything_a_run_does_not_do(
@@ -104,7 +105,9 @@ def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn, dispatcher_role
         ledger_grants = [("duly_dispatch_run", p) for p in ("INSERT", "SELECT", "UPDATE")]
         # Migration 0008: the set-aside duties are recorded and read.
         set_aside = [("duly_dispatch_set_aside", p) for p in ("INSERT", "SELECT")]
-        expected = sorted([*expected, *ledger_grants, *set_aside])
+        # Migration 0013: faults are added to and removed from the account, never updated.
+        account = [("duly_dispatch_fault", p) for p in ("DELETE", "INSERT", "SELECT")]
+        expected = sorted([*expected, *ledger_grants, *set_aside, *account])
     assert [tuple(row) for row in tables] == expected
     updates = conn.execute(
         "SELECT table_name, column_name FROM information_schema.column_privileges"

@@ -177,8 +177,8 @@ def test_the_handler_reports_the_gate_and_stamps_grace(
 def test_existing_tasks_get_late_after_from_their_due_date(server_dsn: str, db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as admin:
         admin.execute(
-            "DROP TABLE duly_dispatch_set_aside, duly_dispatch_run, duly_task, duly_duty,"
-            " duly_schema_migration CASCADE"
+            "DROP TABLE duly_dispatch_fault, duly_dispatch_set_aside, duly_dispatch_run, duly_task,"
+            " duly_duty, duly_schema_migration CASCADE"
         )
     with psycopg.connect(db_url) as conn:
         apply_migrations(conn, until="0002_duty_fillfactor")

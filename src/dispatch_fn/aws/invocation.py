@@ -27,7 +27,6 @@ from dispatch_fn.aws import queries
 from dispatch_fn.aws.events import is_query, parse_event, parse_query
 from dispatch_fn.aws.lambda_context import as_lambda_context
 from dispatch_fn.bounded import clip, scope_echo
-from dispatch_fn.db import new_faults
 from dispatch_fn.db.sql import Connection, statement
 from dispatch_fn.db.store import scope_params
 from dispatch_fn.errors import ConfigurationError, EventError
@@ -174,12 +173,6 @@ def handle(
         _add(metrics, "DryRuns", MetricUnit.Count, 1)
     else:
         _emit_metrics(metrics, outcome, duration_ms)
-        _add(
-            metrics,
-            "NewFaults",
-            MetricUnit.Count,
-            new_faults.count(conns[0], outcome.run_id, outcome.report.fault_total),
-        )
     result = outcome.as_json()
     # The explanation is the response's, not the log's: it grows with the window.
     logged = {key: value for key, value in result.items() if key != "explain"}
@@ -396,7 +389,11 @@ def _emit_metrics(metrics: Metrics | None, outcome: RunOutcome, duration_ms: int
     _add(metrics, "DutiesRead", MetricUnit.Count, report.duties_read)
     _add(metrics, "TasksCreated", MetricUnit.Count, report.tasks_created)
     _add(metrics, "TasksExisting", MetricUnit.Count, report.tasks_existing)
-    _add(metrics, "Faults", MetricUnit.Count, sum(report.fault_counts.values()))
+    _add(metrics, "Faults", MetricUnit.Count, report.fault_total)
+    # What DegradedRunAlarm watches: the duties whose fault began in this run
+    # (db.faults). A run that kept no account of them counts every fault as new.
+    new_faults = report.fault_total if outcome.new_faults is None else outcome.new_faults
+    _add(metrics, "NewFaults", MetricUnit.Count, new_faults)
     _add(metrics, "Degraded", MetricUnit.Count, int(report.degraded))
     # Owed again by the next run that writes (docs/contract.md#metrics): a count that keeps
     # rising says a lock holder or a slow duty never lets them through.

@@ -128,11 +128,11 @@ class PageResult:
 
 
 def ids_with_form(
-    conn: Connection, scope: Scope, forms_excluded: Sequence[str], limit: int
+    conn: Connection, scope: Scope, forms_excluded: Sequence[str]
 ) -> list[tuple[str, Any]]:
-    """``(id, form)`` of up to ``limit`` duties in scope whose form is none of these."""
+    """``(id, form)`` of every duty in scope whose form is none of these, in id order."""
     query = statement("unknown_form_ids")
-    params = {**scope_params(scope), "forms": list(forms_excluded), "limit": limit}
+    params = {**scope_params(scope), "forms": list(forms_excluded)}
     return [
         (str(duty_id), form)
         for duty_id, form in conn.execute(query, params, prepare=False).fetchall()
@@ -200,16 +200,11 @@ def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
 
 
 def fault_members(
-    conn: Connection, scope: Scope, refused: Sequence[Group], rules: Rules, limit: int
+    conn: Connection, scope: Scope, refused: Sequence[Group], rules: Rules
 ) -> list[dict[str, Any]]:
-    """Up to ``limit`` duties counted as faults before the pages, as duty rows, in id order."""
+    """Every duty counted as a fault before the pages, as duty rows, in id order."""
     query = statement("fault_members")
-    params = {
-        **scope_params(scope),
-        **_group_arrays(refused),
-        **_rule_arrays(rules.refused, "r"),
-        "limit": limit,
-    }
+    params = {**scope_params(scope), **_group_arrays(refused), **_rule_arrays(rules.refused, "r")}
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         return cur.execute(query, params, prepare=False).fetchall()
 

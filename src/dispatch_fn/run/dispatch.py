@@ -329,10 +329,12 @@ def _prepare(
             fault_counts[reason] += count
         elif reason is not None:
             skipped[reason] += count
+    # Every fault, not only the report's first hundred: the run keeps them all
+    # on account (db.faults), so NewFaults is exact whatever their number.
     if fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
             Fault(duty_id, FaultReason.UNKNOWN_FORM, unknown_form_detail(form))
-            for duty_id, form in store.ids_with_form(conn, request.scope, FORMS, FAULT_LIST_LIMIT)
+            for duty_id, form in store.ids_with_form(conn, request.scope, FORMS)
         )
     ready: list[tuple[store.Group, Schedule]] = []
     refused_groups: dict[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]] = {}
@@ -362,7 +364,6 @@ def _prepare(
                 request.scope,
                 refused_groups,
                 (rules, _edge_of(request, ready, catch_up_days)),
-                FAULT_LIST_LIMIT - len(faults),
             )
         )
     return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
@@ -455,21 +456,18 @@ def _fault_list(
     scope: Scope,
     refused_groups: Mapping[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]],
     judged: tuple[store.Rules, calendar_edge.Edge | None],
-    room: int,
 ) -> list[Fault]:
-    """Up to ``room`` of the duties counted as faults before the pages, each with its reason.
+    """Every duty counted as a fault before the pages, with its reason, in id order.
 
     A duty of a refused group carries the group's refusal; any other is judged
     again as the planner judges a duty row, so it carries the engine's own
     message for its values. Near the calendar's edge that is the planner's
     whole judgement: a lead reaching past the calendar is refused first.
     """
-    if room <= 0:
-        return []
     rules, edge = judged
     groups = [group for group, _ in refused_groups.values()]
     faults = []
-    for row in store.fault_members(conn, scope, groups, rules, room):
+    for row in store.fault_members(conn, scope, groups, rules):
         key = (row["frequency"], row["timezone"], lead_bucket(row["lead_days"]))
         refusal = refused_groups.get(key, (None, None))[1]
         if refusal is None and edge is not None:
@@ -580,7 +578,7 @@ def _uncounted(set_aside: Sequence[_pages.SetAside]) -> int:
 def _faults(
     preamble: _Preamble, refused: Sequence[_pages.SetAside]
 ) -> tuple[tuple[Fault, ...], Counter[str]]:
-    """The faults listed and counted: those found before the pages, then those the server refused.
+    """Every fault, and the count by reason: those found before the pages, then those refused.
 
     A duty whose task the server refuses to store is reported as a cadence
     fault: docs/contract.md#one-run fixes the fault reasons, and the detail names the problem.
@@ -591,7 +589,7 @@ def _faults(
     ]  # fmt: skip
     counts = Counter(preamble.fault_counts)
     counts[FaultReason.INVALID_CADENCE] += len(refused)
-    return tuple(faults[:FAULT_LIST_LIMIT]), counts
+    return tuple(faults), counts
 
 
 def _skipped(preamble: _Preamble, tally: _Tally) -> Counter[str]:

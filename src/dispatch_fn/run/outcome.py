@@ -1,10 +1,11 @@
 """How a run ended: what it counted, and what the ledger and the handler add.
 
 ``dispatch.run`` counts a ``RunReport``; ``recorded.execute`` adds the ledger's
-side (its run id, how the run ended, whether it handed on) and returns a
-``RunOutcome``; the handler adds what it learnt about the scope and the
-explanations of a dry run. Each stays typed until ``as_json``, at the edge:
-the handler's response, the CLI's JSON, the ledger row, a failure's log line.
+side (its run id, how the run ended, whether it handed on, how many faults
+began in it) and returns a ``RunOutcome``; the handler adds what it learnt
+about the scope and the explanations of a dry run. Each stays typed until
+``as_json``, at the edge: the handler's response, the CLI's JSON, the ledger
+row, a failure's log line.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class RunReport:
     tasks_existing: int = 0
     duties_advanced: int = 0
     skipped: Mapping[str, int] = field(default_factory=dict)
+    # Every duty the run faulted: the run keeps them all on account
+    # (db.faults); the report lists the first hundred.
     faults: tuple[Fault, ...] = ()
     fault_counts: Mapping[str, int] = field(default_factory=dict)
     # Duties left without this clock's periods though their values are fine
@@ -95,7 +98,9 @@ class RunReport:
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
             "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
-            **fault_listing([each.as_json() for each in self.faults], self.fault_total),
+            **fault_listing(
+                [each.as_json() for each in self.faults[:FAULT_LIST_LIMIT]], self.fault_total
+            ),
             "fault_counts": {reason: self.fault_counts.get(reason, 0) for reason in FAULT_REASONS},
             "degraded": self.degraded,
             "set_aside": [each.as_json() for each in self.set_aside[:FAULT_LIST_LIMIT]],
@@ -143,13 +148,16 @@ class RunOutcome:
     """A run's report with what the ledger and the handler add to it.
 
     ``ending`` is None for a run that failed before the ledger ended it, and
-    ``remarks`` None until the handler has made them.
+    ``remarks`` None until the handler has made them. ``new_faults`` counts
+    the duties whose fault began in this run (db.faults); None where the run
+    kept no account of its faults: a dry run, or one that failed.
     """
 
     report: RunReport
     run_id: int | None = None
     ending: Ending | None = None
     remarks: Remarks | None = None
+    new_faults: int | None = None
 
     @property
     def handed_off(self) -> bool:

@@ -2,8 +2,9 @@
 
 Around ``dispatch.run``: a ledger row before the first page and after the
 last, with the duties it set aside; the hand-off of a run its deadline
-stopped. The handler and the CLI call this with the runtime they
-built: its budget, its hand-off, its tuning.
+stopped; the faults it keeps on the duties' account (db.faults,
+docs/contract.md#metrics). The handler and the CLI call this with the runtime
+they built: its budget, its hand-off, its tuning.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn.db import ledger
+from dispatch_fn.db import faults, ledger
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.planning.request import RunRequest
 from dispatch_fn.run import continuation, dispatch, rules
@@ -84,7 +85,29 @@ def execute(
         # no status of its own: failed, error 'interrupted' (docs/contract.md#ledger).
         _record_failure(conn, run_id, unreported(run_id), "interrupted")
         raise
-    return _ended(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
+    ended = _ended(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
+    if request.dry_run:
+        return ended
+    # Kept once the ledger row has ended: a run that cannot end its row fails,
+    # and its retry must still find these faults new; a run lost between the
+    # two only leaves them to be counted new once more, never hides one. A
+    # continuation already handed on judges the duties past this run's mark
+    # only, so the two never remove each other's rows.
+    return replace(ended, new_faults=faults.record(conn, run_id, _judged(report)))
+
+
+def _judged(report: dispatch.RunReport) -> faults.Judged:
+    """What the run found of the duties in its scope, as the fault account keeps it."""
+    request = report.request
+    return faults.Judged(
+        clock=request.now,
+        scope=request.scope,
+        faults=report.faults,
+        complete=report.complete,
+        upto=report.last_duty_id,
+        # Left out of their page (locked, timed out): the run did not judge them.
+        set_aside=report.set_aside_ids,
+    )
 
 
 def _origin(earliest: datetime | None, request: RunRequest, catch_up_days: int) -> datetime | None:

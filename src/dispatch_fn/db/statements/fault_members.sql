@@ -1,10 +1,11 @@
--- Up to %(limit)s dispatchable duties in the run's scope that the run counts
--- as faults before its pages, in id order, with every field the engine
--- judges, so that the report lists each with the engine's own message
--- (dispatch._fault_list judges each again). A duty is one when its group was refused
--- (%(g_frequency)s, %(g_timezone)s, %(g_lead_bucket)s), else its due rule was
--- (%(r_anchor)s, %(r_roll)s, %(r_calendar)s; '' for no calendar), else its
--- offsets or grace lie out of range (duly_due_rule_in_range).
+-- Every dispatchable duty in the run's scope that the run counts as a fault
+-- before its pages, in id order, with every field the engine judges, so that
+-- the report lists each with the engine's own message and the run keeps each
+-- on account (dispatch._fault_list judges each again; faults.record). A duty
+-- is one when its group was refused (%(g_frequency)s, %(g_timezone)s,
+-- %(g_lead_bucket)s), else its due rule was (%(r_anchor)s, %(r_roll)s,
+-- %(r_calendar)s; '' for no calendar), else its offsets or grace lie out of
+-- range (duly_due_rule_in_range).
 -- Every column: near the calendar's edge plan.judge_duty judges the whole row.
 SELECT d.*
 FROM duly_duty d
@@ -23,4 +24,3 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
        OR NOT duly_due_rule_in_range(
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.grace_days))
 ORDER BY d.id
-LIMIT %(limit)s

@@ -1,9 +1,8 @@
--- (id, form) of up to %(limit)s duties in the run's scope whose form is none of
--- %(forms)s: the faults a report lists by id.
+-- (id, form) of every duty in the run's scope whose form is none of
+-- %(forms)s: the faults a run lists by id, and keeps on account (faults.record).
 SELECT d.id, d.form
 FROM duly_duty d
 WHERE (d.form IS NULL OR d.form <> ALL(%(forms)s))
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
 ORDER BY d.id
-LIMIT %(limit)s

@@ -1,0 +1,45 @@
+-- faults.record: the account of the faults run %(run_id)s found (migration
+-- 0013), kept in one statement, so it changes whole or not at all.
+-- The run faulted the duties %(fault_ids)s, each with its reason and detail.
+-- It judged every duty in its scope, or, having stopped early (%(complete)s
+-- false), those up to its gapless mark %(upto)s (none while that is null),
+-- except the duties it set aside (%(set_aside)s): their page never ran.
+--   A faulted duty with no row gets one, since this run: its fault began
+--   here. One with a row keeps it (ON CONFLICT DO NOTHING), and with it the
+--   clock its fault began at; so does any duty the run did not judge.
+--   A judged duty that is not faulted loses its row: its fault has ended,
+--   and if it breaks again, that is a new fault.
+-- A fault's organisation is its duty's, read under the run's scope as every
+-- statement reads duties; ids compare in the database's collation, as the
+-- pages compare them. Rows are added in key order, so two runs adding the
+-- same faults at once take their locks in the same order.
+-- began: how many rows this run added, the run's NewFaults.
+WITH faulted AS (
+    SELECT DISTINCT ON (d.organization_id, d.id)
+           d.organization_id, d.id AS duty_id, f.reason, f.detail
+    FROM unnest(%(fault_ids)s::text[], %(reasons)s::text[], %(details)s::text[])
+         AS f(duty_id, reason, detail)
+    JOIN duly_duty d ON d.id = f.duty_id
+    WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                        %(duty_ids)s::text[], %(resume_after)s::text)
+    ORDER BY d.organization_id, d.id
+),
+ended AS (
+    DELETE FROM duly_dispatch_fault a
+    WHERE duly_in_scope(a.duty_id, a.organization_id, %(organization_id)s::text,
+                        %(duty_ids)s::text[], %(resume_after)s::text)
+      AND (%(complete)s OR a.duty_id <= %(upto)s)
+      AND a.duty_id <> ALL(%(set_aside)s::text[])
+      AND NOT EXISTS (
+          SELECT FROM faulted f
+          WHERE f.organization_id = a.organization_id AND f.duty_id = a.duty_id)
+),
+began AS (
+    INSERT INTO duly_dispatch_fault (organization_id, duty_id, reason, detail, since, since_run)
+    SELECT organization_id, duty_id, reason, detail, %(clock)s, %(run_id)s
+    FROM faulted
+    ORDER BY organization_id, duty_id
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT count(*) AS began FROM began
