@@ -254,6 +254,12 @@ def _shape(conn: Conn) -> dict[str, Any]:
         "   AND table_name = ANY(%s) ORDER BY 1, 2, 3",
         (list(TABLES),),
     ).fetchall()
+    triggers = conn.execute(
+        "SELECT event_object_table, trigger_name, action_timing, event_manipulation,"
+        " action_statement FROM information_schema.triggers"
+        " WHERE event_object_table = ANY(%s) ORDER BY 1, 2, 4",
+        (list(TABLES),),
+    ).fetchall()
     sequences = conn.execute(
         "SELECT pg_get_serial_sequence('duly_task', 'id'), "
         " has_sequence_privilege(duly_dispatcher_role(), 'duly_task_id_seq', 'USAGE')"
@@ -265,6 +271,7 @@ def _shape(conn: Conn) -> dict[str, Any]:
         "storage": [tuple(row) for row in storage],
         "grants": [tuple(row) for row in grants],
         "column_grants": [tuple(row) for row in column_grants],
+        "triggers": [tuple(row) for row in triggers],
         "sequence": sequences,
     }
 
@@ -277,7 +284,9 @@ def test_the_partitioned_layout_keeps_every_column_check_index_option_and_grant(
         _connect(server_dsn, layouts, PARTITIONED) as partitioned,
     ):
         expected = _shape(plain)
-        assert len(expected["columns"]) == 21 + 13
+        # duly_duty's 21 and its account's 4 (migration 0012), duly_task's 13.
+        assert len(expected["columns"]) == 21 + 4 + 13
+        assert {row[1] for row in expected["triggers"]} == {"duly_duty_account"}
         assert ("duly_duty", ["fillfactor=50"]) in expected["storage"]
         assert _shape(partitioned) == expected
 
