@@ -42,8 +42,9 @@ DEFAULT_MAX_WINDOW_DAYS: Final = 1827
 # A scoped run names its duties in the event; 10,000 ids of 36 characters are
 # ~400 KB, inside Lambda's payload limits and far more than anyone types.
 DEFAULT_MAX_DUTY_IDS: Final = 10_000
-# Missed daily clocks a scheduled run catches up at most (docs/contract.md#catch-up); 0 turns it
-# off.
+# How many days back a run still owes what became owed, the horizon
+# (docs/contract.md#account). A run always reaches back at least one day: the
+# day before its clock is never "today" for every zone at the run's hour.
 DEFAULT_CATCH_UP_DAYS: Final = 7
 # Hours between two scheduled runs: the template's cron runs daily. A run owes
 # what became owed since the previous clock (docs/contract.md#between-runs), so this must
@@ -70,8 +71,8 @@ class Tuning:
     workers: int = DEFAULT_WORKERS
     max_window_days: int = DEFAULT_MAX_WINDOW_DAYS
     max_duty_ids: int = DEFAULT_MAX_DUTY_IDS
-    # Missed daily clocks a scheduled run catches up at most (docs/contract.md#catch-up); 0 turns it
-    # off.
+    # How many days back a run still owes what became owed: the horizon
+    # (docs/contract.md#account); 0 reads as 1.
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS
     # Hours between two scheduled clocks (DISPATCH_SCHEDULE_INTERVAL_HOURS).
     schedule_interval_hours: int = DEFAULT_SCHEDULE_INTERVAL_HOURS

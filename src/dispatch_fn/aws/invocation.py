@@ -2,7 +2,7 @@
 
 ``handle`` translates an event into a run, and the run's report into JSON, log
 lines and metrics; what a run does is ``dispatch.run``'s business, and how it
-is recorded, caught up and continued is ``recorded.execute``'s.
+is recorded and continued is ``recorded.execute``'s.
 ``runtime_for`` builds the run's ``Runtime`` from the settings, a connection
 cache, a clock and the Lambda context: ``app.lambda_handler`` from the
 function's environment; the CLI, the demo and the tests from their own.

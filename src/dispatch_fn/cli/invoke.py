@@ -63,8 +63,8 @@ SETTING_VARIABLES: Final[Mapping[str, tuple[str, str]]] = {
     "DISPATCH_MAX_DUTY_IDS": ("max_duty_ids", "most duty ids one event may name"),
     "DISPATCH_RESERVE_MS": ("reserve_ms", "stop between pages when less than this remains"
                             " (Lambda only)"),
-    "DISPATCH_CATCH_UP_DAYS": ("catch_up_days", "missed scheduled days a scheduled run"
-                               " catches up; 0: none"),
+    "DISPATCH_CATCH_UP_DAYS": ("catch_up_days", "days back a run still owes what became"
+                               " owed (the horizon; at least 1)"),
     "DISPATCH_SCHEDULE_INTERVAL_HOURS": ("schedule_interval_hours", "hours between two"
                                          " scheduled clocks (the schedule's own)"),
 }  # fmt: skip

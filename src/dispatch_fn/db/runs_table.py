@@ -95,9 +95,8 @@ def _text_row(row: ledger.LedgerRow) -> list[str]:
         notes.append("dry run")
     if fields["continues_run"] is not None:
         notes.append(f"continues #{fields['continues_run']} ({fields['continuation']})")
-    if fields["catch_up"]:
-        caught = fields["catch_up"]
-        notes.append(f"caught up {caught['clocks']} day(s), {caught['tasks_created']} task(s)")
+    if fields["beyond_horizon"]:
+        notes.append(f"{fields['beyond_horizon']} duty(ies) beyond the horizon")
     if fields["error"]:
         notes.append(str(fields["error"]).splitlines()[0][:60])
     seconds = _seconds(fields["started_at"], fields["finished_at"])

@@ -26,6 +26,7 @@ from dispatch_fn.errors import (
     UnknownFrequencyError,
     YearOutOfRangeError,
 )
+from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS as DEFAULT_CATCH_UP_DAYS  # noqa: PLC0414
 
 
 class SkipReason(StrEnum):
@@ -73,10 +74,6 @@ SCHEDULE_INTERVAL: Final = timedelta(hours=24)
 # bumps it, so the first run under the new rules judges every account afresh
 # (docs/contract.md#account).
 OWED_RULES: Final = "accounts-1"
-# How many days back a run still owes what became owed: DISPATCH_CATCH_UP_DAYS
-# (see the contract's account section). At least one, since the day before the
-# run's clock is never "today" for every zone at the run's hour.
-DEFAULT_CATCH_UP_DAYS: Final = 7
 
 
 class WindowLike(Protocol):

@@ -7,7 +7,7 @@ SELECT id, mode, clock, window_from, window_to, organization_id, duty_ids, dry_r
        (report ->> 'tasks_existing')::bigint AS tasks_existing,
        (SELECT coalesce(sum(value::bigint), 0)::bigint
         FROM jsonb_each_text(report -> 'fault_counts')) AS faults,
-       report -> 'catch_up' AS catch_up,
+       (report ->> 'beyond_horizon')::bigint AS beyond_horizon,
        status = 'running' AND started_at < clock_timestamp() - %(timeout)s::interval AS abandoned
 FROM duly_dispatch_run
 WHERE (%(mode)s::text IS NULL OR mode = %(mode)s::text)
