@@ -84,7 +84,10 @@ def test_first_run_creates_exactly_the_floors_rows(figures: Results) -> None:
 def test_written_rows_are_read_back_from_the_statistics(figures: Results) -> None:
     first = figures.first
     assert first.written.inserted["duly_task"] == first.tasks_created
-    assert first.written.updated["duly_duty"] == first.duties_advanced
+    # Each duty's account is kept in the UPDATE that advances it; on the first
+    # run every duty judged in its window has its account written, owing or not.
+    assert first.written.updated["duly_duty"] == first.report["accounts_kept"]
+    assert first.report["accounts_kept"] >= first.duties_advanced
     assert figures.floor.written.inserted["floor_task"] == figures.floor.inserted
 
 

@@ -8,6 +8,7 @@ run that said it was complete, replayed through the handler.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -127,3 +128,78 @@ def test_an_hourly_schedule_owes_a_short_day_missed_in_an_outage_of_under_a_day(
 
     assert short_day in task_keys(conn, "d1")
     assert after["degraded"] is False
+
+
+def test_an_edit_committed_while_a_run_waits_on_the_row_is_never_overwritten(
+    conn: Conn, db_url: str, invoke: Invoke
+) -> None:
+    # The run's page waits for the row another session holds while changing
+    # the owner; the edit commits, the page's UPDATE reads the newest row
+    # version, sees the account's version moved, and leaves the marks. The
+    # next run reads the edit: the new owner gets the current period.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, owner_id="alice")])
+    invoke(_clock(FIRST))
+    with psycopg.connect(db_url) as editor:
+        editor.execute("UPDATE duly_duty SET owner_id = 'bob' WHERE id = %s", (LOCKED,))
+        committer = threading.Timer(0.5, editor.commit)
+        committer.start()
+        try:
+            during = invoke(_clock(FIRST + DAY), lock_timeout_ms=10_000)
+        finally:
+            committer.join()
+    after = invoke(_clock(FIRST + DAY))
+
+    assert during["set_aside_count"] == 0
+    owners = conn.execute(
+        "SELECT period_key, owner_id FROM duly_task ORDER BY period_key, owner_id"
+    ).fetchall()
+    # The run that waited read alice (its snapshot) and created her day; bob
+    # owes the same day as the new owner, created by the run after.
+    assert owners == [("2026-11-20", "alice"), ("2026-11-21", "alice"), ("2026-11-21", "bob")]
+    assert after["tasks_created"] == 1
+
+
+def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("DELETE FROM duly_task")
+    same_rules = invoke(_clock(FIRST))
+    # The previous run judged by other rules (a new tzdata release, say).
+    conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'")
+    new_rules = invoke(_clock(FIRST))
+
+    assert same_rules["tasks_created"] == 0
+    assert new_rules["tasks_created"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-20"]
+
+
+def test_an_outage_longer_than_the_horizon_counts_what_it_did_not_create(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    later = invoke(_clock(FIRST + 10 * DAY))
+
+    # The horizon is seven days: 11-24 .. 11-30 are created; 11-21 .. 11-23,
+    # over and owed on or before it, are counted.
+    assert task_keys(conn, LOCKED) == [f"2026-11-{day}" for day in (20, *range(24, 31))]
+    assert (later["beyond_horizon"], later["degraded"]) == (1, False)
+
+
+def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="weekly", lead_days=2)])
+    invoke(_clock(FIRST))
+    explained = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-20T01:00:00Z"})
+
+    # 2026-11-20 is a Friday in ISO week 47; week 48 (from the 23rd) shows on the 21st.
+    account = explained["explain"]["account"]
+    assert account == {
+        "dispatch_through": "2026-11-20",
+        "dispatch_paused_on": None,
+        "dispatch_changed_on": None,
+        "next_owed": "2026-11-21",
+    }
+    verdicts = {c["period_key"]: c["verdict"] for c in explained["explain"]["candidates"]}
+    assert verdicts == {"2026-W47": "exists"}

@@ -378,7 +378,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         name: []
         for name in (
             "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
-            "c_origin", "p_schedule", "p_key", "p_first", "p_last",
+            "c_origin", "c_first", "p_schedule", "p_key", "p_first", "p_last",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -397,6 +397,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_today"].append(schedule.today)
         arrays["c_horizon"].append(schedule.horizon)
         arrays["c_origin"].append(schedule.origin)
+        arrays["c_first"].append(schedule.periods[0].first_day if schedule.periods else None)
     rolled = page_plan.rolled_days(arrays["p_first"], arrays["p_last"], rules.accepted)
     return {
         **arrays,

@@ -367,16 +367,13 @@ def account_after(account: Account, schedule: Schedule, *, owed: bool) -> Accoun
 
     The page statements' ``keeping`` rule: a backfill, or a clock before the
     account's day, leaves it; otherwise it moves to today where the duty owed
-    something, carries a mark, has no account yet or lags the horizon.
+    something, carries a mark or has no account yet.
     """
     today = schedule.today
     if today is None or (account.through is not None and account.through > today):
         return account
-    lags = account.through is None or (
-        schedule.horizon is not None and account.through < schedule.horizon
-    )
     marked = account.paused_on is not None or account.changed_on is not None
-    if not (owed or lags or marked):
+    if not (owed or marked or account.through is None):
         return account
     return Account(today if account.through is None else max(account.through, today))
 

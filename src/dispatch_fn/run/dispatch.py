@@ -519,6 +519,7 @@ def _fold(
         duties_owing=tally.owing,
         beyond_horizon=tally.lapsed,
         changed_while_owed=tally.changed,
+        accounts_kept=tally.kept,
     )
 
 
@@ -535,6 +536,7 @@ class _Tally:
     nothing_due: int
     lapsed: int
     changed: int
+    kept: int
     retries: int
 
     @property
@@ -555,6 +557,7 @@ class _Tally:
             nothing_due=sum(_counts(pages, "nothing_due")),
             lapsed=sum(_counts(pages, "lapsed")),
             changed=sum(_counts(pages, "changed")),
+            kept=sum(_counts(pages, "kept")),
             retries=sum(outcome.retries for outcome in outcomes),
         )
 

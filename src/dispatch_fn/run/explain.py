@@ -23,6 +23,7 @@ from dispatch_fn.planning.plan import (
     Account,
     Judgement,
     NotOwed,
+    Period,
     WindowLike,
     became_owed_on,
     judge_duty,
@@ -165,8 +166,29 @@ def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]
         "dispatch_through": _day(account.through),
         "dispatch_paused_on": _day(account.paused_on),
         "dispatch_changed_on": _day(account.changed_on),
-        "next_owed": _day(min(ahead, default=None)),
+        "next_owed": _day(min(ahead, default=None) or _after_candidates(judgement)),
     }
+
+
+def _after_candidates(judgement: Judgement) -> date | None:
+    """The day the period after the last candidate becomes owed (its lead past the reach)."""
+    if not judgement.candidates:  # a skipped or faulted duty has none
+        return None
+    cadence = judgement.cadence
+    frequency = str(cadence.frequency)
+    try:
+        last = judgement.candidates[-1].period
+        following = periods.period_key_for(
+            frequency,
+            periods.start_of_day(last.last_day + timedelta(days=1), cadence.timezone),
+            cadence.timezone,
+        )
+        first, last_day = periods.period_days(frequency, following)
+        period = Period(following, first, last_day, current=False)
+        visible = periods.visible_from_for(cadence.due_date(period), cadence.lead_days)
+    except (PeriodError, OverflowError):  # past the calendar's last day
+        return None
+    return became_owed_on(period, visible)
 
 
 def _day(day: date | None) -> str | None:

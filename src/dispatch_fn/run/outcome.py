@@ -60,6 +60,8 @@ class RunReport:
     # account's day were owed: what the old one owed and the new one does
     # not spell is not created, and counted here.
     changed_while_owed: int = 0
+    # Duties whose account the run moved on (the same UPDATE as last_dispatched_period).
+    accounts_kept: int = 0
 
     @property
     def fault_total(self) -> int:
@@ -113,6 +115,7 @@ class RunReport:
             "duties_owing": self.duties_owing,
             "beyond_horizon": self.beyond_horizon,
             "changed_while_owed": self.changed_while_owed,
+            "accounts_kept": self.accounts_kept,
         }
 
 

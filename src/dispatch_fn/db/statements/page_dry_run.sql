@@ -24,8 +24,9 @@
 WITH cadence AS (
     -- One row per group of duties the run planned (store.Group: a frequency,
     -- zone and lead bucket): its schedule, today in its zone, the catch-up
-    -- horizon and the local day of the scheduled clock before the run
-    -- (plan.Schedule.horizon, .origin; null in a backfill). Each group's
+    -- horizon, the local day of the scheduled clock before the run and the
+    -- first day of its first candidate (plan.Schedule.horizon, .origin, the
+    -- first period's first day; null in a backfill). Each group's
     -- weight, the candidate periods its schedule holds (summed over a catch-up
     -- statement's clocks, which add one cadence each), travels apart as
     -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
@@ -33,8 +34,8 @@ WITH cadence AS (
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
                 (SELECT %(c_today)b::date[]), (SELECT %(c_horizon)b::date[]),
-                (SELECT %(c_origin)b::date[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin)
+                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
@@ -129,6 +130,9 @@ placed AS (
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
+           -- Periods owed after the account's day reach back before the first
+           -- candidate: what lies there is uncounted but may have lapsed.
+           coalesce(page.dispatch_through + 1 < c.first_day, false) AS lags,
            -- plan.owed_verdict's since: no account kept and no edit placed,
            -- the duty existed before the first run the ledger holds.
            coalesce(page.dispatch_through, c.origin) AS since,
@@ -266,15 +270,16 @@ missing AS (
 keeping AS (
     -- Every duty of the page the run judged at its clock (in its window, its
     -- cadence accepted) whose account moves: it owed something, or carries
-    -- a mark, or no run kept it yet, or it lags the horizon. A run at a clock
-    -- older than the account's day leaves it as it is (docs/contract.md#account).
-    -- lags: periods that became owed before the horizon may have gone
-    -- uncreated, either seen here (lapsed) or older than the candidates (the
-    -- account's day is before the horizon): counted as beyond_horizon.
+    -- a mark, or no run kept it yet. One that owed nothing keeps its day: the
+    -- next run owes from it all the same, and no row is written for nothing.
+    -- A run at a clock older than the account's day leaves it as it is
+    -- (docs/contract.md#account).
+    -- lags: periods that became owed before the horizon went uncreated,
+    -- seen among the candidates (lapsed) or older than them (placed.lags):
+    -- counted as beyond_horizon.
     SELECT pl.organization_id, pl.id, pl.today, pl.version,
-           (pl.through IS NULL OR pl.through < pl.horizon OR pl.marked OR o.duty_id IS NOT NULL)
-               AS keep,
-           (coalesce(pl.through < pl.horizon, false) OR coalesce(o.lapsed, false)) AS lags
+           (pl.through IS NULL OR pl.marked OR o.duty_id IS NOT NULL) AS keep,
+           (pl.lags OR coalesce(o.lapsed, false)) AS lags
     FROM placed pl
     LEFT JOIN (SELECT organization_id, duty_id, bool_or(lapsed) AS lapsed
                FROM owed GROUP BY organization_id, duty_id) o
