@@ -1,4 +1,10 @@
-"""The database path inserts exactly what the pure planner plans, for any duties and clock."""
+"""The database path inserts exactly what the pure planner plans, for any duties and clock.
+
+The duties are drawn from the engine's own enumerations (frequencies,
+anchors, rolls, the planner's forms), so a new member cannot fall silently
+into a SQL ``ELSE``; and from any account (docs/contract.md#account): kept or
+not, paused, changed, behind the horizon, ahead of the clock.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.engine.periods import FREQUENCIES
-from dispatch_fn.planning.plan import Window, plan_dispatch
+from dispatch_fn.engine.periods import ANCHORS, FREQUENCIES, ROLLS
+from dispatch_fn.planning.plan import (
+    FORMS,
+    Account,
+    Plan,
+    SkipReason,
+    Window,
+    account_after,
+    plan_dispatch,
+    schedule_for,
+)
 from dispatch_fn.run import dispatch
 from runtimes import runtime
 from support import assert_run_is_the_plan, duty, insert_duties, multiset, task_rows
@@ -42,7 +57,7 @@ WILD_LEADS = (-3_660, -400, 63, 64, 65, 400, 1_000, 3_660)
 @st.composite
 def due_rules(draw: st.DrawFn) -> dict[str, Any]:
     """Anchor, offsets, roll, calendar and grace: mostly valid, sometimes out of range."""
-    anchor = draw(st.sampled_from(["period_start", "period_end", "after_period_end"]))
+    anchor = draw(st.sampled_from(ANCHORS))
     if anchor == "after_period_end":
         days = draw(st.integers(0, 40) | st.integers(-3, 400))
         months = draw(st.integers(0, 4) | st.integers(-1, 26))
@@ -53,10 +68,7 @@ def due_rules(draw: st.DrawFn) -> dict[str, Any]:
         "due_anchor": anchor,
         "due_offset_days": days,
         "due_offset_months": months,
-        "due_roll": draw(
-            st.sampled_from(["none", "none", "following", "preceding", "modified_following"])
-            | st.just("sideways")
-        ),
+        "due_roll": draw(st.sampled_from(["none", *ROLLS]) | st.just("sideways")),
         "holiday_calendar": draw(st.sampled_from(CALENDARS)),
         "grace_days": draw(st.integers(0, 30) | st.integers(-2, 400)),
         "review_status": draw(st.sampled_from(REVIEWS)),
@@ -76,7 +88,7 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
                 organization_id=draw(st.sampled_from(["org-a", "org-b"])),
                 owner_id=draw(st.sampled_from(["ann", "bob"])),
                 business_unit_id=draw(st.none() | st.just("bu-1")),
-                form=draw(st.sampled_from(["recurring"] * 6 + ["standing", "one_off", "bogus"])),
+                form=draw(st.sampled_from(["recurring"] * 6 + [*FORMS, "bogus"])),
                 status=draw(st.sampled_from(["active"] * 6 + ["paused", "retired"])),
                 frequency=draw(st.sampled_from([*FREQUENCIES, None, "hourly"])),
                 timezone=draw(st.sampled_from(ZONES)),
@@ -88,6 +100,47 @@ def duties(draw: st.DrawFn) -> list[dict[str, Any]]:
             )
         )
     return rows
+
+
+# A far day an edit with no scheduled clock in the ledger places a change at.
+FAR = date(9999, 12, 31)
+
+
+@st.composite
+def accounts(draw: st.DrawFn, today: date) -> dict[str, date | None]:
+    """A duty's account around ``today``: none, kept lately or long ago, paused, changed."""
+
+    def near(days: int | None) -> date | None:
+        if days is None:
+            return None
+        try:
+            return today + timedelta(days=days)
+        except OverflowError:
+            return None
+
+    far = draw(st.booleans())
+    changed = near(draw(st.none() | st.integers(-12, 0)))
+    return {
+        "dispatch_through": near(draw(st.none() | st.integers(-12, 2))),
+        "dispatch_paused_on": near(draw(st.none() | st.integers(-12, 0))),
+        "dispatch_changed_on": FAR if far and changed is not None else changed,
+    }
+
+
+def _set_accounts(conn: psycopg.Connection[Any], rows: list[dict[str, Any]]) -> None:
+    # The owner writes the account columns, which the trigger does not watch.
+    for row in rows:
+        conn.execute(
+            "UPDATE duly_duty SET dispatch_through = %s, dispatch_paused_on = %s,"
+            " dispatch_changed_on = %s WHERE id = %s AND organization_id = %s",
+            (
+                row.get("dispatch_through"),
+                row.get("dispatch_paused_on"),
+                row.get("dispatch_changed_on"),
+                row["id"],
+                row["organization_id"],
+            ),
+        )
 
 
 @st.composite
@@ -122,6 +175,7 @@ def runs(draw: st.DrawFn) -> tuple[datetime, Window | None]:
     workers=st.integers(1, 3),
     page_rows=st.none() | st.integers(1, 400),
     interval=INTERVALS,
+    data=st.data(),
 )
 def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypothesis draws
     conn: psycopg.Connection[Any],
@@ -132,10 +186,14 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
     workers: int,
     page_rows: int | None,
     interval: timedelta,
+    data: st.DataObject,
 ) -> None:
     conn.execute("TRUNCATE duly_task, duly_duty")
     insert_duties(conn, duties)
     now, window = run
+    today = now.date()
+    duties = [{**row, **data.draw(accounts(today))} for row in duties]
+    _set_accounts(conn, duties)
     plan = plan_dispatch(duties, now, window, interval=interval)
 
     report = dispatch.run(
@@ -146,6 +204,35 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
 
     assert_run_is_the_plan(conn, report, plan)
     assert report.duties_read == len(duties)
+    assert _accounts(conn) == _accounts_planned(duties, plan, now, window, interval)
+
+
+def _accounts(conn: psycopg.Connection[Any]) -> dict[str, tuple[Any, ...]]:
+    rows = conn.execute(
+        "SELECT id, dispatch_through, dispatch_paused_on, dispatch_changed_on FROM duly_duty"
+    ).fetchall()
+    return {str(row[0]): tuple(row[1:]) for row in rows}
+
+
+def _accounts_planned(
+    duties: list[dict[str, Any]],
+    plan: Plan,
+    now: datetime,
+    window: Window | None,
+    interval: timedelta,
+) -> dict[str, tuple[Any, ...]]:
+    """Each duty's account as plan.account_after leaves it, for the duties the run judged."""
+    skipped = {skip.duty_id: skip.reason for skip in plan.skipped}
+    owing = {str(draft["duty_id"]) for draft in plan.drafts}
+    found = {}
+    for row in duties:
+        account = Account.of(row)
+        judged = skipped.get(row["id"]) in (None, SkipReason.NOTHING_DUE)
+        if window is None and judged:
+            schedule = schedule_for(row["frequency"], row["timezone"], now, previous=now - interval)
+            account = account_after(account, schedule, owed=row["id"] in owing)
+        found[row["id"]] = (account.through, account.paused_on, account.changed_on)
+    return found
 
 
 def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
