@@ -8,8 +8,9 @@ Every module that runs a statement file loads it here.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
@@ -17,11 +18,17 @@ from psycopg import sql
 type Connection = psycopg.Connection[tuple[Any, ...]]
 
 
+# A line that stands for another statement file's whole text: how the page
+# statements share one spelling of the owed rule (statements/page_owed.sql).
+_INCLUDE: Final = re.compile(r"^-- duly:include (\w+)$", re.MULTILINE)
+
+
 @functools.cache
 def statement_text(name: str) -> str:
-    """The text of ``statements/<name>.sql``, as shipped in the package."""
+    """The text of ``statements/<name>.sql``, as shipped, its ``-- duly:include`` lines expanded."""
     folder = resources.files("dispatch_fn.db").joinpath("statements")
-    return folder.joinpath(f"{name}.sql").read_text("utf-8")
+    text = folder.joinpath(f"{name}.sql").read_text("utf-8")
+    return _INCLUDE.sub(lambda line: statement_text(line.group(1)).rstrip("\n"), text)
 
 
 def statement(name: str, **slots: sql.Composable) -> sql.SQL | sql.Composed:
