@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-page-walk bench-pair lock ca-bundle fuzz soak build deploy build-DispatchFunction build-MigrationFunction build-DependenciesLayer
+.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-account-migration bench-page-walk bench-pair lock ca-bundle fuzz soak build deploy build-DispatchFunction build-MigrationFunction build-DependenciesLayer
 
 help:       ## list the targets
 	@grep -E '^[a-z][a-z0-9-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
@@ -46,6 +46,9 @@ bench-migration:       ## migrations 0003 and 0006 on a table of existing tasks
 
 bench-shard-migration: ## migration 0011 (the shard keys) on 1,000,000 tasks, inserts going on
 	./scripts/bench.sh shard-migration $(ARGS)
+
+bench-account-migration: ## migration 0012 (each duty's account) on 1,000,000 duties, edits going on
+	./scripts/bench.sh account-migration $(ARGS)
 
 bench-page-walk:       ## every page's head scan walking id or (organization_id, id), at 200,000 duties
 	./scripts/bench.sh page-walk $(ARGS)

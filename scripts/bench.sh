@@ -13,6 +13,7 @@
 #   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
 #   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
 #   ./scripts/bench.sh shard-migration [ARGS]   migration 0011 on existing tasks, inserts going on
+#   ./scripts/bench.sh account-migration [ARGS] migration 0012 on existing duties, edits going on
 #   ./scripts/bench.sh page-walk [ARGS]         pages' head scans walking id or (organization_id, id)
 #   ./scripts/bench.sh pair --against DIR [ARGS]
 #                                               this checkout's no-op against another's
@@ -44,6 +45,10 @@ migration)
 shard-migration)
     shift
     .venv/bin/python -m bench.shard_keys_migration "$@"
+    ;;
+account-migration)
+    shift
+    .venv/bin/python -m bench.account_migration "$@"
     ;;
 page-walk)
     shift
