@@ -230,7 +230,12 @@ def _accounts_planned(
         judged = skipped.get(row["id"]) in (None, SkipReason.NOTHING_DUE)
         if window is None and judged:
             schedule = schedule_for(row["frequency"], row["timezone"], now, previous=now - interval)
-            account = account_after(account, schedule, owed=row["id"] in owing)
+            closed = (
+                schedule.today is not None
+                and row["effective_to"] is not None
+                and schedule.today > row["effective_to"]
+            )
+            account = account_after(account, schedule, owed=row["id"] in owing, closed=closed)
         found[row["id"]] = (account.through, account.paused_on, account.changed_on)
     return found
 

@@ -291,10 +291,13 @@ def page_statement(
     *,
     dry_run: bool,
     rejudge: bool = False,
+    keeps_accounts: bool = True,
 ) -> PageStatement:
     """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) owed tasks.
 
-    ``rejudge``: the rules changed since the previous run (plan.Account.rejudged).
+    ``rejudge``: the rules changed since the previous run (plan.Account.rejudged);
+    ``keeps_accounts`` False: the run writes no account (a manual run at a
+    future clock).
     """
     weights = page_plan.weights(ready)
     return PageStatement(
@@ -303,6 +306,7 @@ def page_statement(
             **_lead_thresholds(),
             **_arrays(ready, rules),
             "rejudge": rejudge,
+            "keeps_accounts": keeps_accounts,
         },
         dry_run=dry_run,
         weights=Jsonb(weights),

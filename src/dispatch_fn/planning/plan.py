@@ -198,6 +198,19 @@ class Account:
             duty.get("dispatch_changed_on"),
         )
 
+    def since(self, schedule: Schedule) -> date | None:
+        """The day after which the account owes what became owed (owed_verdict's lower bound).
+
+        No account kept: the duty existed before the first run the ledger holds
+        and owes from the schedule's origin, unless an edit made it dispatchable
+        (a change marked with no pause before it), which owes from the change.
+        """
+        if self.through is not None:
+            return self.through
+        if self.changed_on is None or self.paused_on is not None:
+            return schedule.origin
+        return None
+
     def rejudged(self) -> Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""
         if self.changed_on is not None or self.through is None:
@@ -362,20 +375,31 @@ def check_due_rule(cadence: Cadence) -> None:
         raise _refusal(exc) from exc
 
 
-def account_after(account: Account, schedule: Schedule, *, owed: bool) -> Account:
+def account_after(
+    account: Account, schedule: Schedule, *, owed: bool, closed: bool = False
+) -> Account:
     """The account a run at ``schedule``'s clock leaves a duty it judged (``owed``: anything).
 
     The page statements' ``keeping`` rule: a backfill, or a clock before the
     account's day, leaves it; otherwise it moves to today where the duty owed
-    something, carries a mark or has no account yet.
+    something, carries a mark, has no account yet or its window has
+    ``closed`` (today is past its end).
     """
     today = schedule.today
     if today is None or (account.through is not None and account.through > today):
         return account
     marked = account.paused_on is not None or account.changed_on is not None
-    if not (owed or marked or account.through is None):
+    if not (owed or marked or closed or account.through is None):
         return account
     return Account(today if account.through is None else max(account.through, today))
+
+
+def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:
+    """Whether the duty's window ended after its account's day: what became owed in it is owed."""
+    if schedule.today is None or effective_to is None or schedule.today <= effective_to:
+        return False
+    since = account.since(schedule)
+    return since is not None and since < effective_to
 
 
 def became_owed_on(period: Period, visible_from: date) -> date:
@@ -406,9 +430,7 @@ def owed_verdict(
         return NotOwed.NOT_VISIBLE_YET
     live = period.last_day >= today
     through, paused_on = account.through, account.paused_on
-    # No account kept, no edit placed: the duty existed before the first run
-    # the ledger holds, and owes from the schedule's origin.
-    since = through if through is not None else schedule.origin
+    since = account.since(schedule)
     fresh = (
         account.changed_on
         if account.changed_on is not None
@@ -641,9 +663,13 @@ def judge_duty(
     except CadenceRefused as refused:
         return Judgement(duty_id, cadence, skip=Fault(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
-    if schedule.today is not None and not within(schedule.today, effective_from, effective_to):
-        return Judgement(duty_id, cadence, skip=Fault(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
     account = Account.of(duty).rejudged() if rejudge else Account.of(duty)
+    if (
+        schedule.today is not None
+        and not within(schedule.today, effective_from, effective_to)
+        and not window_closed_behind(account, schedule, effective_to)
+    ):
+        return Judgement(duty_id, cadence, skip=Fault(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
     candidates = []
     try:
         for period in schedule.periods:

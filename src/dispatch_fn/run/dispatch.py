@@ -72,6 +72,7 @@ def run(
     dispatched_clock: datetime | None = None,
     rejudge: bool = False,
     origin: datetime | None = None,
+    keeps_accounts: bool = True,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -89,7 +90,9 @@ def run(
     back to ``Tuning.catch_up_days``; ``rejudge``: the rules changed since the
     previous run, so every account read is judged afresh; ``origin``: the
     clock a duty with no account and no mark owes from (None: the scheduled
-    clock before the run).
+    clock before the run); ``keeps_accounts`` False: a run at a clock later
+    than the wall clock writes no account, so the scheduled runs before its
+    clock still owe their own days.
     ``dispatched_clock``, the latest clock a completed run dispatched (None:
     unknown), says whether the first pages probe for their rows before
     inserting (``page_plan.probes_from_the_start``); later pages go by what
@@ -109,7 +112,12 @@ def run(
             walked = _Walked((), (), complete=True)
             return _fold(request, preamble, [], walked)
         statement = store.page_statement(
-            request.scope, ready, rules, dry_run=request.dry_run, rejudge=rejudge
+            request.scope,
+            ready,
+            rules,
+            dry_run=request.dry_run,
+            rejudge=rejudge,
+            keeps_accounts=keeps_accounts,
         )
         size = statement.page_size(tuning.chunk_size, tuning.page_rows)
         # The pages' bounds up front, so that connections take pages in turn and

@@ -47,6 +47,7 @@ def execute(
         # Rules that changed since the previous run (a new tz or holidays
         # release, or new owed rules) move what is owed without touching a
         # row: this run judges every account it reads afresh.
+        wall_clock = runtime.clock()
         previous = ledger.previous_rules(conn)
         rejudge = previous is not None and previous != rules.current()
         origin = _origin(ledger.earliest_clock(conn), request, runtime.tuning.catch_up_days)
@@ -69,6 +70,9 @@ def execute(
             dispatched_clock=dispatched,
             rejudge=rejudge,
             origin=origin,
+            # A manual run at a future clock is never the clock an account
+            # stands at (as the ledger never counts it as the latest clock).
+            keeps_accounts=request.now <= wall_clock,
         )
     except RunFailedError as failed:
         recorded_failure = _recorded(failed, run_id)

@@ -119,9 +119,12 @@ placed AS (
            -- Periods owed after the account's day reach back before the first
            -- candidate: what lies there is uncounted but may have lapsed.
            coalesce(page.dispatch_through + 1 < c.first_day, false) AS lags,
-           -- plan.owed_verdict's since: no account kept and no edit placed,
-           -- the duty existed before the first run the ledger holds.
-           coalesce(page.dispatch_through, c.origin) AS since,
+           -- plan.owed_verdict's since: no account kept, the duty existed
+           -- before the first run the ledger holds, unless an edit made it
+           -- dispatchable (a change marked, no pause before it).
+           coalesce(page.dispatch_through,
+                    CASE WHEN page.dispatch_changed_on IS NULL
+                              OR page.dispatch_paused_on IS NOT NULL THEN c.origin END) AS since,
            page.dispatch_version AS version,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; under rules
@@ -138,9 +141,20 @@ placed AS (
                     AND page.dispatch_changed_on > page.dispatch_through
                     AND page.dispatch_changed_on < date '9999-12-31', false)
                AS changed_while_owed,
-           (c.today IS NULL OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
-                                           AND coalesce(page.effective_to, 'infinity'::date))
-               AS in_window
+           coalesce(c.today IS NULL
+                    OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
+                                   AND coalesce(page.effective_to, 'infinity'::date)
+                    -- A window that closed after the account's day: what became
+                    -- owed in it is still owed (plan.window_closed_behind).
+                    OR c.today > page.effective_to
+                       AND coalesce(page.dispatch_through,
+                                    CASE WHEN page.dispatch_changed_on IS NULL
+                                              OR page.dispatch_paused_on IS NOT NULL
+                                         THEN c.origin END)
+                           < page.effective_to,
+                    false)
+               AS in_window,
+           coalesce(c.today > page.effective_to, false) AS closed
     FROM page
     LEFT JOIN cadence c
       ON (c.frequency, c.timezone, c.lead_bucket)
@@ -250,7 +264,7 @@ keeping AS (
     -- seen among the candidates (lapsed) or older than them (placed.lags):
     -- counted as beyond_horizon.
     SELECT pl.organization_id, pl.id, pl.today, pl.version,
-           (pl.through IS NULL OR pl.marked OR o.duty_id IS NOT NULL) AS keep,
+           (pl.through IS NULL OR pl.marked OR pl.closed OR o.duty_id IS NOT NULL) AS keep,
            (pl.lags OR coalesce(o.lapsed, false)) AS lags
     FROM placed pl
     LEFT JOIN (SELECT organization_id, duty_id, bool_or(lapsed) AS lapsed
@@ -258,4 +272,8 @@ keeping AS (
       ON (o.organization_id, o.duty_id) = (pl.organization_id, pl.id)
     WHERE pl.schedule_no IS NOT NULL AND pl.in_window AND pl.today IS NOT NULL
       AND (pl.through IS NULL OR pl.through <= pl.today)
+      -- A run at a clock later than the wall clock when it started (a manual
+      -- run at a future clock) creates what it owes and keeps no account:
+      -- the scheduled runs before that clock still owe their own days.
+      AND %(keeps_accounts)s::boolean
 ),
