@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from dispatch_fn.db import ledger
 from dispatch_fn.planning.plan import plan_dispatch
@@ -80,32 +79,6 @@ def _accounts(conn: Conn) -> dict[str, date | None]:
     return {str(duty_id): through for duty_id, through in rows}
 
 
-# Defects the account rule shows on this branch (reported, not yet fixed): each
-# test below keeps the promised behaviour and is expected to fail until then;
-# strict, so a fix turns them red until the marker goes.
-_ENDS_LOST = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: a duty whose effective window closed during the outage is skipped"
-    " (its today is outside the window), so the days it owed inside the window are"
-    " neither created nor counted (docs/contract.md#account)",
-)
-_PAUSED_DAY_OWED = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: a duty no run has kept, resumed after a run found it paused, owes"
-    " from the ledger's origin (since ignores dispatch_changed_on), so the paused day"
-    " is created (docs/contract.md#account: never created while paused)",
-)
-_FUTURE_RUN_STOPS_ACCOUNTS = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="defect: a manual run at a future clock moves dispatch_through to its own"
-    " day, so the real runs owe nothing (not even today) until then, uncounted"
-    " (docs/contract.md#account)",
-)
-
-
 # Duties whose tasks an outage could lose: no lead (each period's task is owed
 # only while it is current), a month boundary inside the outage, zones either
 # side of UTC, a window that closes during the outage and one that opens.
@@ -135,7 +108,6 @@ MIXED = [
 ]
 
 
-@_ENDS_LOST
 def test_a_run_after_missed_days_creates_what_the_missed_daily_runs_would_have(
     conn: Conn, invoke: Invoke
 ) -> None:
@@ -161,7 +133,6 @@ def test_a_run_after_missed_days_creates_what_the_missed_daily_runs_would_have(
     assert task_keys(conn, "monthly") == ["2026-08", "2026-09"]
 
 
-@_ENDS_LOST
 def test_a_run_after_an_outage_creates_exactly_the_rows_of_the_daily_runs_it_replaces(
     conn: Conn, invoke: Invoke
 ) -> None:
@@ -339,7 +310,6 @@ def test_scoped_runs_read_accounts_as_any_run_does_and_dry_runs_keep_none(
     assert task_keys(conn) == _daily("2026-08-15", "2026-08-21")
 
 
-@_PAUSED_DAY_OWED
 def test_a_duty_unpaused_during_an_outage_owes_its_days_from_the_latest_clock_before(
     conn: Conn, invoke: Invoke
 ) -> None:
@@ -480,7 +450,6 @@ def test_a_missed_day_refused_for_one_duty_redoes_nothing_and_reports_that_duty_
     assert task_keys(conn, "d1") == _daily("2026-08-19", "2026-08-21")
 
 
-@_FUTURE_RUN_STOPS_ACCOUNTS
 def test_a_manual_run_at_a_future_clock_never_switches_the_accounts_off(
     conn: Conn, invoke: Invoke
 ) -> None:

@@ -20,7 +20,10 @@ from aws_lambda_powertools import Metrics
 from support import Conn, Invoke, duty, insert_duties, task_keys
 
 DAY = timedelta(days=1)
-FIRST = datetime(2026, 11, 27, 1, 0, tzinfo=UTC)
+# September, not November: every clock here, up to nine days on, stays before
+# the wall clock, so no run is a manual run at a future clock (which keeps no
+# account: docs/contract.md#account).
+FIRST = datetime(2026, 9, 27, 1, 0, tzinfo=UTC)
 LOCKED = "d2"
 
 
@@ -63,7 +66,7 @@ def test_a_duty_locked_during_a_run_gets_that_period_from_the_next_run(
     holder.rollback()
     following = invoke(_clock(FIRST + 2 * DAY), lock_timeout_ms=200)
 
-    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28", "2026-11-29"]
+    assert task_keys(conn, LOCKED) == ["2026-09-27", "2026-09-28", "2026-09-29"]
     assert locked_run["degraded"] is True
     assert locked_run["complete"] is True
     assert locked_run["set_aside"] == [
@@ -92,7 +95,7 @@ def test_a_set_aside_duty_is_owed_every_clock_it_missed_since_within_the_catch_u
     scoped = invoke({**_clock(FIRST + 3 * DAY), "organization_id": "org-1"}, lock_timeout_ms=200)
 
     assert task_keys(conn, LOCKED) == [
-        "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30",
+        "2026-09-27", "2026-09-28", "2026-09-29", "2026-09-30",
     ]  # fmt: skip
     assert task_keys(conn, "d0") == task_keys(conn, LOCKED)
     assert scoped["tasks_created"] == 4 + 4 * 3
@@ -109,7 +112,7 @@ def test_a_duty_locked_again_while_it_is_repaid_stays_owed(
     invoke(_clock(FIRST + 2 * DAY), lock_timeout_ms=200)
 
     assert again["set_aside_count"] == 1
-    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28", "2026-11-29"]
+    assert task_keys(conn, LOCKED) == ["2026-09-27", "2026-09-28", "2026-09-29"]
     assert len(_set_aside_rows(conn)) == 2
 
 
@@ -129,7 +132,7 @@ def test_a_dry_run_neither_records_a_set_aside_nor_keeps_an_account(
     assert _set_aside_rows(conn) == [(FIRST, LOCKED, "locked")]
     # The dry run kept no account: the real run at its clock still owes both days.
     assert following["tasks_created"] == 2 + 4
-    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28"]
+    assert task_keys(conn, LOCKED) == ["2026-09-27", "2026-09-28"]
 
 
 def test_a_run_with_set_aside_duties_emits_the_set_aside_metric(
@@ -165,7 +168,7 @@ def test_a_duty_that_timed_out_alone_gets_that_period_from_the_next_run(
     assert [(s["duty_id"], s["reason"]) for s in slow["set_aside"]] == [(LOCKED, "timed_out")]
     assert (slow["degraded"], slow["complete"]) == (True, True)
     assert following["tasks_created"] == 2 + 4
-    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-28"]
+    assert task_keys(conn, LOCKED) == ["2026-09-27", "2026-09-28"]
     assert _set_aside_rows(conn) == [(FIRST, LOCKED, "timed_out")]
 
 
@@ -182,7 +185,7 @@ def test_a_duty_set_aside_after_an_outage_is_owed_the_days_the_outage_missed(
 
     assert caught["tasks_created"] == 4 * 3
     assert task_keys(conn, "d0") == [
-        "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01",
+        "2026-09-27", "2026-09-28", "2026-09-29", "2026-09-30", "2026-10-01",
     ]  # fmt: skip
     assert task_keys(conn, LOCKED) == task_keys(conn, "d0")
     assert following["tasks_created"] == 4 + 4
@@ -201,9 +204,9 @@ def test_a_set_aside_duty_is_owed_within_the_horizon_of_the_run_that_reads_it(
     holder.rollback()
     following = invoke(_clock(FIRST + 9 * DAY), lock_timeout_ms=200)
 
-    assert "2026-11-28" not in task_keys(conn, "d0")
+    assert "2026-09-28" not in task_keys(conn, "d0")
     assert task_keys(conn, LOCKED) == [
-        key for key in task_keys(conn, "d0") if key not in ("2026-11-29",)
+        key for key in task_keys(conn, "d0") if key not in ("2026-09-29",)
     ]
     assert following["beyond_horizon"] == 1
 
@@ -223,7 +226,7 @@ def test_a_set_aside_duty_paused_since_is_owed_the_set_aside_day_once_resumed(
     assert paused["tasks_created"] == 4
     # The first run that reads it again owes the set-aside day, not the day
     # it was paused on, and its current day (docs/contract.md#account).
-    assert task_keys(conn, LOCKED) == ["2026-11-27", "2026-11-29"]
+    assert task_keys(conn, LOCKED) == ["2026-09-27", "2026-09-29"]
 
 
 def test_a_duty_set_aside_by_a_backfill_is_recorded_and_its_account_left(
@@ -231,7 +234,7 @@ def test_a_duty_set_aside_by_a_backfill_is_recorded_and_its_account_left(
 ) -> None:
     _daily_duties(conn)
     _lock(holder)
-    window = {"from": "2026-11-01", "to": "2026-11-05"}
+    window = {"from": "2026-09-01", "to": "2026-09-05"}
     backfill = invoke({**_clock(FIRST), **window}, lock_timeout_ms=200)
     holder.rollback()
     following = invoke(_clock(FIRST + DAY))
@@ -241,4 +244,4 @@ def test_a_duty_set_aside_by_a_backfill_is_recorded_and_its_account_left(
     # A backfill keeps no account: its window is an operator's to run again
     # (docs/contract.md#backfill); the scheduled run owes what it always did.
     assert following["tasks_created"] == 5
-    assert task_keys(conn, LOCKED) == ["2026-11-28"]
+    assert task_keys(conn, LOCKED) == ["2026-09-28"]
