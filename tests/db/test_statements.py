@@ -442,15 +442,15 @@ def _unbounded_duty_scans(plan_text: str, organisation_led: set[str]) -> list[st
 
 def _advance_lookups(plan_text: str) -> list[str]:
     # The index conditions that find one duty by its organisation and id: as
-    # equalities (the dry run's look), or as the one-value key range the
-    # writing statements' UPDATE uses so that it cannot be hashed.
+    # equalities (the dry run's look), or as the one-element arrays the
+    # writing statements' UPDATE compares so that it cannot be hashed.
     equal = (r"\(organization_id = \w+\.organization_id\)", r"\(id = \w+\.duty_id\)")
-    ranged = (r"ROW\(organization_id, id\) >= ROW\(", r"ROW\(organization_id, id\) <= ROW\(")
+    arrays = (r"organization_id = ANY \(ARRAY\[", r"\(id = ANY \(ARRAY\[")
     return [
         line.strip()
         for line in plan_text.splitlines()
         if "Index Cond:" in line
-        and any(all(re.search(each, line) for each in form) for form in (equal, ranged))
+        and any(all(re.search(each, line) for each in form) for form in (equal, arrays))
     ]
 
 

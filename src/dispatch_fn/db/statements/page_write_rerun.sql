@@ -70,11 +70,11 @@ advanced AS (
           FULL JOIN (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
                      FROM inserted GROUP BY organization_id, duty_id) i
             ON (i.organization_id, i.duty_id) = (k.organization_id, k.id)) u
-    -- The key as a one-value range, not an equality: nothing to hash, so the
-    -- planner cannot read every duty partition whole for a page's few
-    -- duties; each is found by its organisation and id through the key.
-    WHERE (d.organization_id, d.id) >= (u.organization_id, u.id)
-      AND (d.organization_id, d.id) <= (u.organization_id, u.id)
+    -- The key compared as one-element arrays, not as equalities: nothing to
+    -- hash, so the planner cannot read every duty partition whole for a
+    -- page's few duties, and each is found by its organisation and id
+    -- through the key, estimated as an equality would be.
+    WHERE d.organization_id = ANY(ARRAY[u.organization_id]) AND d.id = ANY(ARRAY[u.id])
       AND ((u.latest IS NOT NULL
                  AND (d.last_dispatched_period IS NULL
                       OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
