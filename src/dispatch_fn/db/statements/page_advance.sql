@@ -1,0 +1,49 @@
+-- The advance of page_write.sql and page_write_rerun.sql, included by both
+-- (`-- duly:include page_advance`, expanded by sql.statement_text): one UPDATE
+-- per duty the page wrote a task for or whose account moves.
+advanced AS (
+    -- One UPDATE per duty: last_dispatched_period and the account together
+    -- (a row updated twice in one statement keeps one of the two). The
+    -- organisation is part of the duty's key: on a layout partitioned by it
+    -- (docs/adr/0005) the only index on id is (organization_id, id).
+    -- The account is written only if no edit committed since the page read
+    -- the row: dispatch_version is re-checked against the newest row version
+    -- when a concurrent edit moved it first, so the run's bookkeeping never
+    -- overwrites the edit's marks (the next run reads the edit).
+    UPDATE duly_duty d
+    SET last_dispatched_period = CASE WHEN (u.latest IS NOT NULL
+                 AND (d.last_dispatched_period IS NULL
+                      OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
+                          d.last_dispatched_period COLLATE "C")
+                       < (duly_period_first_day(u.latest), u.latest)))
+                                      THEN u.latest ELSE d.last_dispatched_period END,
+        dispatch_through = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                THEN greatest(d.dispatch_through, u.today)
+                                ELSE d.dispatch_through END,
+        dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+                                  ELSE d.dispatch_paused_on END,
+        dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+                                   ELSE d.dispatch_changed_on END
+    FROM (SELECT coalesce(k.organization_id, i.organization_id) AS organization_id,
+                 coalesce(k.id, i.duty_id) AS id, k.today, k.version,
+                 coalesce(k.keep, false) AS keep, i.latest
+          FROM (SELECT * FROM keeping WHERE keep) k
+          FULL JOIN (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
+                     FROM inserted GROUP BY organization_id, duty_id) i
+            ON (i.organization_id, i.duty_id) = (k.organization_id, k.id)) u
+    -- The key compared as one-element arrays, not as equalities: nothing to
+    -- hash, so the planner cannot read every duty partition whole for a
+    -- page's few duties, and each is found by its organisation and id
+    -- through the key, estimated as an equality would be.
+    WHERE d.organization_id = ANY(ARRAY[u.organization_id]) AND d.id = ANY(ARRAY[u.id])
+      AND ((u.latest IS NOT NULL
+                 AND (d.last_dispatched_period IS NULL
+                      OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
+                          d.last_dispatched_period COLLATE "C")
+                       < (duly_period_first_day(u.latest), u.latest)))
+           OR (u.keep AND u.version = d.dispatch_version))
+    -- Read after the update: the key just inserted is the duty's latest
+    -- exactly when this statement moved it there.
+    RETURNING d.id, coalesce(d.last_dispatched_period = u.latest, false) AS advanced,
+              u.keep AND u.version = d.dispatch_version AS kept
+)
