@@ -263,5 +263,5 @@ def test_the_schedule_at_the_calendars_end_reaches_back_the_horizon_and_stops_th
 
     schedule = schedule_for("daily", "UTC", datetime(9999, 12, 31, 23, tzinfo=UTC), lead_horizon=30)
     assert [period.key for period in schedule.periods] == [
-        f"9999-12-{day}" for day in range(25, 32)
+        f"9999-12-{day}" for day in range(24, 32)
     ]

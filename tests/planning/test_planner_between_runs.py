@@ -72,10 +72,12 @@ def test_the_schedule_reaches_back_to_the_horizon_and_holds_the_current_day() ->
     schedule = schedule_for(
         "daily", "America/Nuuk", datetime(2026, 3, 29, 1, tzinfo=UTC), catch_up_days=2
     )
-    # Nuuk's today at that clock is the 29th (its 28th was 23 hours long).
-    assert schedule.horizon == date(2026, 3, 27)
+    # Nuuk's today at that clock is the 29th (its 28th was 23 hours long):
+    # what became owed on it and the two days before is owed still.
+    assert schedule.horizon == date(2026, 3, 26)
     assert schedule.origin == date(2026, 3, 27)
     assert [(p.key, p.current) for p in schedule.periods] == [
+        ("2026-03-27", False),
         ("2026-03-28", False),
         ("2026-03-29", True),
     ]
@@ -85,9 +87,9 @@ def test_a_horizon_of_no_days_still_reaches_back_one_day() -> None:
     schedule = schedule_for(
         "daily", "UTC", datetime(2026, 8, 21, 1, tzinfo=UTC), lead_horizon=3, catch_up_days=0
     )
-    assert schedule.horizon == date(2026, 8, 20)
+    assert schedule.horizon == date(2026, 8, 19)
     assert [p.key for p in schedule.periods] == [
-        "2026-08-21", "2026-08-22", "2026-08-23", "2026-08-24",
+        "2026-08-20", "2026-08-21", "2026-08-22", "2026-08-23", "2026-08-24",
     ]  # fmt: skip
 
 

@@ -180,9 +180,9 @@ def test_an_outage_longer_than_the_horizon_counts_what_it_did_not_create(
     invoke(_clock(FIRST))
     later = invoke(_clock(FIRST + 10 * DAY))
 
-    # The horizon is seven days: 11-24 .. 11-30 are created; 11-21 .. 11-23,
-    # over and owed on or before it, are counted.
-    assert task_keys(conn, LOCKED) == [f"2026-11-{day}" for day in (20, *range(24, 31))]
+    # The horizon is seven days: what became owed on 11-23 .. 11-30 is
+    # created; 11-21 and 11-22, over and owed before it, are counted.
+    assert task_keys(conn, LOCKED) == [f"2026-11-{day}" for day in (20, *range(23, 31))]
     assert (later["beyond_horizon"], later["degraded"]) == (1, False)
 
 

@@ -212,20 +212,20 @@ def test_a_missed_span_beyond_the_horizon_is_created_within_it_and_counted_beyon
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-01T01:00:00Z"})
     report = invoke({"now": CLOCK})
-    # Changed (docs/contract.md#account): the horizon is three days before
-    # today; the 18th became owed on it, so it is counted, not created.
-    assert (report["tasks_created"], report["beyond_horizon"]) == (3, 1)
-    assert task_keys(conn) == ["2026-08-01", *_daily("2026-08-19", "2026-08-21")]
+    # What became owed today and on the three days before (the three missed
+    # daily clocks' days) is created; older days are counted, not created
+    # (docs/contract.md#account).
+    assert (report["tasks_created"], report["beyond_horizon"]) == (4, 1)
+    assert task_keys(conn) == ["2026-08-01", *_daily("2026-08-18", "2026-08-21")]
 
 
 def test_the_default_horizon_is_seven_days(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-01T01:00:00Z"})
     report = invoke({"now": CLOCK})
-    # Changed (docs/contract.md#account): the seven days up to today are
-    # created; the 14th became owed on the horizon and is counted.
-    assert (report["tasks_created"], report["beyond_horizon"]) == (7, 1)
-    assert task_keys(conn) == ["2026-08-01", *_daily("2026-08-15", "2026-08-21")]
+    # Today and the seven days before it are created; older ones are counted.
+    assert (report["tasks_created"], report["beyond_horizon"]) == (8, 1)
+    assert task_keys(conn) == ["2026-08-01", *_daily("2026-08-14", "2026-08-21")]
 
 
 def test_catch_up_days_zero_is_a_horizon_of_one_day(conn: Conn, invoke: Invoke) -> None:
@@ -233,10 +233,10 @@ def test_catch_up_days_zero_is_a_horizon_of_one_day(conn: Conn, invoke: Invoke) 
     insert_duties(conn, [duty("daily", frequency="daily", lead_days=0)])
     invoke({"now": "2026-08-18T01:00:00Z"})
     report = invoke({"now": CLOCK})
-    # Changed (docs/contract.md#scheduled-run, #account): the horizon is at
-    # least a day; the missed days are counted beyond it, not created.
-    assert (report["tasks_created"], report["beyond_horizon"]) == (1, 1)
-    assert task_keys(conn) == ["2026-08-18", "2026-08-21"]
+    # The horizon is at least a day (docs/contract.md#account): yesterday is
+    # still created, the days before it are counted, not created.
+    assert (report["tasks_created"], report["beyond_horizon"]) == (2, 1)
+    assert task_keys(conn) == ["2026-08-18", "2026-08-20", "2026-08-21"]
 
 
 def test_a_replayed_older_clock_creates_nothing_the_account_says_is_done(

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
-from psycopg.rows import dict_row
 
 from dispatch_fn.bounded import clip
-from dispatch_fn.db.sql import Connection, statement
+from dispatch_fn.db.sql import Connection, named_row, statement
 from dispatch_fn.db.store import Scope, scope_params
 from dispatch_fn.planning.plan import Fault
 
@@ -69,8 +68,7 @@ def record(conn: Connection, run_id: int, judged: Judged) -> int:
     }
     try:
         # Unprepared, as the data layer runs its scoped statements (store says why).
-        with conn.cursor(row_factory=dict_row) as cursor:
-            row = cursor.execute(statement("faults_record"), params, prepare=False).fetchone()
+        row = named_row(conn.execute(statement("faults_record"), params, prepare=False))
     except psycopg.Error as exc:
         _log.warning(
             "faults not recorded, all %d counted as new: %s: %s",

@@ -486,7 +486,9 @@ def _schedule_for(
     # than the time between runs, a day the run's hour skips (America/Nuuk's
     # 2026-03-28 at 01:00 UTC), or missed in an outage. Whether one is owed is
     # each duty's account's question (owed_verdict).
-    horizon = _days_before(today, max(catch_up_days, 1))
+    # Owed still: what became owed today and on each of the catch-up days
+    # before it, as the scheduled runs of those days would have owed it.
+    horizon = _days_before(today, max(catch_up_days, 1) + 1)
     first = min(now, periods.start_of_day(_add_days_within_calendar(horizon, 1), zone))
     keys = periods.periods_between(frequency, first, last, zone)
     return Schedule(
