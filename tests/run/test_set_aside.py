@@ -21,8 +21,8 @@ from support import Conn, Invoke, duty, insert_duties, task_keys
 
 DAY = timedelta(days=1)
 # September, not November: every clock here, up to nine days on, stays before
-# the wall clock, so no run is a manual run at a future clock (which keeps no
-# account: docs/contract.md#account).
+# the wall clock, so no run is a manual run at a future clock, which keeps no
+# account (see the contract's account section).
 FIRST = datetime(2026, 9, 27, 1, 0, tzinfo=UTC)
 LOCKED = "d2"
 
