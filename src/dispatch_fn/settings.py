@@ -46,9 +46,10 @@ DEFAULT_MAX_DUTY_IDS: Final = 10_000
 # (docs/contract.md#account). A run always reaches back at least one day: the
 # day before its clock is never "today" for every zone at the run's hour.
 DEFAULT_CATCH_UP_DAYS: Final = 7
-# Hours between two scheduled runs: the template's cron runs daily. A run owes
-# what became owed since the previous clock (docs/contract.md#between-runs), so this must
-# match the schedule (template.yaml's ScheduleIntervalHours sets both).
+# Hours between two scheduled runs: the template's cron runs daily. A duty no
+# run has kept an account for owes from the previous clock
+# (docs/contract.md#account), so this must match the schedule
+# (template.yaml's ScheduleIntervalHours sets both).
 DEFAULT_SCHEDULE_INTERVAL_HOURS: Final = 24
 MAX_SCHEDULE_INTERVAL_HOURS: Final = 24
 # Each timeout costs a whole statement_timeout (300 s by default): past this

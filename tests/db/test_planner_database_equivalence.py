@@ -310,7 +310,7 @@ def test_database_due_dates_after_the_period_keep_month_ends_and_roll_like_the_e
 @pytest.mark.parametrize(
     ("clock", "hours"),
     [
-        # The run after Greenland's clocks moved across midnight (docs/contract.md#between-runs).
+        # The run after Greenland's clocks moved across midnight (docs/contract.md#account).
         (datetime(2026, 3, 29, 1, tzinfo=UTC), 24),
         # Antarctica/Troll's 22-hour day, inside one interval of an hourly schedule.
         (datetime(2026, 3, 29, 22, tzinfo=UTC), 1),

@@ -30,7 +30,7 @@ it implements, from docs/contract.md#one-run and #ledger:
   whatever its clock, instead: every clock that run would have covered for it
   is carried over, since no later catch-up reaches back past a completed run
   ("a duty is never left with a period that no later run will create").
-  Where docs/contract.md#owed-again leaves room, the model only allows and does not require: a
+  Where docs/contract.md#set-aside leaves room, the model only allows and does not require: a
   carried clock that is neither the latest set-aside run's own clock ("what
   that clock owed them") nor within ``DISPATCH_CATCH_UP_DAYS`` of the covering
   run's clock ("every clock they missed since, within …"), and the carried
@@ -88,7 +88,7 @@ SIZE = (
 
 DAY: Final = timedelta(days=1)
 # The default cron's interval: what "the previous scheduled clock" is
-# (docs/contract.md#between-runs).
+# (docs/contract.md#account).
 INTERVAL: Final = timedelta(hours=24)
 CATCH_UP: Final = timedelta(days=DEFAULT_CATCH_UP_DAYS)
 # The scheduled chain starts here and runs past Nuuk's 03-29 and Lord_Howe's 04-05.
@@ -151,7 +151,7 @@ def _became_owed(definition: dict[str, Any], draft: dict[str, Any]) -> datetime:
 def _owed_between(definition: dict[str, Any], clock: datetime) -> Drafts:
     """Every period that became owed in ``(clock - INTERVAL, clock]``.
 
-    See docs/contract.md#between-runs.
+    See docs/contract.md#account.
 
     A period becomes owed at the start of a local day (its own first day, or
     its ``visible_from`` day), and the planner at that instant owes it: so

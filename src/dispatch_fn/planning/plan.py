@@ -611,7 +611,7 @@ type ScheduleMemo = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
 
 
 def previous_clock(now: datetime, interval: timedelta) -> datetime:
-    """The scheduled clock before ``now``: ``interval`` earlier (docs/contract.md#between-runs)."""
+    """The scheduled clock before ``now``: ``interval`` earlier (docs/contract.md#account)."""
     if not timedelta(0) < interval <= SCHEDULE_INTERVAL:
         raise ScheduleIntervalError(
             f"schedule interval {interval!r}; expected more than 0 and at most {SCHEDULE_INTERVAL}"

@@ -39,7 +39,7 @@ class RunRequest:
     scope: Scope = field(default_factory=Scope)
     # How many times the run has been handed on before (docs/contract.md#ledger); 0 for a first run.
     continuation: int = 0
-    # The time since the previous scheduled clock (docs/contract.md#between-runs).
+    # The time since the previous scheduled clock (docs/contract.md#account).
     interval: timedelta = SCHEDULE_INTERVAL
 
     @property

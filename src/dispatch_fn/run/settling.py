@@ -105,10 +105,10 @@ class Outcome:
     error: Exception | None = None
     caught: tuple[
         PageResult, ...
-    ] = ()  # the catch-up statements' results (docs/contract.md#catch-up)
+    ] = ()  # the catch-up statements' results (docs/contract.md#account)
     repaid: tuple[
         PageResult, ...
-    ] = ()  # those owed again to set-aside duties (docs/contract.md#owed-again)
+    ] = ()  # those owed again to set-aside duties (docs/contract.md#set-aside)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
--- ledger.latest_completed_clock: what catch-up counts from (docs/contract.md#catch-up). The
+-- ledger.latest_completed_clock: whether a run's pages probe for their rows first
+-- (page_plan.probes_from_the_start: a re-run). The
 -- latest clock of a completed, scheduled, unscoped, non-dry run; a chain's
 -- linked last link counts (it completed what its predecessors left). Served
 -- by the partial index duly_dispatch_run_completed_clock. A run whose clock
