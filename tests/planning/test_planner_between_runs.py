@@ -107,7 +107,9 @@ def test_a_past_period_is_owed_only_if_it_became_owed_after_the_accounts_day() -
     # No account kept yet: owed if it became owed after the scheduled clock
     # before the run, whose local day is the 27th.
     assert owed_verdict(past, date(2026, 3, 28), schedule) is None
-    assert owed_verdict(past, date(2026, 3, 27), schedule) == NotOwed.NOT_DISPATCHABLE
+    assert owed_verdict(past, date(2026, 3, 27), schedule, lead_days=1) == (
+        NotOwed.NOT_DISPATCHABLE
+    )
     # Paused after the 27th's clock: the 28th became owed while it was paused.
     paused = Account(through=date(2026, 3, 27), paused_on=date(2026, 3, 27))
     assert owed_verdict(past, date(2026, 3, 28), schedule, paused) == NotOwed.NOT_DISPATCHABLE

@@ -203,3 +203,22 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
     }
     verdicts = {c["period_key"]: c["verdict"] for c in explained["explain"]["candidates"]}
     assert verdicts == {"2026-W47": "exists"}
+
+
+def test_a_period_whose_due_date_rolls_back_before_it_is_owed_once_its_lead_reaches_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Sunday 2026-03-29 rolls back to Friday the 27th, so its visible_from
+    # (lead 3) is the 24th, before the run of the 24th holds it as a
+    # candidate (today plus the lead reaches the 27th). It becomes owed when
+    # the lead reaches it, on the 26th, not on the 24th, which the account
+    # passed before any run could see it.
+    insert_duties(conn, [duty("rolled", frequency="daily", lead_days=3, due_roll="preceding")])
+    for day in range(24, 30):
+        invoke(_clock(datetime(2026, 3, day, 1, tzinfo=UTC)))
+
+    assert "2026-03-29" in task_keys(conn, "rolled")
+    due = conn.execute(
+        "SELECT due_date::text FROM duly_task WHERE period_key = '2026-03-29'"
+    ).fetchone()
+    assert due == ("2026-03-27",)

@@ -402,13 +402,24 @@ def window_closed_behind(account: Account, schedule: Schedule, effective_to: dat
     return since is not None and since < effective_to
 
 
-def became_owed_on(period: Period, visible_from: date) -> date:
-    """The local day a period becomes owed: its first day, or its ``visible_from`` if earlier."""
-    return min(period.first_day, visible_from)
+def became_owed_on(period: Period, visible_from: date, lead_days: int) -> date:
+    """The local day a period becomes owed: its first day, or its ``visible_from`` if earlier.
+
+    Never before its lead reaches it (its first day less ``lead_days``): a
+    due date rolled back before the period (``preceding``) would otherwise
+    make it owed before any run holds it as a candidate, and a run that kept
+    the account in between would never owe it.
+    """
+    reached = _days_before(period.first_day, max(lead_days, 0))
+    return min(period.first_day, max(visible_from, reached))
 
 
 def owed_verdict(
-    period: Period, visible_from: date, schedule: Schedule, account: Account = Account()
+    period: Period,
+    visible_from: date,
+    schedule: Schedule,
+    account: Account = Account(),
+    lead_days: int = 0,
 ) -> NotOwed | None:
     """Whether a duty's account owes ``period`` at the schedule's clock (None: it does).
 
@@ -425,7 +436,7 @@ def owed_verdict(
     today = schedule.today
     if today is None:
         return None
-    became = became_owed_on(period, visible_from)
+    became = became_owed_on(period, visible_from, lead_days)
     if became > today:
         return NotOwed.NOT_VISIBLE_YET
     live = period.last_day >= today
@@ -677,7 +688,7 @@ def judge_duty(
         for period in schedule.periods:
             due_date = cadence.due_date(period)
             visible_from = periods.visible_from_for(due_date, cadence.lead_days)
-            verdict = owed_verdict(period, visible_from, schedule, account)
+            verdict = owed_verdict(period, visible_from, schedule, account, cadence.lead_days)
             past = schedule.today is not None and period.last_day < schedule.today
             if past and verdict in (NotOwed.DISPATCHED, NotOwed.NOT_DISPATCHABLE):
                 # Over, and not this run's to owe: an earlier run's question.

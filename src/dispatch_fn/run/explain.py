@@ -158,7 +158,7 @@ def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]
     """
     account = Account.of(row)
     ahead = [
-        became_owed_on(candidate.period, candidate.visible_from)
+        became_owed_on(candidate.period, candidate.visible_from, judgement.cadence.lead_days)
         for candidate in judgement.candidates
         if candidate.not_owed is NotOwed.NOT_VISIBLE_YET
     ]
@@ -188,7 +188,7 @@ def _after_candidates(judgement: Judgement) -> date | None:
         visible = periods.visible_from_for(cadence.due_date(period), cadence.lead_days)
     except (PeriodError, OverflowError):  # past the calendar's last day
         return None
-    return became_owed_on(period, visible)
+    return became_owed_on(period, visible, cadence.lead_days)
 
 
 def _day(day: date | None) -> str | None:

@@ -236,7 +236,11 @@ owed AS (
            -- Over, and became owed on or before the horizon: counted, never
            -- created (plan.NotOwed.BEYOND_HORIZON).
            coalesce(last_day < today AND became <= horizon, false) AS lapsed
-    FROM (SELECT *, least(first_day, due_date - lead_days) AS became FROM dated) dated
+    -- plan.became_owed_on: never before its lead reaches it (a due date
+    -- rolled back before the period would be owed before it is a candidate).
+    FROM (SELECT *, least(first_day, greatest(due_date - lead_days,
+                                              first_day - greatest(lead_days, 0))) AS became
+          FROM dated) dated
     -- plan.Cadence.window_day: after the period, the window holds the period's
     -- last day; otherwise the due date.
     WHERE CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
