@@ -222,3 +222,35 @@ def test_a_period_whose_due_date_rolls_back_before_it_is_owed_once_its_lead_reac
         "SELECT due_date::text FROM duly_task WHERE period_key = '2026-03-29'"
     ).fetchone()
     assert due == ("2026-03-27",)
+
+
+def test_a_manual_run_at_a_future_clock_is_never_the_previous_rules(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("DELETE FROM duly_task")
+    # A manual run at a clock ahead of the wall clock, under other rules.
+    conn.execute(
+        "INSERT INTO duly_dispatch_run (mode, clock, dry_run, status, started_at, finished_at,"
+        " rules) VALUES ('scheduled', '2030-01-01T01:00:00Z', false, 'completed', now(), now(),"
+        " 'tzdata 2020a; holidays 0; owed 0')"
+    )
+    again = invoke(_clock(FIRST))
+
+    # The previous run is the one at FIRST, under this build's rules: nothing
+    # is judged afresh, and the deleted task is not owed again.
+    assert again["tasks_created"] == 0
+
+
+def test_a_duty_set_aside_on_its_first_run_owes_every_day_the_horizon_holds(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST), lock_timeout_ms=200, catch_up_days=1)
+    holder.rollback()
+    invoke(_clock(FIRST + 4 * DAY), catch_up_days=1)
+
+    # A horizon of one day owes today and the day before it.
+    assert task_keys(conn, LOCKED) == ["2026-11-23", "2026-11-24"]

@@ -123,7 +123,9 @@ def _origin(earliest: datetime | None, request: RunRequest, catch_up_days: int) 
     if earliest is None or earliest >= request.now:
         return None
     try:
-        return max(earliest - request.interval, request.now - timedelta(days=max(catch_up_days, 1)))
+        return max(
+            earliest - request.interval, request.now - timedelta(days=max(catch_up_days, 1) + 1)
+        )
     except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
         return None
 
