@@ -11,5 +11,6 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
   AND d.id <> ALL(%(excluded)s::text[])
+-- With ties, as the head takes them: the duties sharing the last one's id.
 ORDER BY d.id
-LIMIT %(size)s
+FETCH FIRST (%(size)s) ROWS WITH TIES

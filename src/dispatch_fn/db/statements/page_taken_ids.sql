@@ -8,7 +8,9 @@
 WITH head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
     -- the partial index duly_duty_dispatchable_approved holds exactly them.
-    -- The next %(size)s of them, in id order.
+    -- The next %(size)s of them, in id order, with every duty sharing the
+    -- last one's id: on a layout keyed by (organization_id, id) an id may
+    -- repeat across organisations, and the next page starts after the id.
     SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
            d.effective_from, d.effective_to, d.frequency, d.timezone,
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
@@ -27,14 +29,14 @@ WITH head AS NOT MATERIALIZED (
       -- Duties the run set aside while settling a failing page (ADR 0003).
       AND d.id <> ALL(%(excluded)s::text[])
     ORDER BY d.id
-    LIMIT %(size)s
+    FETCH FIRST (%(size)s) ROWS WITH TIES
 ),
 page AS (
     -- The head, cut short before the rows its duties can owe (each duty's
     -- candidate periods, its group's weight) pass %(page_rows)s: a page is
     -- bounded in rows whatever the window and the frequency, and always holds
-    -- its first duty (docs/adr/0009). cut_after: the duty after this one was
-    -- cut (the summary says whether the page was).
+    -- its first duty (docs/adr/0009). cut_after: the page was cut (the
+    -- summary says so).
     --
     -- A null %(page_rows)s takes the head whole: the run sends null wherever a
     -- page of its heaviest duties could not pass the budget, as on most
@@ -46,18 +48,22 @@ page AS (
     FROM head
     WHERE %(page_rows)s::bigint IS NULL
     UNION ALL
-    SELECT (duty).*, coalesce(reach + next_weight > %(page_rows)s::bigint, false)
-    FROM (SELECT head AS duty,
-                 -- One window, one pass: head is already in id order.
-                 row_number() OVER running AS place,
-                 sum(w.weight) OVER running AS reach,
-                 lead(w.weight) OVER running AS next_weight
-          FROM head
-          -- The weight is looked up, not joined, so rows keep their order.
-          CROSS JOIN LATERAL (
-              SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
-                               ->> head.lead_bucket::text)::int, 0) AS weight) w
-          WINDOW running AS (ORDER BY head.id ROWS UNBOUNDED PRECEDING)) weighed
+    SELECT (duty).*, cut
+    FROM (SELECT duty, place, reach,
+                 -- The page was cut: a duty after its last was left out.
+                 bool_or(place > 1 AND reach > %(page_rows)s::bigint) OVER () AS cut
+          FROM (SELECT head AS duty,
+                       -- head is already in id order. Duties of one id (one in
+                       -- each organisation that holds it) are peers: they share
+                       -- a place and a reach, so a cut never falls between them.
+                       dense_rank() OVER running AS place,
+                       sum(w.weight) OVER running AS reach
+                FROM head
+                -- The weight is looked up, not joined, so rows keep their order.
+                CROSS JOIN LATERAL (
+                    SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
+                                     ->> head.lead_bucket::text)::int, 0) AS weight) w
+                WINDOW running AS (ORDER BY head.id RANGE UNBOUNDED PRECEDING)) ranked) weighed
     WHERE %(page_rows)s::bigint IS NOT NULL AND (place = 1 OR reach <= %(page_rows)s::bigint)
 )
 SELECT id FROM page ORDER BY id
