@@ -10,6 +10,8 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
   AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
+  -- The duties a scheduled run reads (docs/contract.md#account).
+  AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
   AND d.id <> ALL(%(excluded)s::text[])
 -- With ties, as the head takes them: the duties sharing the last one's id.
 ORDER BY d.id

@@ -12,7 +12,8 @@ WITH cadence AS (
     -- zone and lead bucket): its schedule, today in its zone, the catch-up
     -- horizon, the local day of the scheduled clock before the run and the
     -- first day of its first candidate (plan.Schedule.horizon, .origin, the
-    -- first period's first day; null in a backfill). Each group's
+    -- first period's first day; null in a backfill), and the first day of
+    -- the period after today's (null: unknown). Each group's
     -- weight, the candidate periods its schedule holds (summed over a catch-up
     -- statement's clocks, which add one cadence each), travels apart as
     -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
@@ -20,8 +21,10 @@ WITH cadence AS (
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
                 (SELECT %(c_today)b::date[]), (SELECT %(c_horizon)b::date[]),
-                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day)
+                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]),
+                (SELECT %(c_after)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day,
+             after_day)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
@@ -35,6 +38,7 @@ head AS NOT MATERIALIZED (
            d.holiday_calendar, d.lead_days, d.grace_days,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
+           d.dispatch_next,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
     FROM duly_duty d
@@ -44,6 +48,9 @@ head AS NOT MATERIALIZED (
       AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
       AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
+      -- A scheduled run reads the duties whose next owed day has come
+      -- (docs/contract.md#account); null: every one.
+      AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
       -- Duties the run set aside while settling a failing page (ADR 0003).
       AND d.id <> ALL(%(excluded)s::text[])
     ORDER BY d.id
@@ -131,7 +138,13 @@ placed AS (
            coalesce(page.dispatch_through,
                     CASE WHEN page.dispatch_changed_on IS NULL
                               OR page.dispatch_paused_on IS NOT NULL THEN c.origin END) AS since,
-           page.dispatch_version AS version,
+           page.dispatch_version AS version, page.dispatch_next AS next_was,
+           -- The first day a period the candidates do not hold could become
+           -- owed: none starts before the period after today's, nor becomes
+           -- owed more than the lead before it starts (plan.became_owed_on),
+           -- nor by today (it would be a candidate).
+           greatest(c.today + 1,
+                    coalesce(c.after_day - greatest(page.lead_days, 0), c.today + 1)) AS beyond,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; under rules
            -- that changed since the previous run, the account's own day
@@ -160,7 +173,8 @@ placed AS (
                            < page.effective_to,
                     false)
                AS in_window,
-           coalesce(c.today > page.effective_to, false) AS closed
+           coalesce(c.today > page.effective_to, false) AS closed,
+           coalesce(c.today < page.effective_from, false) AS early
     FROM page
     LEFT JOIN cadence c
       ON (c.frequency, c.timezone, c.lead_bucket)
@@ -241,7 +255,12 @@ owed AS (
            due_date + grace_days AS late_after,
            -- Over, and became owed on or before the horizon: counted, never
            -- created (plan.NotOwed.BEYOND_HORIZON).
-           coalesce(last_day < today AND became <= horizon, false) AS lapsed
+           coalesce(last_day < today AND became <= horizon, false) AS lapsed,
+           -- Not owed yet: it becomes owed after today, on became (the
+           -- account's next day, never created by this run).
+           coalesce(became > today, false) AS later, became,
+           -- Owed now, and created unless it exists.
+           NOT coalesce((last_day < today AND became <= horizon) OR became > today, false) AS owes
     -- plan.became_owed_on: never before its lead reaches it (a due date
     -- rolled back before the period would be owed before it is a candidate).
     FROM (SELECT *, least(first_day, greatest(due_date - lead_days,
@@ -255,19 +274,26 @@ owed AS (
       -- plan.owed_verdict: the period became owed by today, after the
       -- account's day (and, paused since, by the pause's), or, for a duty
       -- that changed or whose account no run kept, it is still current or
-      -- later or became owed after the fresh day. Dates only: the planner
+      -- later or became owed after the fresh day; or it becomes owed after
+      -- today (later: it sets the account's next day). Dates only: the planner
       -- turned the clock into a local day once per group (ADR 0001's rule,
       -- not AT TIME ZONE's).
-      AND (today IS NULL
+      AND (today IS NULL OR became > today
            OR (became <= today
                AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
                     OR (last_day >= today AND fresh IS NOT NULL) OR became > fresh)))
 ),
 keeping AS (
-    -- Every duty of the page the run judged at its clock (in its window, its
-    -- cadence accepted) whose account moves: it owed something, or carries
-    -- a mark, or no run kept it yet. One that owed nothing keeps its day: the
-    -- next run owes from it all the same, and no row is written for nothing.
+    -- Every duty of the page the run judged at its clock (its cadence
+    -- accepted) and what it writes to its account. keep: the account moves (to
+    -- today, marks cleared): the duty is in its window and owed something, or
+    -- carries a mark, or no run kept it yet. One in its window that owed
+    -- nothing keeps its day: the next run owes from it all the same.
+    -- next: the first day a run could owe it anything or move its account
+    -- (migration 0014): the earliest day a later candidate becomes owed, or
+    -- beyond the candidates; outside its window, the window's first day, or
+    -- never once the window is over (after a run that kept its account past
+    -- it). A duty is written when it keeps its account or its next day moves.
     -- A run at a clock older than the account's day leaves it as it is
     -- (docs/contract.md#account).
     -- lags: periods that became owed before the horizon went uncreated,
@@ -280,20 +306,27 @@ keeping AS (
     -- 4.5 to 7 s, for a page of 6,756 duties: tests/db/test_plans_unanalysed.py).
     -- A grouping reads each row once, whatever the guess. judged: a duty of
     -- the first branch, which its WHERE keeps; the owed rows of any other duty
-    -- are left out. A duty's today and version are its one row's there.
+    -- are left out. A duty's today, version and days are its one row's there.
     SELECT organization_id, id, max(today) AS today, max(version) AS version,
-           bool_or(keep) AS keep, bool_or(lags) AS lags
+           bool_or(keep) AS keep, bool_or(lags) AS lags, max(next_was) AS next_was,
+           least(min(soon), min(next_base)) AS next
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
-                 (pl.through IS NULL OR pl.marked OR pl.closed) AS keep, pl.lags, true AS judged
+                 pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
+                 pl.in_window AND pl.lags AS lags, true AS judged, pl.next_was,
+                 NULL::date AS soon,
+                 CASE WHEN pl.closed THEN date '9999-12-31'
+                      WHEN pl.early THEN pl.effective_from
+                      ELSE pl.beyond END AS next_base
           FROM placed pl
-          WHERE pl.schedule_no IS NOT NULL AND pl.in_window AND pl.today IS NOT NULL
+          WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
             -- A run at a clock later than the wall clock when it started (a
             -- manual run at a future clock) creates what it owes and keeps no
             -- account: the scheduled runs before that clock still owe their days.
             AND %(keeps_accounts)s::boolean
           UNION ALL
-          SELECT o.organization_id, o.duty_id, NULL, NULL, true, o.lapsed, false
+          SELECT o.organization_id, o.duty_id, NULL, NULL, NOT o.later, o.lapsed, false, NULL,
+                 CASE WHEN o.later THEN o.became END, NULL
           FROM owed o) k
     GROUP BY organization_id, id
     HAVING bool_or(judged)

@@ -26,6 +26,9 @@ WITH head AS NOT MATERIALIZED (
       AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
       AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
+      -- A scheduled run reads the duties whose next owed day has come
+      -- (docs/contract.md#account); null: every one.
+      AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
       -- Duties the run set aside while settling a failing page (ADR 0003).
       AND d.id <> ALL(%(excluded)s::text[])
     ORDER BY d.id
