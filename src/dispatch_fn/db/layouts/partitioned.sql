@@ -73,7 +73,7 @@ ALTER TABLE duly_task ADD CONSTRAINT duly_task_duty FOREIGN KEY (organization_id
 
 -- The indexes the statements rely on, as migrations 0006 and 0014 define them.
 CREATE INDEX duly_duty_dispatch_next
-    ON duly_duty (id, dispatch_next)
+    ON duly_duty (id, dispatch_next) INCLUDE (organization_id)
     WHERE status = 'active' AND form = 'recurring' AND review_status = 'approved';
 CREATE INDEX duly_duty_left_out
     ON duly_duty (form, status, review_status) INCLUDE (organization_id, id)

@@ -88,7 +88,7 @@ $$;
 -- it replaces: with the day indexed an account write is no HOT update, and
 -- each index the row has costs that write an entry.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS duly_duty_dispatch_next
-    ON duly_duty (id, dispatch_next)
+    ON duly_duty (id, dispatch_next) INCLUDE (organization_id)
     WHERE status = 'active' AND form = 'recurring' AND review_status = 'approved';
 
 DROP INDEX CONCURRENTLY IF EXISTS duly_duty_dispatchable_approved;
