@@ -151,7 +151,7 @@ def _changed_columns(conn: Conn) -> tuple[str, ...]:
 
 
 def run_day_floor(conn: Conn, staged: StagedDay) -> FloorRun:
-    """Time the floor's day on the staged rows, then drop them."""
+    """Time the floor's day on the staged rows."""
     insert = sql.SQL(
         "INSERT INTO floor_task ({columns}) SELECT {columns} FROM {stage}"
         # The dispatcher's arbiter: the dispatch identity, not every unique index.
@@ -170,14 +170,16 @@ def run_day_floor(conn: Conn, staged: StagedDay) -> FloorRun:
         ),
         sql.Identifier(DAY_DUTIES),
     )
-    try:
-        return timed_floor(conn, insert, update)
-    finally:
-        conn.execute(
-            sql.SQL("DROP TABLE {}, {}").format(
-                sql.Identifier(DAY_TASKS), sql.Identifier(DAY_DUTIES)
-            )
+    return timed_floor(conn, insert, update)
+
+
+def drop_day_stage(conn: Conn) -> None:
+    """Drop the day's staged rows, once the floor has written them (or the day was refused)."""
+    conn.execute(
+        sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+            sql.Identifier(DAY_TASKS), sql.Identifier(DAY_DUTIES)
         )
+    )
 
 
 def _columns(conn: Conn, table: str, skip: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -20,7 +20,13 @@ from typing import Final
 
 from bench.dispatch.chain import ChainRun
 from bench.dispatch.child import ChildSpec
-from bench.dispatch.day_floor import copy_tables_as_they_stand, mark_day, run_day_floor, stage_day
+from bench.dispatch.day_floor import (
+    copy_tables_as_they_stand,
+    drop_day_stage,
+    mark_day,
+    run_day_floor,
+    stage_day,
+)
 from bench.dispatch.dispatcher import ChildRun, run_child
 from bench.dispatch.floor import FloorRun
 from bench.dispatch.server import DISPATCH_TABLES, FLOOR_TABLES, BenchError, Conn, scalar, vacuum
@@ -143,13 +149,16 @@ def run_day(conn: Conn, spec: ChildSpec, run: DayRunner = run_child) -> Day:
     ahead = bool(scalar(conn, "SELECT %s::timestamptz > now()", (spec.now,)))
     mark = mark_day(conn)
     dispatched = run(conn, spec)
-    staged = stage_day(conn, mark)
-    if staged.tasks != dispatched.tasks_created:
-        raise BenchError(
-            f"the run at {spec.now} reports {dispatched.tasks_created:,} tasks created, "
-            f"but {staged.tasks:,} new rows are in duly_task"
-        )
-    floor = run_day_floor(conn, staged)
+    try:
+        staged = stage_day(conn, mark)
+        if staged.tasks != dispatched.tasks_created:
+            raise BenchError(
+                f"the run at {spec.now} reports {dispatched.tasks_created:,} tasks created, "
+                f"but {staged.tasks:,} new rows are in duly_task"
+            )
+        floor = run_day_floor(conn, staged)
+    finally:
+        drop_day_stage(conn)
     if floor.inserted != dispatched.tasks_created or floor.advanced != staged.duties:
         raise BenchError(
             f"the floor of {spec.now} wrote {floor.inserted:,} tasks and {floor.advanced:,} "
