@@ -452,7 +452,14 @@ def test_a_first_run_longer_than_an_invocation_is_completed_by_its_continuation_
     chained = measure_at(
         server_dsn,
         2000,
-        ScaleOptions(duties=2000, chunk_size=200, invocation_ms=1000, reserve_ms=200, pause_s=0.25),
+        ScaleOptions(
+            duties=2000,
+            chunk_size=200,
+            invocation_ms=1000,
+            reserve_ms=200,
+            pause_s=0.25,
+            week=False,
+        ),
     )
     assert len(one.first.links) == 1
     links = chained.first.links
@@ -466,6 +473,12 @@ def test_a_first_run_longer_than_an_invocation_is_completed_by_its_continuation_
     assert chained.first.tasks_created == one.first.tasks_created > 0
     assert chained.first.duties_advanced == one.first.duties_advanced
     assert chained.noop.tasks_created == chained.noop.duties_advanced == 0
+    # The week at scale: each day a chain, each against the floor of its rows.
+    assert one.week is not None
+    assert chained.week is None
+    assert len(one.week.days) == 7
+    for day in one.week.days:
+        assert day.floor.inserted == day.tasks_created == day.dispatcher.tasks_created
 
 
 def _shape(conn: psycopg.Connection[tuple[object, ...]], table: str) -> tuple[object, ...]:
