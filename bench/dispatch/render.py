@@ -184,10 +184,6 @@ def render_side_by_side(side: SideBySide) -> str:
             f"{row['rss_peak_mib']:>8.1f} {row['tasks_created']:>13,} {week_tasks:>10}  "
             + (f"FAIL ({len(failed)})" if failed else "PASS")
         )
-    for each in side.passes:
-        if each.week is not None:
-            lines += ["", f"{each.parameters['mix']}, {each.parameters['layout']}:",
-                      *render_week(each.week)]  # fmt: skip
     lines += [
         "",
         f"bar (judged, with each pass's other lines): first/floor <= {FIRST_VS_FLOOR_MAX}x, "
@@ -204,6 +200,10 @@ def render_side_by_side(side: SideBySide) -> str:
         for v in each.verdicts
         if v.judged and not v.passed
     ]
+    for each in side.passes:
+        if each.week is not None:
+            lines += ["", f"{each.parameters['mix']}, {each.parameters['layout']}:",
+                      *render_week(each.week)]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -31,7 +31,7 @@ from bench.dispatch.judging import (
 )
 from bench.dispatch.mix import CLASSIC, COMPLIANCE
 from bench.dispatch.options import Options
-from bench.dispatch.render import render, render_side_by_side
+from bench.dispatch.render import render, render_side_by_side, render_week
 from bench.dispatch.results import SIDE_BY_SIDE, Bar, Results, SideBySide, side_by_side_row
 from bench.dispatch.scale import ScaleOptions, measure_at
 from bench.dispatch.server import fresh_database, leaves
@@ -231,6 +231,9 @@ def test_every_bar_is_judged_in_order(figures: Results) -> None:
         Bar.RETRY_VS_FLOOR_RETRY,
         Bar.SERVER_CPU_FIRST,
         Bar.SERVER_CPU_NOOP,
+        Bar.NOOP_VS_FIRST_CPU,
+        Bar.WEEK_SERVER_CPU,
+        Bar.WEEK_WALL,
     ]
 
 
@@ -260,10 +263,13 @@ def test_figures_survive_the_json_they_are_written_as(figures: Results) -> None:
 def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> None:
     lines = render(figures).splitlines()
     # Four header lines, a blank, the column heads, seventeen measurements and
-    # two for each further no-op round, a blank, the first run's summary and
-    # its split, a blank, the ratio heads, then the bar.
+    # two for each further no-op round, a blank and the week's table, a blank,
+    # the first run's summary and its split, a blank, the ratio heads, then the bar.
     measurements = 17 + 2 * (OPTIONS.noop_rounds - 1)
-    assert len(lines) == 4 + 1 + 1 + measurements + 1 + 2 + 1 + 1 + len(Bar)
+    assert figures.week is not None
+    week = render_week(figures.week)
+    assert len(lines) == 4 + 1 + 1 + measurements + 1 + len(week) + 1 + 2 + 1 + 1 + len(Bar)
+    assert lines[4 + 1 + 1 + measurements + 1 :][: len(week)] == week
 
 
 def test_every_no_op_round_writes_nothing_and_the_median_of_their_ratios_is_judged(
@@ -340,9 +346,11 @@ def test_another_mix_is_compared_in_a_pass_of_its_own(side_by_side: SideBySide) 
 def test_the_side_by_side_table_has_a_row_per_pass(side_by_side: SideBySide) -> None:
     lines = render_side_by_side(side_by_side).splitlines()
     # Two header lines, a blank, the column heads, a row a pass, a blank, the
-    # note on bars and goals, then a line per judged line failed.
+    # note on bars and goals, a line per judged line failed, then each pass's
+    # week: a blank, the pass, its table.
     failed = sum(len(row["failed"]) for row in side_by_side.as_json()["rows"])
-    assert len(lines) == 2 + 1 + 1 + 2 + 1 + 1 + failed
+    weeks = sum(2 + len(render_week(each.week)) for each in side_by_side.passes if each.week)
+    assert len(lines) == 2 + 1 + 1 + 2 + 1 + 1 + failed + weeks
     assert lines[4].split()[:3] == ["classic", session_layout(), "full"]
     assert lines[5].split()[:3] == ["compliance", session_layout(), "comparison"]
     # a0's column: its share of the floor's CPU, or n/a where a CPU was not read.
