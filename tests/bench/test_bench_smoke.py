@@ -33,7 +33,8 @@ from bench.dispatch.mix import CLASSIC, COMPLIANCE
 from bench.dispatch.options import Options
 from bench.dispatch.render import render, render_side_by_side, render_week
 from bench.dispatch.results import SIDE_BY_SIDE, Bar, Results, SideBySide, side_by_side_row
-from bench.dispatch.scale import ScaleOptions, measure_at
+from bench.dispatch.scale import measure_at
+from bench.dispatch.scale_results import ScaleOptions
 from bench.dispatch.server import fresh_database, leaves
 from dispatch_fn.db.layout import LAYOUTS
 from support import session_layout
