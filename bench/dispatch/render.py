@@ -160,8 +160,8 @@ def render_side_by_side(side: SideBySide) -> str:
         ),
         "",
         f"{'mix':<11} {'layout':<12} {'pass':<10} {'first/floor':>13} {'srv CPU first':>14} "
-        f"{'no-op/floor':>13} {'srv CPU no-op':>14} {'no-op/first':>12} {'week CPU':>14} "
-        f"{'week wall':>14} {'a0 CPU':>7} {'trips':>6} {'RSS MiB':>8} {'tasks created':>13} "
+        f"{'no-op/floor':>13} {'srv CPU no-op':>14} {'no-op/first':>15} {'week CPU':>16} "
+        f"{'week wall':>16} {'a0 CPU':>7} {'trips':>6} {'RSS MiB':>8} {'tasks created':>13} "
         f"{'week tasks':>10}  bar",
     ]
     for each in side.passes:
@@ -179,8 +179,8 @@ def render_side_by_side(side: SideBySide) -> str:
         failed = row["failed"]
         lines.append(
             f"{row['mix']:<11} {row['layout']:<12} {row['pass']:<10} {cells[0]:>13} "
-            f"{cells[1]:>14} {cells[2]:>13} {cells[3]:>14} {share:>12} {week[0]:>14} "
-            f"{week[1]:>14} {dry:>7} {row['round_trips']:>6,} "
+            f"{cells[1]:>14} {cells[2]:>13} {cells[3]:>14} {share:>15} {week[0]:>16} "
+            f"{week[1]:>16} {dry:>7} {row['round_trips']:>6,} "
             f"{row['rss_peak_mib']:>8.1f} {row['tasks_created']:>13,} {week_tasks:>10}  "
             + (f"FAIL ({len(failed)})" if failed else "PASS")
         )
