@@ -4,13 +4,18 @@
 #   scripts/sam.sh build [SAM ARGS]    make build: sam build, once the RDS CA bundle is in place
 #   scripts/sam.sh deploy [SAM ARGS]   make deploy: the build, then sam deploy; --guided while
 #                                      the samconfig.toml environment is not filled in yet
+#   scripts/sam.sh local-invoke EVENT [SAM ARGS]
+#                                      make local-invoke: the build, then sam local invoke of
+#                                      DispatchFunction on EVENT in Docker, against the
+#                                      PostgreSQL ENV_VARS names (default
+#                                      events/env/local-postgres.json)
 # CONFIG_ENV picks samconfig.toml's environment (default: "default"). CA_BUNDLE names
 # the bundle as DatabaseCaBundlePath does, relative to src/dispatch_fn/ (default:
 # certs/rds-global-bundle.pem). DRY_RUN=1 prints the sam commands instead of
 # running them, and installs nothing.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
-usage="usage: scripts/sam.sh build|deploy [SAM ARGS]"
+usage="usage: scripts/sam.sh build|deploy|local-invoke [SAM ARGS]"
 config_env="${CONFIG_ENV:-default}"
 ca_bundle="src/dispatch_fn/${CA_BUNDLE:-certs/rds-global-bundle.pem}"
 
@@ -81,6 +86,19 @@ deploy)
     else
         run "$sam" deploy --config-env "$config_env" "$@"
     fi
+    ;;
+local-invoke)
+    shift
+    event="${1:-events/backfill-13-months.json}"
+    [ "$#" -eq 0 ] || shift
+    # No CA bundle needed: the env file names a local PostgreSQL, without TLS, and
+    # blanks DB_SSLROOTCERT. The build is the deployable one all the same.
+    run "$sam" build --config-env "$config_env"
+    # host.docker.internal is this machine from inside the container; Docker
+    # Desktop knows the name, Linux's Docker is told it here.
+    run "$sam" local invoke DispatchFunction --event "$event" \
+        --env-vars "${ENV_VARS:-events/env/local-postgres.json}" \
+        --add-host host.docker.internal:host-gateway "$@"
     ;;
 *)
     echo "$usage" >&2

@@ -47,6 +47,8 @@ _MANAGED_POLICIES = {
 }
 
 EXPECTED_ENVIRONMENT = {
+    # Empty when deployed; declared so that sam local invoke --env-vars can set it.
+    "DATABASE_URL": "",
     "DB_AUTH": {"Ref": "DatabaseAuth"},
     "DB_SECRET_ARN": {"Ref": "DatabaseSecretArn"},
     "DB_HOST": {"Fn::GetAtt": ["SchemaMigration", "Host"]},
