@@ -71,7 +71,7 @@ soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept) an
 build:      ## sam build with the pinned SAM CLI and the Python 3.12 the set-up found; refuses without the RDS CA bundle
 	./scripts/sam.sh build $(ARGS)
 
-deploy:     ## build, then sam deploy (--guided while samconfig.toml holds placeholders); CONFIG_ENV=prod, DRY_RUN=1
+deploy:     ## build, then sam deploy (--guided on a terminal while samconfig.toml holds placeholders; CI passes them in ARGS); CONFIG_ENV=prod, DRY_RUN=1
 	./scripts/sam.sh deploy $(ARGS)
 
 local-invoke: ## sam local invoke DispatchFunction in Docker: EVENT=events/backfill-13-months.json, DATABASE_URL in ENV_VARS=events/env/local-postgres.json
