@@ -11,6 +11,7 @@ it one (a pseudo-terminal).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pty
 import shlex
@@ -308,3 +309,43 @@ def test_fetching_the_ca_bundle_without_a_network_says_what_to_do(clone: Path) -
     assert "CA_BUNDLE" in done.stderr
     assert "src/dispatch_fn/certs/rds-global-bundle.pem" in done.stderr
     assert not list((clone / "src" / "dispatch_fn" / "certs").iterdir())
+
+
+_SAM_PARSES = """
+import json, sys
+from samcli.cli.types import CfnParameterOverridesType
+print(json.dumps(CfnParameterOverridesType().convert(tuple(sys.argv[1:]), None, None)))
+"""
+
+
+def test_sam_reads_the_merged_overrides_as_the_file_and_args_meant_them(clone: Path) -> None:
+    sam_python = ROOT / ".tools-sam" / "bin" / "python"
+    if not sam_python.is_file():
+        subprocess.run([str(ROOT / "scripts" / "template_gates.sh")], check=True, cwd=ROOT)
+    _bundle(clone)
+    done = _make(
+        clone, "deploy", "CONFIG_ENV=prod",
+        f"ARGS=--parameter-overrides {_CI_OVERRIDES} --no-confirm-changeset",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    words = shlex.split(_sam_commands(done)[-1])
+    overrides = words[
+        words.index("--parameter-overrides") + 1 : words.index("--no-confirm-changeset")
+    ]
+    parsed = subprocess.run(
+        [str(sam_python), "-c", _SAM_PARSES, *overrides],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    owner = "arn:aws:secretsmanager:us-east-1:123456789012:secret:owner-AbCdEf"
+    assert json.loads(parsed.stdout) == {
+        "DatabaseOwnerSecretArn": owner,
+        "DatabaseAuth": "iam",
+        "DatabaseSecretArn": "",
+        "DatabaseClusterResourceId": "cluster-ABCDEFGHIJKL0123",
+        "DatabaseSecretKmsKeyArn": "",
+        "SubnetIds": "subnet-aaa,subnet-bbb",
+        "SecurityGroupIds": "sg-ccc",
+        "DatabaseSslMode": "verify-full",
+        "DatabaseUsesRdsProxy": "false",
+        "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager",
+    }
