@@ -13,11 +13,14 @@ Run by scripts/sam.sh with the project's Python 3.12:
 ``--parameter-overrides`` in the ARGS are merged into the environment's own,
 the ARGS winning: sam itself would take the ARGS' list instead of the file's,
 dropping the environment's reviewed settings, when CI means to add only the
-account's own values (ARNs, subnets) that the repository does not hold.
+account's own values (ARNs, subnets) that the repository does not hold. A
+deploy that does not ask passes the merged list, with ``ConfigurationDigest``
+(``configuration_digest``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import sys
@@ -26,7 +29,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 CONFIG = Path("samconfig.toml")
+TEMPLATE = Path("template.yaml")
 PLACEHOLDER = "REPLACE_ME"
+DIGEST_PARAMETER = "ConfigurationDigest"
 
 
 def refuse(message: str) -> NoReturn:
@@ -89,6 +94,20 @@ def split_overrides(args: list[str]) -> tuple[list[str], list[str]]:
     return rest, given
 
 
+def configuration_digest(overrides: dict[str, str]) -> str:
+    """16 hex digits naming the parameters this deploy gives and the template they go to.
+
+    SAM publishes a new version for an alias only when the template's text or
+    the code's location changes, never for a parameter's value alone; the
+    template's ``AutoPublishCodeSha256: !Ref ConfigurationDigest`` makes a new
+    digest do it. Parameters left out keep their previous value, unchanged.
+    """
+    digest = hashlib.sha256(TEMPLATE.read_bytes() if TEMPLATE.is_file() else b"")
+    for key in sorted(overrides):
+        digest.update(b"\0" + overrides[key].encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
 def plan_deploy(
     config: dict[str, Any], env: str, args: list[str], *, interactive: bool
 ) -> list[str]:
@@ -128,9 +147,17 @@ def plan_deploy(
             )
         banner = "*" * 78
         print(f"{banner}\nWARNING: {silent}.\n{banner}", file=sys.stderr)  # noqa: T201
+    if guided:
+        # A first deploy publishes its versions anyway; what --guided saves to
+        # samconfig.toml stays free of a digest that is stale at the next deploy.
+        overrides = list(merged.values()) if given else []
+    else:
+        own = {key: entry for key, entry in merged.items() if key != DIGEST_PARAMETER}
+        digest = f"{DIGEST_PARAMETER}={configuration_digest(own)}"
+        overrides = [*own.values(), merged.get(DIGEST_PARAMETER, digest)]
     plan = ["guided" if guided else "direct"]
-    if given:
-        plan += ["--parameter-overrides", *merged.values()]
+    if overrides:
+        plan += ["--parameter-overrides", *overrides]
     return plan + rest
 
 

@@ -127,10 +127,13 @@ def test_a_dry_run_without_the_ca_bundle_prints_what_it_would_do_and_names_the_b
     _fill_in(clone)
     done = _make(clone, "deploy", "CONFIG_ENV=prod", "ARGS=--no-confirm-changeset")
     assert done.returncode == 0, done.stderr
-    assert _sam_commands(done) == [
-        ".tools-sam/bin/sam build --config-env prod",
-        ".tools-sam/bin/sam deploy --config-env prod --no-confirm-changeset",
-    ]
+    build, deploy = _sam_commands(done)
+    assert build == ".tools-sam/bin/sam build --config-env prod"
+    # The file's settings, passed with the digest of this deploy's configuration.
+    assert deploy.startswith(".tools-sam/bin/sam deploy --config-env prod --parameter-overrides ")
+    assert deploy.endswith(" --no-confirm-changeset")
+    assert "DatabaseAuth=iam" in shlex.split(deploy)
+    assert len(_digest(done)) == 16
     assert "src/dispatch_fn/certs/rds-global-bundle.pem" in done.stderr
     assert "./scripts/fetch-rds-ca.sh" in done.stderr
 
@@ -158,10 +161,13 @@ def test_make_deploy_deploys_unguided_once_the_environment_is_filled_in(clone: P
     _fill_in(clone)
     done = _make(clone, "deploy", "CONFIG_ENV=prod", "ARGS=--no-confirm-changeset")
     assert done.returncode == 0, done.stderr
-    assert _sam_commands(done) == [
-        ".tools-sam/bin/sam build --config-env prod",
-        ".tools-sam/bin/sam deploy --config-env prod --no-confirm-changeset",
-    ]
+    build, deploy = _sam_commands(done)
+    assert build == ".tools-sam/bin/sam build --config-env prod"
+    # The file's settings, passed with the digest of this deploy's configuration.
+    assert deploy.startswith(".tools-sam/bin/sam deploy --config-env prod --parameter-overrides ")
+    assert deploy.endswith(" --no-confirm-changeset")
+    assert "DatabaseAuth=iam" in shlex.split(deploy)
+    assert len(_digest(done)) == 16
 
 
 @pytest.mark.parametrize("target", ["deploy", "build", "local-invoke"])
@@ -337,7 +343,9 @@ def test_sam_reads_the_merged_overrides_as_the_file_and_args_meant_them(clone: P
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     owner = "arn:aws:secretsmanager:us-east-1:123456789012:secret:owner-AbCdEf"
-    assert json.loads(parsed.stdout) == {
+    read = json.loads(parsed.stdout)
+    assert len(read.pop("ConfigurationDigest")) == 16
+    assert read == {
         "DatabaseOwnerSecretArn": owner,
         "DatabaseAuth": "iam",
         "DatabaseSecretArn": "",
@@ -349,3 +357,33 @@ def test_sam_reads_the_merged_overrides_as_the_file_and_args_meant_them(clone: P
         "DatabaseUsesRdsProxy": "false",
         "AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:pager",
     }
+
+
+def _digest(done: subprocess.CompletedProcess[str]) -> str:
+    words = shlex.split(_sam_commands(done)[-1])
+    (digest,) = (word for word in words if word.startswith("ConfigurationDigest="))
+    return digest.removeprefix("ConfigurationDigest=")
+
+
+def test_each_deploy_names_its_configuration_so_a_change_publishes_a_new_version(
+    clone: Path,
+) -> None:
+    _bundle(clone)
+    (clone / "template.yaml").write_text("Parameters: {}\n")
+
+    def deploy(*overrides: str) -> str:
+        done = _make(
+            clone, "deploy", "CONFIG_ENV=prod",
+            f"ARGS=--parameter-overrides {_CI_OVERRIDES} {' '.join(overrides)} "
+            "--no-confirm-changeset",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return _digest(done)
+
+    first = deploy()
+    assert len(first) == 16
+    assert int(first, 16) >= 0
+    assert deploy() == first
+    assert deploy("DispatchWorkers=4") != first
+    (clone / "template.yaml").write_text("Parameters: {Changed: {Type: String}}\n")
+    assert deploy() != first

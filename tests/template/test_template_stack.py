@@ -1179,3 +1179,50 @@ def test_codedeploys_role_moves_only_this_alias_and_reads_only_its_rollback_alar
             {"Fn::GetAtt": ["DurationNearTimeoutAlarm", "Arn"]},
         ],
     }
+
+
+def _versions(sam_template: dict[str, Any], **parameters: str) -> dict[str, str]:
+    """Each function's Version logical id, as the transform names it for these values."""
+    packaged = copy.deepcopy(sam_template)
+    for resource in packaged["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            resource["Properties"]["CodeUri"] = "s3://artifact-bucket/dispatch.zip"
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifact-bucket/layer.zip"
+    translator = Translator(
+        managed_policy_map=None,
+        sam_parser=Parser(),
+        boto_session=boto3.session.Session(region_name=REGION),
+    )
+    result = translator.translate(
+        packaged,
+        parameter_values={
+            "AWS::Region": REGION,
+            "AWS::Partition": "aws",
+            "AWS::AccountId": "123456789012",
+            "AWS::StackName": "duly-dispatcher-test",
+            **parameters,
+        },
+        get_managed_policy_map=lambda: _MANAGED_POLICIES,
+    )
+    return {
+        resource["Properties"]["FunctionName"]["Ref"]: logical_id
+        for logical_id, resource in result["Resources"].items()
+        if resource["Type"] == "AWS::Lambda::Version"
+    }
+
+
+def test_a_change_of_configuration_alone_publishes_new_versions_for_the_alias(
+    sam_template: dict[str, Any],
+) -> None:
+    # SAM names a version by the template's text and the code's location: a
+    # parameter's new value alone (DispatchWorkers=4) is invisible to it, and the
+    # alias would keep running the version published with the old one.
+    before = _versions(sam_template, ConfigurationDigest="0123456789abcdef")
+    assert _versions(sam_template, ConfigurationDigest="0123456789abcdef") == before
+    after = _versions(sam_template, ConfigurationDigest="fedcba9876543210")
+    assert set(after) == set(before) == {"DispatchFunction", "MigrationFunction"}
+    for function in before:
+        assert after[function] != before[function], function
+    parameter = sam_template["Parameters"]["ConfigurationDigest"]
+    assert parameter["Default"] == ""
