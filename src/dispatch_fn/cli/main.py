@@ -20,7 +20,7 @@ import psycopg
 
 from dispatch_fn.cli import embedded, exit_status, invoke
 from dispatch_fn.cli.exit_status import ExitStatus
-from dispatch_fn.db.migrate import apply_migrations
+from dispatch_fn.db.migrate import apply_migrations, schema_state
 
 # The distribution (pyproject.toml's name) whose metadata holds the version.
 _DISTRIBUTION = "duly-dispatcher"
@@ -58,8 +58,18 @@ def _positive_int(text: str) -> int:
 
 def _cmd_migrate(_: argparse.Namespace) -> int:
     dsn, _embedded = embedded.local_dsn()
-    applied = _migrate(dsn)
+    with _connect(dsn) as conn:
+        applied = apply_migrations(conn)
+        state = schema_state(conn)
     print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
+    if state.unknown:
+        # Not an error (older code runs on a newer schema), but never silent.
+        print(
+            f"note: the database is ahead of the code: it holds {', '.join(state.unknown)}, "
+            f"newer than this code's {state.code_newest}; migrations are forward-only, "
+            "so they stay applied",
+            file=sys.stderr,
+        )
     return ExitStatus.OK
 
 
