@@ -112,6 +112,16 @@ def _continuation(value: object) -> int:
     return value
 
 
+def day_of(value: object) -> date:
+    """A ``YYYY-MM-DD`` day as an event's date fields read it; ``ValueError`` says what is wrong."""
+    return _strict_date(value)
+
+
+def instant_of(value: object) -> datetime:
+    """An ISO 8601 instant as an event's clock reads it; ``ValueError`` says what is wrong."""
+    return _instant(value)
+
+
 type StrictDate = Annotated[date, BeforeValidator(_strict_date)]
 type Instant = Annotated[datetime, BeforeValidator(_instant)]
 type Identifier = Annotated[str, BeforeValidator(_identifier)]
@@ -361,7 +371,8 @@ def _validate[M: BaseModel](model: type[M], event: Mapping[Any, Any]) -> M:
         ]
         if len(errors) > _PROBLEMS_SHOWN:
             problems.append(f"and {len(errors) - _PROBLEMS_SHOWN} more problem(s)")
-        raise EventError(f"refused {model.__name__} event: {'; '.join(problems)}") from None
+        # The field and what it expects; the model's class name means nothing to the sender.
+        raise EventError("; ".join(problems)) from None
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

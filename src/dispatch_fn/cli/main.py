@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn.cli import embedded, exit_status, invoke
+from dispatch_fn.cli import arguments, embedded, exit_status, invoke
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.db.migrate import apply_migrations
 
@@ -29,7 +29,7 @@ _TRACEBACK_VARIABLE = "DULY_TRACEBACK"
 
 
 def _connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
-    with exit_status.connecting():
+    with exit_status.connecting(dsn):
         return psycopg.connect(dsn, autocommit=autocommit)
 
 
@@ -44,16 +44,6 @@ def _reader() -> psycopg.Connection[Any]:
     if is_embedded:
         _migrate(dsn)
     return _connect(dsn, autocommit=True)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}; expected 1 or more")
-    return value
 
 
 def _cmd_migrate(_: argparse.Namespace) -> int:
@@ -87,8 +77,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from dispatch_fn.aws.events import parse_event  # noqa: PLC0415
     from dispatch_fn.run.explain import explain, render  # noqa: PLC0415
 
-    # The clock and window are read exactly as an event's would be.
-    given = {"now": args.now, "from": args.from_date, "to": args.to_date}
+    # The clock and window are read exactly as an event's would be (the flags' types have
+    # checked each value already, so a refusal here is of the combination: 'to' alone).
+    given = {
+        "now": None if args.now is None else args.now.isoformat(),
+        "from": None if args.from_date is None else args.from_date.isoformat(),
+        "to": None if args.to_date is None else args.to_date.isoformat(),
+    }
     event: dict[str, object] = {
         "dry_run": True,
         "duty_ids": [args.duty_id],
@@ -102,7 +97,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         print(json.dumps(explained, indent=2))
     else:
         print(render(explained, now.isoformat()))
-    return ExitStatus.OK if explained["found"] else ExitStatus.UNKNOWN_DUTY
+    status, why = exit_status.of_explained(explained)
+    if why is not None:
+        exit_status.say(sys.stderr, why)
+    return status
 
 
 def _cmd_stop_db(_: argparse.Namespace) -> int:
@@ -143,20 +141,11 @@ def _version() -> str:
         return "unknown (the package is not installed)"
 
 
-def _instant(text: str) -> datetime:
-    instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if instant.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no UTC offset; expected e.g. 2026-12-01T01:00Z"
-        )
-    return instant
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one sub-command per local task."""
     from dispatch_fn.db.ledger import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
 
-    parser = argparse.ArgumentParser(
+    parser = arguments.Parser(
         prog="python -m dispatch_fn",
         description=invoke.plain_help(__doc__),
         epilog=f"{invoke.ENVIRONMENT}\n\n{exit_status.HELP}",
@@ -181,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         " and print what each did.",
     )
     demo.add_argument(
-        "--now", type=_instant, default=None, help="the demo's UTC clock (default: now)"
+        "--now", type=arguments.instant, default=None, help="the demo's UTC clock (default: now)"
     )
     demo.set_defaults(run=_cmd_demo)
     runs = commands.add_parser(
@@ -190,7 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="The run ledger, newest first: clock, mode, status, tasks created and"
         " already there, faults, duration. 'runs show ID' gives one run's whole record.",
     )
-    runs.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+    runs.add_argument(
+        "--limit",
+        type=arguments.whole_number(arguments.MAX_BIGINT),
+        default=20,
+        help="how many (default 20)",
+    )
     runs.add_argument("--mode", choices=MODES, help="only runs of this mode")
     runs.add_argument("--status", choices=SHOWN_STATUSES, help="only runs shown with this status")
     runs.add_argument("--json", action="store_true", help="JSON for machines")
@@ -203,7 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
         " has that id.",
     )
     shown.add_argument(
-        "run_id", metavar="ID", type=_positive_int, help="the run's id (runs lists them)"
+        "run_id",
+        metavar="ID",
+        type=arguments.whole_number(arguments.MAX_BIGINT),
+        help="the run's id (runs lists them)",
     )
     shown.add_argument("--json", action="store_true", help="JSON for machines")
     shown.set_defaults(run=_cmd_runs_show)
@@ -216,9 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
         " planner the run itself uses.",
     )
     why.add_argument("duty_id")
-    why.add_argument("--now", help="the run's clock, an ISO instant (default: now)")
-    why.add_argument("--from", dest="from_date", help="backfill window's first day, YYYY-MM-DD")
-    why.add_argument("--to", dest="to_date", help="backfill window's last day (default: today)")
+    why.add_argument(
+        "--now", type=arguments.instant, help="the run's clock, an ISO instant (default: now)"
+    )
+    why.add_argument(
+        "--from",
+        dest="from_date",
+        type=arguments.day,
+        help="backfill window's first day, YYYY-MM-DD",
+    )
+    why.add_argument(
+        "--to",
+        dest="to_date",
+        type=arguments.day,
+        help="backfill window's last day (default: today)",
+    )
     why.add_argument("--json", action="store_true", help="machine-readable output")
     why.set_defaults(run=_cmd_explain)
     commands.add_parser(
@@ -239,6 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         status: int = args.run(args)
+        # Written now, not at exit, so a reader that went away is heard here.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
     # Anything at all, unexpected errors included: docs/contract.md#exit-statuses wants one line,
     # never a traceback.
     except (Exception, KeyboardInterrupt) as exc:
@@ -247,6 +260,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return failed
     return status
+
+
+def _reader_gone() -> ExitStatus:
+    """Standard output's reader went away (``| head``): stop quietly, as Unix tools do.
+
+    Whatever is still buffered goes to /dev/null, so the interpreter's own flush
+    at exit does not fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return ExitStatus.BROKEN_PIPE
 
 
 if __name__ == "__main__":
