@@ -161,3 +161,23 @@ def test_explain_of_a_faulted_duty_exits_with_a_status_of_its_own(
 def test_a_paused_duty_explains_as_a_skip_with_status_zero(conn: Conn, database: str) -> None:
     insert_duties(conn, [duty("resting", status="paused")])
     assert cli("explain", "resting", "--now", CLOCK).returncode == ExitStatus.OK
+
+
+def test_a_dry_run_says_would_create_in_its_report_and_in_the_runs_table(
+    conn: Conn, database: str
+) -> None:
+    insert_duties(conn, [duty("d1")])
+    backfill = str(EVENTS_DIR / "backfill-13-months.json")
+    dry = cli("invoke", "--json", "--dry-run", backfill)
+    assert dry.returncode == ExitStatus.OK, dry.stderr
+    report = json.loads(dry.stdout)
+    # tasks_created keeps its figure for readers written before the clearer field.
+    assert report["tasks_would_create"] == report["tasks_created"] == 13
+    real = json.loads(cli("invoke", "--json", backfill).stdout)
+    assert (real["tasks_would_create"], real["tasks_created"]) == (None, 13)
+
+    table = cli("runs").stdout.splitlines()
+    assert "would create 13" in table[2]  # the older, dry run
+    assert "would create" not in table[1]
+    listed = json.loads(cli("runs", "--json").stdout)
+    assert [row["tasks_would_create"] for row in listed] == [None, 13]
