@@ -181,3 +181,39 @@ def test_a_dry_run_says_would_create_in_its_report_and_in_the_runs_table(
     assert "would create" not in table[1]
     listed = json.loads(cli("runs", "--json").stdout)
     assert [row["tasks_would_create"] for row in listed] == [None, 13]
+
+
+def test_the_explain_table_shows_the_due_rule_and_why_the_current_period_is_owed_early(
+    conn: Conn, database: str
+) -> None:
+    # Due on the 20th (the 1st + 19 days), rolled to a business day in Scotland, shown 7
+    # days before: at the 5th the current period is owed although its visible_from is the 13th.
+    insert_duties(
+        conn,
+        [duty("vat", frequency="monthly", due_offset_days=19, lead_days=7, due_roll="following",
+              holiday_calendar="GB-SCT", grace_days=3)],
+    )  # fmt: skip
+    clock = "2026-08-05T01:00:00Z"
+    planned = cli("explain", "vat", "--now", clock)
+    assert planned.returncode == ExitStatus.OK, planned.stderr
+    header = planned.stdout.splitlines()[:3]
+    rule = next(line for line in header if "due" in line)
+    assert "period_start + 19 day(s)" in rule
+    assert "roll following" in rule
+    assert "calendar GB-SCT" in rule
+    assert "lead 7 day(s)" in rule
+    assert "grace 3 day(s)" in rule
+    row = next(line for line in planned.stdout.splitlines() if line.lstrip().startswith("2026-08 "))
+    assert "would create" in row
+    assert "current period: owed from its first day, before its visible date" in row
+    explained = json.loads(cli("explain", "vat", "--now", clock, "--json").stdout)
+    assert explained["due_rule"]["holiday_calendar"] == "GB-SCT"
+    assert explained["current_period"] == "2026-08"
+
+    assert cli("invoke", "-", stdin=json.dumps({"now": clock})).returncode == ExitStatus.OK
+    # Created by the run at that clock (created_at is the server's time, not the run's clock).
+    conn.execute("UPDATE duly_task SET created_at = %s", (clock,))
+    created = cli("explain", "vat", "--now", clock)
+    row = next(line for line in created.stdout.splitlines() if line.lstrip().startswith("2026-08 "))
+    assert "exists" in row
+    assert "current period: owed from its first day, before its visible date" in row
