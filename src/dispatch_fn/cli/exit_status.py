@@ -112,14 +112,16 @@ def say(stderr: TextIO, what: str, detail: str = "") -> None:
     print(f"error: {what}: {flat}" if flat else f"error: {what}", file=stderr)
 
 
-def of_report(report: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:
+def of_report(report: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:  # noqa: PLR0911 - one per status, in order
     """A finished run's status, and the line that says why it is not ``OK``.
 
     Incomplete first (duties were not reached), then degraded (reached, some
     refused), then a scope that matched nothing.
     """
-    if "mode" not in report and ("runs" in report or "explain" in report):
+    if "mode" not in report and ("runs" in report or "run" in report or "explain" in report):
         # A read-only query's answer (docs/contract.md#queries), not a run's report.
+        if "run" in report and report["run"] is None:
+            return ExitStatus.UNKNOWN_RUN, f"no run {report.get('run_id')}"
         explained = report.get("explain")
         if isinstance(explained, Mapping):
             return of_explained(explained)
