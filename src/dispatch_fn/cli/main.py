@@ -134,6 +134,32 @@ def _cmd_runs_show(args: argparse.Namespace) -> int:
     return ExitStatus.OK
 
 
+def _cmd_redrive(args: argparse.Namespace) -> int:
+    import boto3  # noqa: PLC0415 - only this command talks to AWS
+    from botocore.exceptions import BotoCoreError  # noqa: PLC0415
+
+    from dispatch_fn.cli import redrive  # noqa: PLC0415
+    from dispatch_fn.errors import ConfigurationError  # noqa: PLC0415
+
+    try:
+        sqs = boto3.client("sqs", region_name=args.region)
+        lambda_client = boto3.client("lambda", region_name=args.region)
+        outcome = redrive.redrive(
+            sqs, lambda_client, args.queue_urls, function=args.function, execute=args.execute
+        )
+    except BotoCoreError as exc:  # no region, no credentials, no route: nothing was redriven
+        raise ConfigurationError(f"AWS: {exc}; expected credentials and a region") from exc
+    print("\n".join(redrive.lines(outcome, execute=args.execute)))
+    if outcome.complete:
+        return ExitStatus.OK
+    exit_status.say(
+        sys.stderr,
+        f"{len(outcome.left)} message(s) left in the queue",
+        "the lines above say why; mend that and redrive again",
+    )
+    return ExitStatus.FAILED
+
+
 def _version() -> str:
     try:
         return importlib.metadata.version(_DISTRIBUTION)
@@ -230,6 +256,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     why.add_argument("--json", action="store_true", help="machine-readable output")
     why.set_defaults(run=_cmd_explain)
+    redriven = commands.add_parser(
+        "redrive",
+        help="re-invoke what the failed-run queue and the schedule dead-letter queue hold,"
+        " and drain them (a dry run unless --execute)",
+        description="Read every message of each queue (outputs FailedRunQueueUrl and"
+        " ScheduleDeadLetterQueueUrl): a failed-run record's requestPayload, or a dead-lettered"
+        " schedule payload. A dry run (the default) lists them and leaves the queues as they"
+        " were; --execute invokes each event again, asynchronously, on the function it was sent"
+        " to, and deletes its message once Lambda accepted it. Uses the AWS credentials and"
+        f" region of the environment. Exit {ExitStatus.FAILED.value}: a message was left.",
+    )
+    redriven.add_argument(
+        "queue_urls", metavar="QUEUE_URL", nargs="+", help="a queue to redrive (one or both)"
+    )
+    redriven.add_argument(
+        "--execute", action="store_true", help="invoke and delete (default: only say what)"
+    )
+    redriven.add_argument(
+        "--function",
+        metavar="NAME_OR_ARN",
+        help="invoke this function instead of the one each message names",
+    )
+    redriven.add_argument("--region", help="the queues' and function's region (default: AWS's)")
+    redriven.set_defaults(run=_cmd_redrive)
     commands.add_parser(
         "stop-db",
         help="stop the embedded PostgreSQL that the other commands leave running",
