@@ -160,6 +160,35 @@ def _cmd_redrive(args: argparse.Namespace) -> int:
     return ExitStatus.FAILED
 
 
+def _cmd_schedule(args: argparse.Namespace) -> int:
+    from datetime import UTC  # noqa: PLC0415 - only this command needs them
+
+    import boto3  # noqa: PLC0415 - only this command talks to AWS
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
+
+    from dispatch_fn.cli import schedule  # noqa: PLC0415
+    from dispatch_fn.errors import ConfigurationError  # noqa: PLC0415
+
+    try:
+        cloudformation = boto3.client("cloudformation", region_name=args.region)
+        scheduler = boto3.client("scheduler", region_name=args.region)
+        if args.action != "status":
+            state = schedule.DISABLED if args.action == "pause" else schedule.ENABLED
+            if schedule.set_state(cloudformation, args.stack, state):
+                print(f"updating {args.stack}: {schedule.PARAMETER}={state}, nothing else")
+                if not args.no_wait:
+                    cloudformation.get_waiter("stack_update_complete").wait(StackName=args.stack)
+            else:
+                print(f"{args.stack} already deploys {schedule.PARAMETER}={state}")
+        status = schedule.status(cloudformation, scheduler, args.stack, now=datetime.now(UTC))
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigurationError(
+            f"AWS: {exc}; expected credentials, a region and the dispatcher's stack name"
+        ) from exc
+    print("\n".join(status.lines()))
+    return ExitStatus.OK
+
+
 def _version() -> str:
     try:
         return importlib.metadata.version(_DISTRIBUTION)
@@ -256,6 +285,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     why.add_argument("--json", action="store_true", help="machine-readable output")
     why.set_defaults(run=_cmd_explain)
+    kill_switch = commands.add_parser(
+        "schedule",
+        help="the kill switch: pause or resume the stack's schedule, or say its state and next run",
+        description="status: what the stack deploys (DispatchScheduleState), what the schedule"
+        " itself says, whether they disagree, and its next run. pause / resume: update the"
+        " deployed stack with its previous template and every other parameter as it was,"
+        " changing only DispatchScheduleState, then wait for the update and say the status."
+        " Uses the AWS credentials and region of the environment.",
+    )
+    kill_switch.add_argument("action", choices=("status", "pause", "resume"))
+    kill_switch.add_argument("stack", metavar="STACK", help="the dispatcher's stack name")
+    kill_switch.add_argument("--region", help="the stack's region (default: AWS's)")
+    kill_switch.add_argument(
+        "--no-wait", action="store_true", help="pause / resume: do not wait for the update"
+    )
+    kill_switch.set_defaults(run=_cmd_schedule)
     redriven = commands.add_parser(
         "redrive",
         help="re-invoke what the failed-run queue and the schedule dead-letter queue hold,"
