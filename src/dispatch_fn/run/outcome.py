@@ -101,6 +101,9 @@ class RunReport:
             "scope": scope_echo(self.request.scope.organization_id, self.request.scope.duty_ids),
             "duties_read": self.duties_read,
             "tasks_created": self.tasks_created,
+            # A dry run writes nothing: its count says so by name. tasks_created keeps the same
+            # figure for the readers written before this field (docs/contract.md#report).
+            "tasks_would_create": self.tasks_created if self.request.dry_run else None,
             "tasks_existing": self.tasks_existing,
             "duties_advanced": self.duties_advanced,
             "skipped": {reason: self.skipped.get(reason, 0) for reason in SKIP_REASONS},
