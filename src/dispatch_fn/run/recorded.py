@@ -20,7 +20,7 @@ import psycopg
 from dispatch_fn.db import faults, ledger
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run import continuation, dispatch, rules
+from dispatch_fn.run import continuation, dispatch
 from dispatch_fn.run.dispatch import LOCAL
 from dispatch_fn.run.outcome import Ending, RunFailedError, RunOutcome, unreported
 from dispatch_fn.run.runtime import HandOff, Runtime
@@ -48,15 +48,16 @@ def execute(
         # release, or new owed rules) move what is owed without touching a
         # row: this run judges every account it reads afresh.
         wall_clock = runtime.clock()
+        judged_by = runtime.rules()
         previous = ledger.previous_rules(conn)
-        rejudge = previous is not None and previous != rules.current()
+        rejudge = previous is not None and previous != judged_by
         origin = _origin(ledger.earliest_clock(conn), request, runtime.tuning.catch_up_days)
         run_id = ledger.start(
             conn,
             request,
             request_id=runtime.request_id,
             continues_run=ledger.continued_run(conn, request),
-            rules=rules.current(),
+            rules=judged_by,
         )
     except psycopg.Error as exc:
         raise RunFailedError(
