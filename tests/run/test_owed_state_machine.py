@@ -586,7 +586,7 @@ class OwedMachine(RuleBasedStateMachine):
         assert len(rows) == len(present), f"a task twice: {sorted(rows)}"
         missing = sorted(self._expected - present)
         extra = sorted(present - self._expected)
-        assert not missing and not extra, (
+        assert (missing, extra) == ([], []), (
             f"tasks missing {missing}, tasks nothing owed {extra}\n{self._story()}"
         )
 
