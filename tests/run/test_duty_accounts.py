@@ -254,3 +254,26 @@ def test_a_duty_set_aside_on_its_first_run_owes_every_day_the_horizon_holds(
 
     # A horizon of one day owes today and the day before it.
     assert task_keys(conn, LOCKED) == ["2026-11-23", "2026-11-24"]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE duly_duty SET owner_id = 'owner-2'",
+        # New rules judge every account afresh, as if changed on its own day.
+        "UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'",
+    ],
+)
+def test_a_run_at_a_clock_before_the_account_s_day_creates_nothing_it_says_is_done(
+    conn: Conn, invoke: Invoke, edit: str
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("DELETE FROM duly_task WHERE period_key = '2026-11-20'")
+    conn.execute(edit)
+    past = invoke(_clock(FIRST))
+
+    # The account is through the 21st: the 20th is done, whoever owns it now.
+    assert past["tasks_created"] == 0
+    assert task_keys(conn, LOCKED) == ["2026-11-21"]

@@ -447,6 +447,10 @@ def owed_verdict(
         if account.changed_on is not None
         else (schedule.origin if through is None else None)
     )
+    if through is not None and through > today:
+        # A run at a clock before the account's day: what it could owe, the
+        # account says is done, whatever changed since.
+        fresh = None
     if not (
         (since is not None and became > since and (paused_on is None or became <= paused_on))
         or (fresh is not None and (live or became > fresh))

@@ -249,13 +249,15 @@ owed AS (
       -- plan.owed_verdict: the period became owed by today, after the
       -- account's day (and, paused since, by the pause's), or, for a duty
       -- that changed or whose account no run kept, it is still current or
-      -- later or became owed after the fresh day. Dates only: the planner
-      -- turned the clock into a local day once per group (ADR 0001's rule,
-      -- not AT TIME ZONE's).
+      -- later or became owed after the fresh day, unless today is before the
+      -- account's day (what it could owe, the account says is done). Dates
+      -- only: the planner turned the clock into a local day once per group
+      -- (ADR 0001's rule, not AT TIME ZONE's).
       AND (today IS NULL
            OR (became <= today
                AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
-                    OR (last_day >= today AND fresh IS NOT NULL) OR became > fresh)))
+                    OR ((last_day >= today AND fresh IS NOT NULL) OR became > fresh)
+                       AND (through IS NULL OR through <= today))))
 ),
 keeping AS (
     -- Every duty of the page the run judged at its clock (in its window, its
