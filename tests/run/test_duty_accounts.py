@@ -277,3 +277,44 @@ def test_a_run_at_a_clock_before_the_account_s_day_creates_nothing_it_says_is_do
     # The account is through the 21st: the 20th is done, whoever owns it now.
     assert past["tasks_created"] == 0
     assert task_keys(conn, LOCKED) == ["2026-11-21"]
+
+
+def test_an_outage_past_the_horizon_counts_nothing_its_lead_had_already_owed(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Lead 3: the run of the 20th owed the days up to the 23rd. The run of the
+    # 23rd, with a horizon of one day, owes from the 22nd's becoming owed: the
+    # 21st's day became owed on the 18th, which the account had passed.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=3)])
+    invoke(_clock(FIRST), catch_up_days=1)
+    later = invoke(_clock(FIRST + 3 * DAY), catch_up_days=1)
+
+    assert later["beyond_horizon"] == 0
+    assert task_keys(conn, LOCKED)[-1] == "2026-11-26"
+
+
+def test_a_pause_longer_than_the_horizon_counts_nothing_beyond_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused'")
+    invoke(_clock(FIRST + 9 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active'")
+    resumed = invoke(_clock(FIRST + 10 * DAY))
+
+    # Nothing became owed while it was paused: nothing lapsed.
+    assert resumed["beyond_horizon"] == 0
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-30"]
+
+
+def test_an_outage_past_the_horizon_counts_the_day_just_before_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST), catch_up_days=1)
+    later = invoke(_clock(FIRST + 3 * DAY), catch_up_days=1)
+
+    # The 21st became owed on the horizon: counted, not created.
+    assert later["beyond_horizon"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-22", "2026-11-23"]

@@ -505,6 +505,13 @@ def _schedule_for(
     # before it, as the scheduled runs of those days would have owed it.
     horizon = _days_before(today, max(catch_up_days, 1) + 1)
     first = min(now, periods.start_of_day(_add_days_within_calendar(horizon, 1), zone))
+    # And the period before those, over and owed (if at all) on or before the
+    # horizon: whether its duty's account owed it is whether the account let
+    # periods lapse (beyond_horizon). Periods become owed in their order, so
+    # an older one that lapsed leaves this one lapsed too, unless a pause came
+    # in between.
+    opening = periods.period_days(frequency, periods.period_key_for(frequency, first, zone))[0]
+    first = min(first, periods.start_of_day(_days_before(opening, 1), zone))
     keys = periods.periods_between(frequency, first, last, zone)
     return Schedule(
         today, _periods(frequency, keys, current=current), horizon, _local_day(previous, zone)

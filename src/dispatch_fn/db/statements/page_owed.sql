@@ -116,9 +116,6 @@ placed AS (
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
-           -- Periods owed after the account's day reach back before the first
-           -- candidate: what lies there is uncounted but may have lapsed.
-           coalesce(page.dispatch_through + 1 < c.first_day, false) AS lags,
            -- plan.owed_verdict's since: no account kept, the duty existed
            -- before the first run the ledger holds, unless an edit made it
            -- dispatchable (a change marked, no pause before it).
@@ -267,8 +264,8 @@ keeping AS (
     -- A run at a clock older than the account's day leaves it as it is
     -- (docs/contract.md#account).
     -- lags: periods that became owed before the horizon went uncreated,
-    -- seen among the candidates (lapsed) or older than them (placed.lags):
-    -- counted as beyond_horizon.
+    -- seen among the candidates (lapsed: the schedule holds the period
+    -- before the horizon's for this, plan.Schedule): counted as beyond_horizon.
     -- The page's duties and their owed rows are grouped by duty, not joined:
     -- the planner knows the size of neither CTE and, on a duly_duty never
     -- analysed, guesses a page of one duty; a join it guesses that small is a
@@ -280,7 +277,8 @@ keeping AS (
     SELECT organization_id, id, max(today) AS today, max(version) AS version,
            bool_or(keep) AS keep, bool_or(lags) AS lags
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
-                 (pl.through IS NULL OR pl.marked OR pl.closed) AS keep, pl.lags, true AS judged
+                 (pl.through IS NULL OR pl.marked OR pl.closed) AS keep, false AS lags,
+                 true AS judged
           FROM placed pl
           WHERE pl.schedule_no IS NOT NULL AND pl.in_window AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
