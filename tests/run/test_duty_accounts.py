@@ -318,3 +318,18 @@ def test_an_outage_past_the_horizon_counts_the_day_just_before_it(
     # The 21st became owed on the horizon: counted, not created.
     assert later["beyond_horizon"] == 1
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-22", "2026-11-23"]
+
+
+def test_a_duty_set_aside_on_its_first_run_counts_the_days_that_lapsed_past_the_horizon(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST), lock_timeout_ms=200, catch_up_days=1)
+    holder.rollback()
+    later = invoke(_clock(FIRST + 4 * DAY), catch_up_days=1)
+
+    # It owed from the scheduled clock before the first run (the 19th's): the
+    # 20th to the 22nd lapsed, and are counted.
+    assert later["beyond_horizon"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-23", "2026-11-24"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -51,7 +51,7 @@ def execute(
         judged_by = runtime.rules()
         previous = ledger.previous_rules(conn)
         rejudge = previous is not None and previous != judged_by
-        origin = _origin(ledger.earliest_clock(conn), request, runtime.tuning.catch_up_days)
+        origin = _origin(ledger.earliest_clock(conn), request)
         run_id = ledger.start(
             conn,
             request,
@@ -115,18 +115,17 @@ def _judged(report: dispatch.RunReport) -> faults.Judged:
     )
 
 
-def _origin(earliest: datetime | None, request: RunRequest, catch_up_days: int) -> datetime | None:
+def _origin(earliest: datetime | None, request: RunRequest) -> datetime | None:
     """The clock a duty with no account and no mark owes from (None: the run's previous clock).
 
-    Such a duty existed before the first run the ledger holds (docs/contract.md#account):
-    it owes from the scheduled clock before that run, back to the horizon at most.
+    Such a duty existed before the first run that kept accounts (docs/contract.md#account):
+    it owes from the scheduled clock before that run. Not bounded by the horizon:
+    what became owed before it lapsed, and the run counts it (``beyond_horizon``).
     """
     if earliest is None or earliest >= request.now:
         return None
     try:
-        return max(
-            earliest - request.interval, request.now - timedelta(days=max(catch_up_days, 1) + 1)
-        )
+        return earliest - request.interval
     except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
         return None
 
