@@ -333,3 +333,44 @@ def test_a_duty_set_aside_on_its_first_run_counts_the_days_that_lapsed_past_the_
     # 20th to the 22nd lapsed, and are counted.
     assert later["beyond_horizon"] == 1
     assert task_keys(conn, LOCKED) == ["2026-11-23", "2026-11-24"]
+
+
+def test_a_duty_set_aside_on_its_first_run_then_edited_still_owes_from_the_origin(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST), lock_timeout_ms=200)
+    holder.rollback()
+    conn.execute("UPDATE duly_duty SET grace_days = 2 WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+
+    # The edit changed no period: it owes what it owed since the first run.
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+def test_a_zone_broken_before_any_run_and_fixed_later_loses_nothing(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    conn.execute("UPDATE duly_duty SET timezone = 'Mars/Olympus' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+def test_a_duty_added_paused_owes_nothing_from_before_it_is_resumed(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("d2")])
+    invoke(_clock(FIRST))
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, status="paused")])
+    invoke(_clock(FIRST + DAY))
+    invoke(_clock(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-23"]

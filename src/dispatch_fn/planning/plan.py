@@ -201,15 +201,12 @@ class Account:
     def since(self, schedule: Schedule) -> date | None:
         """The day after which the account owes what became owed (owed_verdict's lower bound).
 
-        No account kept: the duty existed before the first run the ledger holds
-        and owes from the schedule's origin, unless an edit made it dispatchable
-        (a change marked with no pause before it), which owes from the change.
+        No account kept: the duty existed before the first run that keeps
+        accounts and owes from the schedule's origin, whatever was edited
+        since; one that was not dispatchable then carries a pause (the
+        trigger marks one added paused), which bounds it.
         """
-        if self.through is not None:
-            return self.through
-        if self.changed_on is None or self.paused_on is not None:
-            return schedule.origin
-        return None
+        return self.through if self.through is not None else schedule.origin
 
     def rejudged(self) -> Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""

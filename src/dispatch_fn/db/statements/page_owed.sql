@@ -117,11 +117,8 @@ placed AS (
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
            -- plan.owed_verdict's since: no account kept, the duty existed
-           -- before the first run the ledger holds, unless an edit made it
-           -- dispatchable (a change marked, no pause before it).
-           coalesce(page.dispatch_through,
-                    CASE WHEN page.dispatch_changed_on IS NULL
-                              OR page.dispatch_paused_on IS NOT NULL THEN c.origin END) AS since,
+           -- before the first run that keeps accounts (a pause bounds it).
+           coalesce(page.dispatch_through, c.origin) AS since,
            page.dispatch_version AS version,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; under rules
@@ -144,11 +141,7 @@ placed AS (
                     -- A window that closed after the account's day: what became
                     -- owed in it is still owed (plan.window_closed_behind).
                     OR c.today > page.effective_to
-                       AND coalesce(page.dispatch_through,
-                                    CASE WHEN page.dispatch_changed_on IS NULL
-                                              OR page.dispatch_paused_on IS NOT NULL
-                                         THEN c.origin END)
-                           < page.effective_to,
+                       AND coalesce(page.dispatch_through, c.origin) < page.effective_to,
                     false)
                AS in_window,
            coalesce(c.today > page.effective_to, false) AS closed
