@@ -143,15 +143,9 @@ placed AS (
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
-           -- Periods owed after the account's day reach back before the first
-           -- candidate: what lies there is uncounted but may have lapsed.
-           coalesce(page.dispatch_through + 1 < c.first_day, false) AS lags,
            -- plan.owed_verdict's since: no account kept, the duty existed
-           -- before the first run the ledger holds, unless an edit made it
-           -- dispatchable (a change marked, no pause before it).
-           coalesce(page.dispatch_through,
-                    CASE WHEN page.dispatch_changed_on IS NULL
-                              OR page.dispatch_paused_on IS NOT NULL THEN c.origin END) AS since,
+           -- before the first run that keeps accounts (a pause bounds it).
+           coalesce(page.dispatch_through, c.origin) AS since,
            page.dispatch_version AS version, page.dispatch_next AS next_was,
            -- The first day a period the candidates do not hold could become
            -- owed: none starts before the period after today's, nor becomes
@@ -180,11 +174,7 @@ placed AS (
                     -- A window that closed after the account's day: what became
                     -- owed in it is still owed (plan.window_closed_behind).
                     OR c.today > page.effective_to
-                       AND coalesce(page.dispatch_through,
-                                    CASE WHEN page.dispatch_changed_on IS NULL
-                                              OR page.dispatch_paused_on IS NOT NULL
-                                         THEN c.origin END)
-                           < page.effective_to,
+                       AND coalesce(page.dispatch_through, c.origin) < page.effective_to,
                     false)
                AS in_window,
            coalesce(c.today > page.effective_to, false) AS closed,
@@ -288,14 +278,16 @@ owed AS (
       -- plan.owed_verdict: the period became owed by today, after the
       -- account's day (and, paused since, by the pause's), or, for a duty
       -- that changed or whose account no run kept, it is still current or
-      -- later or became owed after the fresh day; or it becomes owed after
-      -- today (later: it sets the account's next day). Dates only: the planner
-      -- turned the clock into a local day once per group (ADR 0001's rule,
-      -- not AT TIME ZONE's).
+      -- later or became owed after the fresh day, unless today is before the
+      -- account's day (what it could owe, the account says is done); or it
+      -- becomes owed after today (later: it sets the account's next day).
+      -- Dates only: the planner turned the clock into a local day once per
+      -- group (ADR 0001's rule, not AT TIME ZONE's).
       AND (today IS NULL OR became > today
            OR (became <= today
                AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
-                    OR (last_day >= today AND fresh IS NOT NULL) OR became > fresh)))
+                    OR ((last_day >= today AND fresh IS NOT NULL) OR became > fresh)
+                       AND (through IS NULL OR through <= today))))
 ),
 keeping AS (
     -- Every duty of the page the run judged at its clock (its cadence
@@ -311,8 +303,8 @@ keeping AS (
     -- A run at a clock older than the account's day leaves it as it is
     -- (docs/contract.md#account).
     -- lags: periods that became owed before the horizon went uncreated,
-    -- seen among the candidates (lapsed) or older than them (placed.lags):
-    -- counted as beyond_horizon.
+    -- seen among the candidates (lapsed: the schedule holds the period
+    -- before the horizon's for this, plan.Schedule): counted as beyond_horizon.
     -- The page's duties and their owed rows are grouped by duty, not joined:
     -- the planner knows the size of neither CTE and, on a duly_duty never
     -- analysed, guesses a page of one duty; a join it guesses that small is a
@@ -326,8 +318,7 @@ keeping AS (
            least(min(soon), min(next_base)) AS next
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
                  pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
-                 pl.in_window AND pl.lags AS lags, true AS judged, pl.next_was,
-                 NULL::date AS soon,
+                 false AS lags, true AS judged, pl.next_was, NULL::date AS soon,
                  CASE WHEN pl.closed THEN date '9999-12-31'
                       WHEN pl.early THEN pl.effective_from
                       ELSE pl.beyond END AS next_base
