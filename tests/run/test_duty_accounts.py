@@ -200,6 +200,7 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
         "dispatch_paused_on": None,
         "dispatch_changed_on": None,
         "next_owed": "2026-11-21",
+        "dispatch_next": "2026-11-21",
     }
     verdicts = {c["period_key"]: c["verdict"] for c in explained["explain"]["candidates"]}
     assert verdicts == {"2026-W47": "exists"}
