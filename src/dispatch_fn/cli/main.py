@@ -208,7 +208,7 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one sub-command per local task."""
-    from dispatch_fn.db.ledger import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
+    from dispatch_fn.planning.request import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
 
     parser = arguments.Parser(
         prog="python -m dispatch_fn",

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import Final
 
 from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
+
+# The ledger's words (db.ledger): here, so that parsing an event names them
+# without loading the database driver.
+STATUSES: Final = ("running", "completed", "incomplete", "failed")
+# What ``runs`` shows: a run still running past the function's timeout is abandoned.
+SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
+MODES: Final = ("scheduled", "backfill")
 
 
 @dataclass(frozen=True, slots=True)
