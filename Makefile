@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-account-migration bench-page-walk bench-pair lock ca-bundle fuzz soak build deploy local-invoke build-DispatchFunction build-MigrationFunction build-DependenciesLayer
+.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-history bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-account-migration bench-page-walk bench-pair lock ca-bundle fuzz soak build deploy local-invoke build-DispatchFunction build-MigrationFunction build-DependenciesLayer
 
 help:       ## list the targets
 	@grep -E '^[a-z][a-z0-9-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
@@ -29,8 +29,11 @@ template:   ## sam validate, sam validate --lint, cfn-lint, sam build
 bench:      ## the engine and the dispatcher against PostgreSQL's floor, every mix and layout side by side (not a gate); ARGS="--duties 20000" for a small N
 	./scripts/bench.sh $(ARGS)
 
-bench-10m:  ## the first run and the no-op at 10,000,000 duties, as chains of 900 s invocations, beside 1,000,000 (disk checked first)
+bench-10m:  ## the first run, the no-op and the week at 10,000,000 duties, as chains of 900 s invocations, beside 1,000,000 (disk checked first)
 	./scripts/bench.sh scale --duties 10000000 $(ARGS)
+
+bench-history:         ## a day's run with 34x the task history against the same day without it, at 200,000 duties
+	./scripts/bench.sh history $(ARGS)
 
 bench-catch-up:        ## catching up missed days beside a daily run; ARGS as for bench.catch_up
 	./scripts/bench.sh catch-up $(ARGS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from aws_lambda_powertools import Metrics
 
 from dispatch_fn.cli.demo import seed
 from support import EVENTS_DIR, Conn, Invoke, last_dispatched, load_event, task_count
@@ -33,10 +34,18 @@ def test_the_schedules_payloads_run_at_the_schedules_own_time(
     assert invoke(load_event(name))["tasks_created"] == 0
 
 
-def test_the_console_payload_runs_at_the_current_time(demo_org: Conn, invoke: Invoke) -> None:
-    report = invoke(load_event("console.json"))
-    assert report["mode"] == "scheduled"
-    assert report["tasks_created"] == task_count(demo_org) > 0
+def test_the_console_payload_plans_todays_run_and_writes_nothing(
+    demo_org: Conn, invoke: Invoke
+) -> None:
+    metrics = Metrics(namespace="Duly", service="duly-dispatcher")
+    metrics.clear_metrics()
+    report = invoke(load_event("console.json"), metrics=metrics)
+    assert (report["mode"], report["dry_run"]) == ("scheduled", True)
+    assert report["tasks_would_create"] > 0
+    assert task_count(demo_org) == 0
+    assert all(mark is None for mark in last_dispatched(demo_org).values())
+    # Not a heartbeat: the alarm that watches scheduled runs hears nothing of it.
+    assert "ScheduledRunsCompleted" not in metrics.metric_set
 
 
 def test_the_13_month_backfill_and_its_dry_run_agree(demo_org: Conn, invoke: Invoke) -> None:

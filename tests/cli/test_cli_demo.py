@@ -3,6 +3,7 @@ and it keeps to its own rows: nothing a user created is deleted or dispatched by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -10,7 +11,9 @@ import pytest
 
 from dispatch_fn.aws import app
 from dispatch_fn.cli.demo import ORGANIZATION, run_demo
-from support import Conn, duty, insert_duties, task_keys
+from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli.main import main
+from support import EVENTS_DIR, Conn, duty, insert_duties, task_keys
 
 
 @pytest.fixture
@@ -64,3 +67,29 @@ def test_the_demo_dispatches_no_other_organisation(
     insert_duties(conn, [duty("elsewhere", organization_id="org-real")])
     run_demo(db_url, datetime(2026, 12, 1, 1, 0, tzinfo=UTC))
     assert task_keys(conn, "elsewhere") == []
+
+
+def test_the_demo_says_its_broken_duty_is_on_purpose_where_the_fault_shows(
+    quiet: None, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_demo(db_url, datetime(2026, 12, 1, 1, 0, tzinfo=UTC))
+    out = capsys.readouterr().out
+    faults = [line for line in out.splitlines() if "fault: duty-broken-zone" in line]
+    assert faults
+    assert all("on purpose" in line for line in faults)
+    assert "duty-broken-zone is now paused" in out
+
+
+@pytest.mark.parametrize(
+    "event",
+    ["backfill-13-months.json", "backfill-dry-run.json", "scheduler.json", "console.json"],
+)
+def test_the_readmes_next_steps_after_the_demo_succeed(
+    quiet: None, db_url: str, database: str, event: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_demo(db_url, datetime(2026, 12, 1, 1, 0, tzinfo=UTC))
+    capsys.readouterr()
+    status = main(["invoke", "--json", str(EVENTS_DIR / event)])
+    report = json.loads(capsys.readouterr().out)
+    assert status == ExitStatus.OK, report
+    assert report["degraded"] is False

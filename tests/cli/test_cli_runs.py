@@ -21,8 +21,9 @@ def two_runs(conn: Conn, database: str) -> dict[str, int]:
         ("scheduled", ["--now", CLOCK]),
         ("backfill", [str(EVENTS_DIR / "backfill-13-months.json")]),
     ]:
-        event = argv if name == "backfill" else [str(EVENTS_DIR / "console.json"), *argv]
-        completed = cli("invoke", "--json", *event)
+        # A real scheduled run now, from standard input (events/console.json is a dry run).
+        event = argv if name == "backfill" else ["-", *argv]
+        completed = cli("invoke", "--json", *event, stdin="{}")
         assert completed.returncode == ExitStatus.OK, completed.stderr
         ids[name] = json.loads(completed.stdout)["run_id"]
     conn.execute("UPDATE duly_dispatch_run SET status = 'failed', error = 'boom' WHERE id = %s",

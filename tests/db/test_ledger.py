@@ -126,12 +126,17 @@ def test_a_killed_run_stays_running_and_reads_as_abandoned_after_the_timeout(
             "-m",
             "dispatch_fn",
             "invoke",
-            os.path.join(_ROOT, "events", "console.json"),
+            "-",
         ],
         env={**os.environ, "DATABASE_URL": db_url, "DISPATCH_CHUNK_SIZE": "50"},
+        # A real scheduled run now (events/console.json is a dry run, which writes no task).
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    assert child.stdin is not None
+    child.stdin.write(b"{}")
+    child.stdin.close()
     try:
         deadline = time.monotonic() + 60
         while not _runs(conn) and time.monotonic() < deadline:

@@ -94,8 +94,9 @@ def test_classic_scheduled_event_is_a_complete_eventbridge_envelope(events_dir: 
     assert rule_arn.startswith(f"arn:aws:events:{event['region']}:{event['account']}:rule/")
 
 
-def test_console_payload_is_the_empty_object(events_dir: Path) -> None:
-    assert _load(events_dir, "console.json") == {}
+def test_console_payload_is_a_dry_run_that_writes_nothing(events_dir: Path) -> None:
+    # The sample a console user pastes first: today's scheduled run, planned, not written.
+    assert _load(events_dir, "console.json") == {"dry_run": True}
 
 
 def test_thirteen_month_backfill_covers_october_to_october_inclusive(events_dir: Path) -> None:

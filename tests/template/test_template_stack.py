@@ -173,11 +173,19 @@ def function_role(resources: dict[str, dict[str, Any]], function: dict[str, Any]
 # --- helpers ------------------------------------------------------------------
 
 
-def _alarms(resources: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+# The metric alarms the heartbeat composes; they page no one themselves.
+HEARTBEAT_PARTS = ("ScheduledRunSilenceAlarm", "DeployGraceAlarm")
+
+
+def _alarms(
+    resources: dict[str, dict[str, Any]], *, composite: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The metric alarms, and with ``composite`` the composite alarms too."""
+    types = {"AWS::CloudWatch::Alarm", *(["AWS::CloudWatch::CompositeAlarm"] if composite else [])}
     return {
         logical_id: resource["Properties"]
         for logical_id, resource in resources.items()
-        if resource["Type"] == "AWS::CloudWatch::Alarm"
+        if resource["Type"] in types
     }
 
 
@@ -506,9 +514,19 @@ def test_every_alarm_notifies_the_optional_topic_and_treats_missing_data_as_it_m
         "DegradedRunAlarm": "ignore",
         "IncompleteRunAlarm": "ignore",
         "SetAsideDutiesAlarm": "ignore",
-        "ScheduledRunHeartbeatAlarm": "breaching",
+        "ScheduledRunSilenceAlarm": "breaching",
+        "DeployGraceAlarm": "notBreaching",
     }
-    for logical_id, alarm in alarms.items():
+    # The heartbeat's parts page through ScheduledRunHeartbeatAlarm, a composite alarm.
+    paging = {
+        logical_id: alarm
+        for logical_id, alarm in _alarms(resources, composite=True).items()
+        if logical_id not in HEARTBEAT_PARTS
+    }
+    for logical_id in HEARTBEAT_PARTS:
+        assert "AlarmActions" not in alarms[logical_id], logical_id
+        assert "OKActions" not in alarms[logical_id], logical_id
+    for logical_id, alarm in paging.items():
         assert alarm["AlarmActions"] == TOPIC_ACTIONS, logical_id
         # Recovery is announced on the same topic.
         assert alarm["OKActions"] == TOPIC_ACTIONS, logical_id
@@ -843,7 +861,7 @@ def test_the_schedule_can_be_deployed_disabled(
 def test_a_heartbeat_alarm_fires_when_no_scheduled_run_completed_in_26_hours(
     resources: dict[str, dict[str, Any]],
 ) -> None:
-    alarm = _alarms(resources)["ScheduledRunHeartbeatAlarm"]
+    alarm = _alarms(resources)["ScheduledRunSilenceAlarm"]
     assert (alarm["Namespace"], alarm["MetricName"]) == ("Duly", "ScheduledRunsCompleted")
     assert alarm["Dimensions"] == [{"Name": "service", "Value": "duly-dispatcher"}]
     assert alarm["Statistic"] == "Sum"
@@ -851,12 +869,49 @@ def test_a_heartbeat_alarm_fires_when_no_scheduled_run_completed_in_26_hours(
     # Every one of the 26 hours empty, not "some of them": a run in any hour is a pulse.
     assert alarm["DatapointsToAlarm"] == alarm["EvaluationPeriods"]
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("LessThanThreshold", 1)
+    # Silence is what it watches for: a schedule stopped for good keeps it in ALARM.
     assert alarm["TreatMissingData"] == "breaching"
     # CloudWatch's limit for periods of an hour or more: seven days in all.
     assert alarm["Period"] >= 3600
     assert alarm["Period"] * alarm["EvaluationPeriods"] <= 7 * 86400
+    heartbeat = resources["ScheduledRunHeartbeatAlarm"]
+    assert heartbeat["Type"] == "AWS::CloudWatch::CompositeAlarm"
+    assert heartbeat["Properties"]["AlarmRule"] == {
+        "Fn::Sub": 'ALARM("${ScheduledRunSilenceAlarm.Arn}")'
+    }
     # A stack whose schedule is off on purpose does not page anyone for the silence.
-    assert alarm["ActionsEnabled"] == {"Fn::If": ["SchedulesRuns", True, False]}
+    assert heartbeat["Properties"]["ActionsEnabled"] == {"Fn::If": ["SchedulesRuns", True, False]}
+
+
+def test_the_heartbeat_does_not_page_right_after_a_first_deploy(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    """A new stack has no ScheduledRunsCompleted at all, so the silence alarm, treating missing
+    data as breaching, is in ALARM as soon as CloudFormation creates it; the deploy's grace
+    holds the page back until a scheduled run could have been missed."""
+    silence = _alarms(resources)["ScheduledRunSilenceAlarm"]
+    grace = _alarms(resources)["DeployGraceAlarm"]
+    heartbeat = resources["ScheduledRunHeartbeatAlarm"]["Properties"]
+    assert heartbeat["ActionsSuppressor"] == {"Fn::GetAtt": ["DeployGraceAlarm", "Arn"]}
+    # The grace: the migration step, which every first deploy invokes, ran within as many
+    # hours as the silence counts, so a schedule never delivered after a deploy pages
+    # once the grace ends (then, CloudWatch acts after the extension period).
+    assert (grace["Namespace"], grace["MetricName"]) == ("AWS/Lambda", "Invocations")
+    assert grace["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": "MigrationFunction"}}]
+    assert (grace["ComparisonOperator"], grace["Threshold"]) == (
+        "GreaterThanOrEqualToThreshold", 1,
+    )  # fmt: skip
+    assert grace["DatapointsToAlarm"] == 1
+    assert grace["TreatMissingData"] == "notBreaching"
+    assert grace["Period"] * grace["EvaluationPeriods"] == (
+        silence["Period"] * silence["EvaluationPeriods"]
+    )
+    # Lambda publishes the invocation within minutes; the page waits longer than that for it.
+    assert heartbeat["ActionsSuppressorWaitPeriod"] >= 600
+    assert 0 < heartbeat["ActionsSuppressorExtensionPeriod"] <= 900
+    # The migration step has run before either alarm exists, so its invocation is on its way.
+    for logical_id in ("ScheduledRunSilenceAlarm", "ScheduledRunHeartbeatAlarm"):
+        assert resources[logical_id]["DependsOn"] in ("SchemaMigration", ["SchemaMigration"])
 
 
 def _dashboard(resources: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -920,8 +975,9 @@ def test_the_dashboard_shows_runs_tasks_faults_duration_errors_and_both_queues(
     )
     assert str(function["Timeout"]) in duration["title"]
     (alarms,) = (w["properties"] for w in dashboard["widgets"] if w["type"] == "alarm")
-    assert {arn.removesuffix(".Arn>").removeprefix("<") for arn in alarms["alarms"]} == set(
-        _alarms(resources)
+    # Every alarm that pages (the heartbeat's parts page through it).
+    assert {arn.removesuffix(".Arn>").removeprefix("<") for arn in alarms["alarms"]} == (
+        set(_alarms(resources, composite=True)) - set(HEARTBEAT_PARTS)
     )
 
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from dispatch_fn.bounded import MAX_EVENT_BYTES, quote
+from dispatch_fn.db.ledger import MODES, SHOWN_STATUSES
 from dispatch_fn.engine.dates import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import EventError
 from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
@@ -112,6 +113,16 @@ def _continuation(value: object) -> int:
     return value
 
 
+def day_of(value: object) -> date:
+    """A ``YYYY-MM-DD`` day as an event's date fields read it; ``ValueError`` says what is wrong."""
+    return _strict_date(value)
+
+
+def instant_of(value: object) -> datetime:
+    """An ISO 8601 instant as an event's clock reads it; ``ValueError`` says what is wrong."""
+    return _instant(value)
+
+
 type StrictDate = Annotated[date, BeforeValidator(_strict_date)]
 type Instant = Annotated[datetime, BeforeValidator(_instant)]
 type Identifier = Annotated[str, BeforeValidator(_identifier)]
@@ -151,13 +162,30 @@ class ManualEvent(BaseModel):
     continuation: Continuation = 0
 
 
+def _one_of(choices: tuple[str, ...]) -> Any:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {quote(value)}")
+        return value
+
+    return BeforeValidator(check)
+
+
 class RunsQueryEvent(BaseModel):
-    """``{"query": "runs", "limit"?}``: the run ledger, newest first (docs/contract.md#queries)."""
+    """``{"query": "runs", "limit"?, "mode"?, "status"?}`` or ``{"query": "runs", "run_id"}``.
+
+    The run ledger newest first, filtered as ``runs --mode --status``; or one run
+    whole, as ``runs show ID`` (docs/contract.md#queries).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     query: Literal["runs"]
     limit: int = Field(default=DEFAULT_RUNS_LIMIT, ge=1, le=MAX_RUNS_LIMIT, strict=True)
+    mode: Annotated[str, _one_of(MODES)] | None = None
+    status: Annotated[str, _one_of(SHOWN_STATUSES)] | None = None
+    # A ledger id is a PostgreSQL bigint.
+    run_id: int | None = Field(default=None, ge=1, le=2**63 - 1, strict=True)
 
 
 class ExplainQueryEvent(BaseModel):
@@ -181,6 +209,9 @@ class Query:
 
     kind: Literal["runs", "explain"]
     limit: int = DEFAULT_RUNS_LIMIT
+    mode: str | None = None
+    status: str | None = None
+    run_id: int | None = None
     duty_id: str | None = None
     now: datetime | None = None
     window: Window | None = None
@@ -196,7 +227,16 @@ def parse_query(event: Mapping[str, Any], *, current_time: datetime, max_window_
     _refuse_surrogates(event)
     kind = event.get("query")
     if kind == "runs":
-        return Query("runs", limit=_validate(RunsQueryEvent, event).limit)
+        runs = _validate(RunsQueryEvent, event)
+        listing = [name for name in ("limit", "mode", "status") if name in event]
+        if runs.run_id is not None and listing:
+            raise EventError(
+                f"run_id names one run; {', '.join(listing)} filter a list of runs: "
+                "send one or the other"
+            )
+        return Query(
+            "runs", limit=runs.limit, mode=runs.mode, status=runs.status, run_id=runs.run_id
+        )
     if kind == "explain":
         asked = _validate(ExplainQueryEvent, event)
         now = asked.now or current_time
@@ -361,7 +401,8 @@ def _validate[M: BaseModel](model: type[M], event: Mapping[Any, Any]) -> M:
         ]
         if len(errors) > _PROBLEMS_SHOWN:
             problems.append(f"and {len(errors) - _PROBLEMS_SHOWN} more problem(s)")
-        raise EventError(f"refused {model.__name__} event: {'; '.join(problems)}") from None
+        # The field and what it expects; the model's class name means nothing to the sender.
+        raise EventError("; ".join(problems)) from None
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

@@ -9,7 +9,10 @@ Angeles's duties got on the same UTC run.
 The demo may run on a database that holds real work (``DATABASE_URL``), so it
 keeps to its own rows: it deletes only the duties it seeds (by id) and their
 tasks, says which other duties ``org-demo`` holds and keeps them, and scopes
-every run to ``org-demo``, so no other organisation is dispatched.
+every run to ``org-demo``, so no other organisation is dispatched. One duty
+is seeded broken on purpose, to show a fault; the demo says so where it
+shows, and pauses it once shown, so the unscoped runs a newcomer makes next
+are not degraded by it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dispatch_fn.settings import Settings
 
 ORGANIZATION = "org-demo"
 # The duty the demo seeds broken on purpose, to show a fault: its runs are
-# degraded by that one duty, and by no other.
+# degraded by that one duty, and by no other. The demo pauses it once shown.
 _SEEDED_FAULTS: Final = frozenset({"duty-broken-zone"})
 # How many of the organisation's other duties the demo names when it keeps them.
 _OTHERS_SHOWN: Final = 5
@@ -166,12 +169,37 @@ def _tasks_by_group(conn: psycopg.Connection[Any]) -> Counter[tuple[str, str]]:
 
 def _print_run(title: str, report: dict[str, Any], created: Counter[tuple[str, str]]) -> None:
     print()
-    print("\n".join(report_lines(title, report)))
+    print("\n".join(_on_purpose(line) for line in report_lines(title, report)))
     rows = [(zone, frequency, n) for (zone, frequency), n in sorted(created.items())]
     if rows:
         print("\n".join(table_lines(("zone", "frequency", "created"), rows)))
     else:
         print("   (no new tasks: every owed task already existed)")
+
+
+def _on_purpose(line: str) -> str:
+    """A report line, saying so when it shows the fault the demo seeds on purpose."""
+    seeded = any(line.lstrip().startswith(f"fault: {duty_id} ") for duty_id in _SEEDED_FAULTS)
+    return f"{line}  <- seeded broken on purpose, to show a fault" if seeded else line
+
+
+def _pause_seeded_faults(conn: psycopg.Connection[Any]) -> None:
+    """Pause the duty seeded broken, once the demo has shown its fault.
+
+    The runs a newcomer makes next (the README's backfill, its dry run, the
+    schedule's payloads) are unscoped, so an active broken duty would degrade
+    every one of them (exit 7) for a fault that only the demo wanted.
+    """
+    conn.execute(
+        "UPDATE duly_duty SET status = 'paused' WHERE organization_id = %s AND id = ANY(%s)",
+        (ORGANIZATION, sorted(_SEEDED_FAULTS)),
+    )
+    for duty_id in sorted(_SEEDED_FAULTS):
+        print(
+            f"\n{duty_id} is now paused, so the runs you make next are not degraded by it;"
+            f" `UPDATE duly_duty SET status = 'active' WHERE id = '{duty_id}'` brings the fault"
+            " back, and `explain` then exits 12 for it."
+        )
 
 
 # The user's own acceptance point: one UTC run, each duty in its own local period.
@@ -255,6 +283,7 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
                     _print_same_run(conn, clock)
                 reports.append(report)
             _print_compliance(conn)
+            _pause_seeded_faults(conn)
             total = conn.execute(
                 "SELECT count(*) FROM duly_task WHERE organization_id = %s", (ORGANIZATION,)
             ).fetchone()

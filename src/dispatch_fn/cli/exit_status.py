@@ -15,6 +15,7 @@ from enum import IntEnum, unique
 from typing import Any, Final, TextIO
 
 import psycopg
+from psycopg import pq
 
 from dispatch_fn.errors import (
     ConfigurationError,
@@ -42,7 +43,9 @@ class ExitStatus(IntEnum):
     NO_DUTY_IN_SCOPE = 9
     SERVER_BUSY = 10
     UNKNOWN_RUN = 11
+    DUTY_FAULTED = 12
     INTERRUPTED = 130
+    BROKEN_PIPE = 141
 
 
 MEANINGS: Final[Mapping[ExitStatus, str]] = {
@@ -58,7 +61,9 @@ MEANINGS: Final[Mapping[ExitStatus, str]] = {
     ExitStatus.NO_DUTY_IN_SCOPE: "the run's organization_id / duty_ids match no duty",
     ExitStatus.SERVER_BUSY: "stop-db: another process still uses the embedded server",
     ExitStatus.UNKNOWN_RUN: "runs show: no run has that id",
+    ExitStatus.DUTY_FAULTED: "explain: the duty is a fault (the engine cannot read it); see why",
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); its ledger row ends failed, 'interrupted'",
+    ExitStatus.BROKEN_PIPE: "the reader of standard output went away (| head): said nothing",
 }
 
 HELP: Final = "exit statuses:\n" + "\n".join(
@@ -107,17 +112,19 @@ def say(stderr: TextIO, what: str, detail: str = "") -> None:
     print(f"error: {what}: {flat}" if flat else f"error: {what}", file=stderr)
 
 
-def of_report(report: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:
+def of_report(report: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:  # noqa: PLR0911 - one per status, in order
     """A finished run's status, and the line that says why it is not ``OK``.
 
     Incomplete first (duties were not reached), then degraded (reached, some
     refused), then a scope that matched nothing.
     """
-    if "mode" not in report and ("runs" in report or "explain" in report):
+    if "mode" not in report and ("runs" in report or "run" in report or "explain" in report):
         # A read-only query's answer (docs/contract.md#queries), not a run's report.
+        if "run" in report and report["run"] is None:
+            return ExitStatus.UNKNOWN_RUN, f"no run {report.get('run_id')}"
         explained = report.get("explain")
-        if isinstance(explained, Mapping) and explained.get("found") is False:
-            return ExitStatus.UNKNOWN_DUTY, f"no duty {explained.get('duty_id')!r}"
+        if isinstance(explained, Mapping):
+            return of_explained(explained)
         return ExitStatus.OK, None
     run = f"run {report.get('run_id')}"
     if not report.get("complete", False):
@@ -140,13 +147,49 @@ def of_report(report: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:
     return ExitStatus.OK, None
 
 
+def of_explained(explained: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:
+    """An explanation's status: unknown duty, a faulted duty, else ``OK`` (a skip is no fault).
+
+    A script tells the three apart by the status alone (docs/contract.md#exit-statuses).
+    """
+    duty_id = explained.get("duty_id")
+    if explained.get("found") is False:
+        return ExitStatus.UNKNOWN_DUTY, f"no duty {duty_id!r}"
+    skip = explained.get("skip")
+    if isinstance(skip, Mapping) and skip.get("fault"):
+        return ExitStatus.DUTY_FAULTED, (
+            f"duty {duty_id!r} is a fault, {skip.get('reason')}: {skip.get('detail')}; "
+            "no run creates its tasks until it is mended"
+        )
+    return ExitStatus.OK, None
+
+
 @contextlib.contextmanager
-def connecting() -> Iterator[None]:
-    """Around opening a connection: its failures as the statuses every command shares."""
+def connecting(dsn: str | None = None) -> Iterator[None]:
+    """Around opening a connection to ``dsn``: its failures as the statuses every command shares.
+
+    A server that answers but refuses the connection (a database or role that
+    does not exist, a wrong password) is a configuration problem, not an
+    unreachable database: libpq's ping, which only asks whether the server
+    accepts connections at all, tells the two apart without reading the message.
+    """
     try:
         yield
     except psycopg.OperationalError as exc:
+        if dsn is not None and _server_answers(dsn):
+            raise ConfigurationError(
+                f"DATABASE_URL: the server answers but refused the connection: {exc}; "
+                "expected a database, user and password it accepts"
+            ) from exc
         raise DatabaseUnreachableError(str(exc)) from exc
     except psycopg.Error as exc:
         # Raised before a connection exists: a DATABASE_URL libpq cannot use.
         raise ConfigurationError(f"DATABASE_URL: {exc}") from exc
+
+
+def _server_answers(dsn: str) -> bool:
+    try:
+        answer = pq.PGconn.ping(dsn.encode("utf-8"))
+    except (psycopg.Error, UnicodeError):
+        return False
+    return bool(answer == pq.Ping.OK)

@@ -24,7 +24,7 @@ import psycopg
 
 from dispatch_fn.aws.events import parse_event
 from dispatch_fn.aws.invocation import handle, logger, runtime_for
-from dispatch_fn.cli import embedded, exit_status
+from dispatch_fn.cli import arguments, embedded, exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.summary import summary_lines
 from dispatch_fn.db.database import ConnectionCache
@@ -163,6 +163,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--now",
         metavar="ISO",
+        type=arguments.instant,
         help="the run's clock, an ISO instant such as 2026-12-01T01:00Z (replaces the"
         " event's now, or a schedule envelope's time)",
     )
@@ -180,7 +181,7 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def with_overrides(event: Any, *, dry_run: bool, now: str | None) -> Any:
+def with_overrides(event: Any, *, dry_run: bool, now: str | datetime | None) -> Any:
     """``event`` with the command line's ``--dry-run`` and ``--now`` added.
 
     A schedule envelope takes no manual fields (docs/contract.md#invocation), so with either flag
@@ -195,7 +196,7 @@ def with_overrides(event: Any, *, dry_run: bool, now: str | None) -> Any:
         event = {"now": clock.isoformat()}
     extra: dict[str, Any] = {"dry_run": True} if dry_run else {}
     if now is not None:
-        extra["now"] = now
+        extra["now"] = now.isoformat() if isinstance(now, datetime) else now
     return {**event, **extra}
 
 
@@ -240,7 +241,7 @@ def _invoke(event: Any, args: argparse.Namespace, stderr: TextIO) -> dict[str, A
     try:
         # handle raises psycopg's errors only while connecting (a run's own are RunFailedError).
         with (
-            exit_status.connecting(),
+            exit_status.connecting(dsn),
             _log_level(logger, args.logs),
             _progress_bar(stderr, enabled=show_bar, dry_run=_asks_dry_run(event)) as bar,
         ):
@@ -269,7 +270,7 @@ def _prepare_database() -> str:
     dsn, is_embedded = embedded.local_dsn()
     if is_embedded:
         # A fresh checkout's embedded database has no schema yet.
-        with exit_status.connecting():
+        with exit_status.connecting(dsn):
             conn = psycopg.connect(dsn)
         with conn:
             apply_migrations(conn)

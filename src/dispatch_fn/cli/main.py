@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn.cli import embedded, exit_status, invoke
+from dispatch_fn.cli import arguments, embedded, exit_status, invoke
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.db.database import url_conninfo
 from dispatch_fn.db.migrate import apply_migrations, schema_state
@@ -30,7 +30,7 @@ _TRACEBACK_VARIABLE = "DULY_TRACEBACK"
 
 
 def _connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
-    with exit_status.connecting():
+    with exit_status.connecting(dsn):
         return psycopg.connect(url_conninfo(dsn), autocommit=autocommit)
 
 
@@ -45,16 +45,6 @@ def _reader() -> psycopg.Connection[Any]:
     if is_embedded:
         _migrate(dsn)
     return _connect(dsn, autocommit=True)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}; expected 1 or more")
-    return value
 
 
 def _cmd_migrate(_: argparse.Namespace) -> int:
@@ -98,8 +88,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     from dispatch_fn.aws.events import parse_event  # noqa: PLC0415
     from dispatch_fn.run.explain import explain, render  # noqa: PLC0415
 
-    # The clock and window are read exactly as an event's would be.
-    given = {"now": args.now, "from": args.from_date, "to": args.to_date}
+    # The clock and window are read exactly as an event's would be (the flags' types have
+    # checked each value already, so a refusal here is of the combination: 'to' alone).
+    given = {
+        "now": None if args.now is None else args.now.isoformat(),
+        "from": None if args.from_date is None else args.from_date.isoformat(),
+        "to": None if args.to_date is None else args.to_date.isoformat(),
+    }
     event: dict[str, object] = {
         "dry_run": True,
         "duty_ids": [args.duty_id],
@@ -113,7 +108,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         print(json.dumps(explained, indent=2))
     else:
         print(render(explained, now.isoformat()))
-    return ExitStatus.OK if explained["found"] else ExitStatus.UNKNOWN_DUTY
+    status, why = exit_status.of_explained(explained)
+    if why is not None:
+        exit_status.say(sys.stderr, why)
+    return status
 
 
 def _cmd_stop_db(_: argparse.Namespace) -> int:
@@ -147,6 +145,61 @@ def _cmd_runs_show(args: argparse.Namespace) -> int:
     return ExitStatus.OK
 
 
+def _cmd_redrive(args: argparse.Namespace) -> int:
+    import boto3  # noqa: PLC0415 - only this command talks to AWS
+    from botocore.exceptions import BotoCoreError  # noqa: PLC0415
+
+    from dispatch_fn.cli import redrive  # noqa: PLC0415
+    from dispatch_fn.errors import ConfigurationError  # noqa: PLC0415
+
+    try:
+        sqs = boto3.client("sqs", region_name=args.region)
+        lambda_client = boto3.client("lambda", region_name=args.region)
+        outcome = redrive.redrive(
+            sqs, lambda_client, args.queue_urls, function=args.function, execute=args.execute
+        )
+    except BotoCoreError as exc:  # no region, no credentials, no route: nothing was redriven
+        raise ConfigurationError(f"AWS: {exc}; expected credentials and a region") from exc
+    print("\n".join(redrive.lines(outcome, execute=args.execute)))
+    if outcome.complete:
+        return ExitStatus.OK
+    exit_status.say(
+        sys.stderr,
+        f"{len(outcome.left)} message(s) left in the queue",
+        "the lines above say why; mend that and redrive again",
+    )
+    return ExitStatus.FAILED
+
+
+def _cmd_schedule(args: argparse.Namespace) -> int:
+    from datetime import UTC  # noqa: PLC0415 - only this command needs them
+
+    import boto3  # noqa: PLC0415 - only this command talks to AWS
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
+
+    from dispatch_fn.cli import schedule  # noqa: PLC0415
+    from dispatch_fn.errors import ConfigurationError  # noqa: PLC0415
+
+    try:
+        cloudformation = boto3.client("cloudformation", region_name=args.region)
+        scheduler = boto3.client("scheduler", region_name=args.region)
+        if args.action != "status":
+            state = schedule.DISABLED if args.action == "pause" else schedule.ENABLED
+            if schedule.set_state(cloudformation, args.stack, state):
+                print(f"updating {args.stack}: {schedule.PARAMETER}={state}, nothing else")
+                if not args.no_wait:
+                    cloudformation.get_waiter("stack_update_complete").wait(StackName=args.stack)
+            else:
+                print(f"{args.stack} already deploys {schedule.PARAMETER}={state}")
+        status = schedule.status(cloudformation, scheduler, args.stack, now=datetime.now(UTC))
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigurationError(
+            f"AWS: {exc}; expected credentials, a region and the dispatcher's stack name"
+        ) from exc
+    print("\n".join(status.lines()))
+    return ExitStatus.OK
+
+
 def _version() -> str:
     try:
         return importlib.metadata.version(_DISTRIBUTION)
@@ -154,20 +207,11 @@ def _version() -> str:
         return "unknown (the package is not installed)"
 
 
-def _instant(text: str) -> datetime:
-    instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if instant.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no UTC offset; expected e.g. 2026-12-01T01:00Z"
-        )
-    return instant
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one sub-command per local task."""
     from dispatch_fn.db.ledger import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
 
-    parser = argparse.ArgumentParser(
+    parser = arguments.Parser(
         prog="python -m dispatch_fn",
         description=invoke.plain_help(__doc__),
         epilog=f"{invoke.ENVIRONMENT}\n\n{exit_status.HELP}",
@@ -192,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         " and print what each did.",
     )
     demo.add_argument(
-        "--now", type=_instant, default=None, help="the demo's UTC clock (default: now)"
+        "--now", type=arguments.instant, default=None, help="the demo's UTC clock (default: now)"
     )
     demo.set_defaults(run=_cmd_demo)
     runs = commands.add_parser(
@@ -201,7 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="The run ledger, newest first: clock, mode, status, tasks created and"
         " already there, faults, duration. 'runs show ID' gives one run's whole record.",
     )
-    runs.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+    runs.add_argument(
+        "--limit",
+        type=arguments.whole_number(arguments.MAX_BIGINT),
+        default=20,
+        help="how many (default 20)",
+    )
     runs.add_argument("--mode", choices=MODES, help="only runs of this mode")
     runs.add_argument("--status", choices=SHOWN_STATUSES, help="only runs shown with this status")
     runs.add_argument("--json", action="store_true", help="JSON for machines")
@@ -214,7 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
         " has that id.",
     )
     shown.add_argument(
-        "run_id", metavar="ID", type=_positive_int, help="the run's id (runs lists them)"
+        "run_id",
+        metavar="ID",
+        type=arguments.whole_number(arguments.MAX_BIGINT),
+        help="the run's id (runs lists them)",
     )
     shown.add_argument("--json", action="store_true", help="JSON for machines")
     shown.set_defaults(run=_cmd_runs_show)
@@ -227,11 +279,63 @@ def build_parser() -> argparse.ArgumentParser:
         " planner the run itself uses.",
     )
     why.add_argument("duty_id")
-    why.add_argument("--now", help="the run's clock, an ISO instant (default: now)")
-    why.add_argument("--from", dest="from_date", help="backfill window's first day, YYYY-MM-DD")
-    why.add_argument("--to", dest="to_date", help="backfill window's last day (default: today)")
+    why.add_argument(
+        "--now", type=arguments.instant, help="the run's clock, an ISO instant (default: now)"
+    )
+    why.add_argument(
+        "--from",
+        dest="from_date",
+        type=arguments.day,
+        help="backfill window's first day, YYYY-MM-DD",
+    )
+    why.add_argument(
+        "--to",
+        dest="to_date",
+        type=arguments.day,
+        help="backfill window's last day (default: today)",
+    )
     why.add_argument("--json", action="store_true", help="machine-readable output")
     why.set_defaults(run=_cmd_explain)
+    kill_switch = commands.add_parser(
+        "schedule",
+        help="the kill switch: pause or resume the stack's schedule, or say its state and next run",
+        description="status: what the stack deploys (DispatchScheduleState), what the schedule"
+        " itself says, whether they disagree, and its next run. pause / resume: update the"
+        " deployed stack with its previous template and every other parameter as it was,"
+        " changing only DispatchScheduleState, then wait for the update and say the status."
+        " Uses the AWS credentials and region of the environment.",
+    )
+    kill_switch.add_argument("action", choices=("status", "pause", "resume"))
+    kill_switch.add_argument("stack", metavar="STACK", help="the dispatcher's stack name")
+    kill_switch.add_argument("--region", help="the stack's region (default: AWS's)")
+    kill_switch.add_argument(
+        "--no-wait", action="store_true", help="pause / resume: do not wait for the update"
+    )
+    kill_switch.set_defaults(run=_cmd_schedule)
+    redriven = commands.add_parser(
+        "redrive",
+        help="re-invoke what the failed-run queue and the schedule dead-letter queue hold,"
+        " and drain them (a dry run unless --execute)",
+        description="Read every message of each queue (outputs FailedRunQueueUrl and"
+        " ScheduleDeadLetterQueueUrl): a failed-run record's requestPayload, or a dead-lettered"
+        " schedule payload. A dry run (the default) lists them and leaves the queues as they"
+        " were; --execute invokes each event again, asynchronously, on the function it was sent"
+        " to, and deletes its message once Lambda accepted it. Uses the AWS credentials and"
+        f" region of the environment. Exit {ExitStatus.FAILED.value}: a message was left.",
+    )
+    redriven.add_argument(
+        "queue_urls", metavar="QUEUE_URL", nargs="+", help="a queue to redrive (one or both)"
+    )
+    redriven.add_argument(
+        "--execute", action="store_true", help="invoke and delete (default: only say what)"
+    )
+    redriven.add_argument(
+        "--function",
+        metavar="NAME_OR_ARN",
+        help="invoke this function instead of the one each message names",
+    )
+    redriven.add_argument("--region", help="the queues' and function's region (default: AWS's)")
+    redriven.set_defaults(run=_cmd_redrive)
     commands.add_parser(
         "stop-db",
         help="stop the embedded PostgreSQL that the other commands leave running",
@@ -250,6 +354,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         status: int = args.run(args)
+        # Written now, not at exit, so a reader that went away is heard here.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
     # Anything at all, unexpected errors included: docs/contract.md#exit-statuses wants one line,
     # never a traceback.
     except (Exception, KeyboardInterrupt) as exc:
@@ -258,6 +366,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return failed
     return status
+
+
+def _reader_gone() -> ExitStatus:
+    """Standard output's reader went away (``| head``): stop quietly, as Unix tools do.
+
+    Whatever is still buffered goes to /dev/null, so the interpreter's own flush
+    at exit does not fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return ExitStatus.BROKEN_PIPE
 
 
 if __name__ == "__main__":

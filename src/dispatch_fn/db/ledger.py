@@ -27,6 +27,11 @@ STATUSES: Final = ("running", "completed", "incomplete", "failed")
 # What ``runs`` shows: a run still running past the function's timeout is abandoned.
 SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
 MODES: Final = ("scheduled", "backfill")
+# What a list of runs keeps of each (`runs`, the runs query): a sample of the scope's
+# duty ids, and its free text clipped; `one` gives a run whole.
+LISTED_IDS: Final = 10
+LISTED_TEXT_CHARS: Final = 400
+LISTED_ERROR_CHARS: Final = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +154,20 @@ def recent(
     conn: Connection, limit: int, *, mode: str | None = None, status: str | None = None
 ) -> list[LedgerRow]:
     """The ``limit`` most recently started runs, newest first; only of ``mode`` and ``status``
-    when given (``status`` as shown: ``abandoned`` is one)."""
-    params = {"limit": limit, "timeout": FUNCTION_TIMEOUT, "mode": mode, "status": status}
+    when given (``status`` as shown: ``abandoned`` is one).
+
+    Each row's ``duty_ids`` is a sample of the scope (``duty_ids_count`` counts them all)
+    and its free text is clipped, so a list stays small; ``one`` gives a run whole.
+    """
+    params = {
+        "limit": limit,
+        "timeout": FUNCTION_TIMEOUT,
+        "mode": mode,
+        "status": status,
+        "id_sample": LISTED_IDS,
+        "text_chars": LISTED_TEXT_CHARS,
+        "error_chars": LISTED_ERROR_CHARS,
+    }
     with conn.cursor(row_factory=dict_row) as cursor:
         cursor.execute(statement("run_recent"), params)
         return [LedgerRow(dict(row)) for row in cursor.fetchall()]

@@ -77,7 +77,13 @@ def _shown(value: object) -> str:
 def json_row(row: ledger.LedgerRow) -> dict[str, Any]:
     """One run as ``runs --json`` and the ``runs`` query give it."""
     fields = {name: _plain(value) for name, value in row.fields.items()}
+    if "duty_ids_count" not in fields:  # one run whole: every id, and their count beside them
+        ids = row.fields["duty_ids"]
+        fields["duty_ids_count"] = None if ids is None else len(ids)
     fields["status"] = row.shown_status
+    if "tasks_created" in fields:  # a list's row (one run whole carries its report instead)
+        # A dry run created nothing: its figure is what it would have created.
+        fields["tasks_would_create"] = fields["tasks_created"] if fields["dry_run"] else None
     fields["duration_s"] = _seconds(row.fields["started_at"], row.fields["finished_at"])
     return fields
 
@@ -90,7 +96,7 @@ def _text_row(row: ledger.LedgerRow) -> list[str]:
     if fields["organization_id"] is not None:
         notes.append(f"org {fields['organization_id']}")
     if fields["duty_ids"] is not None:
-        notes.append(f"{len(fields['duty_ids'])} duty id(s)")
+        notes.append(f"{fields['duty_ids_count']} duty id(s)")
     if fields["dry_run"]:
         notes.append("dry run")
     if fields["continues_run"] is not None:
@@ -105,7 +111,7 @@ def _text_row(row: ledger.LedgerRow) -> list[str]:
         fields["clock"].isoformat(),
         str(fields["mode"]),
         row.shown_status,
-        _count(fields["tasks_created"]),
+        _created(fields["tasks_created"], dry_run=bool(fields["dry_run"])),
         _count(fields["tasks_existing"]),
         _count(fields["faults"] if fields["finished_at"] is not None else None),
         "-" if seconds is None else f"{seconds:.2f} s",
@@ -120,6 +126,12 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
         for line in (_COLUMNS, *rows)
     ]
     return "\n".join(lines)
+
+
+def _created(value: object, *, dry_run: bool) -> str:
+    if value is None or not dry_run:
+        return _count(value)
+    return f"would create {value}"
 
 
 def _count(value: object) -> str:

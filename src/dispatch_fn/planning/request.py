@@ -8,7 +8,7 @@ imports it without the run loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
 
@@ -22,6 +22,10 @@ class Scope:
     # A continuation's resume point (docs/contract.md#continuation): only duties whose id sorts
     # after it.
     resume_after: str | None = None
+    # A scheduled run's reading (docs/contract.md#account): only the duties
+    # whose next owed day (``dispatch_next``) is on or before this local day.
+    # None: every duty in the scope.
+    owed_by: date | None = None
 
     @property
     def named(self) -> bool:

@@ -105,7 +105,9 @@ def _existing_tasks(
 
 
 def _as_json(
-    row: dict[str, Any], judgement: Judgement, existing: dict[str, tuple[int, datetime]]
+    row: dict[str, Any],
+    judgement: Judgement,
+    existing: dict[str, tuple[int, datetime]],
 ) -> dict[str, Any]:
     skip = judgement.skip
     cadence = judgement.cadence
@@ -138,6 +140,19 @@ def _as_json(
         "name": row.get("name"),
         "frequency": cadence.frequency,
         "timezone": cadence.timezone,
+        # The period holding the clock: owed from its first day, even before its visible_from.
+        "current_period": next(
+            (c.period.key for c in judgement.candidates if c.period.current), None
+        ),
+        "due_rule": {
+            "due_anchor": cadence.due_anchor,
+            "due_offset_months": cadence.due_offset_months,
+            "due_offset_days": cadence.due_offset_days,
+            "due_roll": cadence.due_roll,
+            "holiday_calendar": cadence.holiday_calendar,
+            "lead_days": cadence.lead_days,
+            "grace_days": cadence.grace_days,
+        },
         "skip": None
         if skip is None
         else {
@@ -155,6 +170,8 @@ def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]
 
     ``next_owed``: the earliest day a candidate not yet visible becomes owed;
     null when no candidate says (the next period lies past the lead's reach).
+    ``dispatch_next``: the day a scheduled run next reads it, as the last run
+    that kept its account left it (0001-01-01: the next run).
     """
     account = Account.of(row)
     ahead = [
@@ -167,6 +184,8 @@ def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]
         "dispatch_paused_on": _day(account.paused_on),
         "dispatch_changed_on": _day(account.changed_on),
         "next_owed": _day(min(ahead, default=None) or _after_candidates(judgement)),
+        # The day from which a scheduled run reads the duty (migration 0014).
+        "dispatch_next": _day(row.get("dispatch_next")),
     }
 
 
@@ -191,6 +210,13 @@ def _after_candidates(judgement: Judgement) -> date | None:
     return became_owed_on(period, visible, cadence.lead_days)
 
 
+def _local_day(instant: datetime, timezone: str) -> date | None:
+    try:
+        return periods.local_date(instant, timezone)
+    except PeriodError:  # a zone the engine refused: the duty has no candidates then
+        return None
+
+
 def _day(day: date | None) -> str | None:
     return None if day is None else day.isoformat()
 
@@ -211,11 +237,13 @@ def render(explained: dict[str, Any], clock: str) -> str:
         f"duty {explained['duty_id']} ({explained['name']}): {explained['frequency']} in "
         f"{explained['timezone']}, at {clock}"
     ]
+    lines.append(f"  {_due_rule_line(explained['due_rule'])}")
     account = explained["account"]
     lines.append(
         f"  account: dispatched through {account['dispatch_through'] or '-'}, paused on "
         f"{account['dispatch_paused_on'] or '-'}, changed on "
-        f"{account['dispatch_changed_on'] or '-'}, next owed {account['next_owed'] or '-'}"
+        f"{account['dispatch_changed_on'] or '-'}, next owed {account['next_owed'] or '-'}, "
+        f"read from {account['dispatch_next'] or '-'}"
     )
     skip = explained["skip"]
     if skip is not None:
@@ -232,8 +260,37 @@ def render(explained: dict[str, Any], clock: str) -> str:
             "would_create": "would create",
             "not_owed": f"not owed: {c.get('reason')}",
         }[c["verdict"]]
+        if _owed_before_visible(explained, c, clock):
+            why += " (current period: owed from its first day, before its visible date)"
         lines.append(
             f"  {c['period_key']:<12}{c['start'] or '-':<27}{c['due_date']:<12}"
             f"{c['visible_from']:<12}{c['late_after']:<12}{why}"
         )
     return "\n".join(lines)
+
+
+def _owed_before_visible(explained: dict[str, Any], candidate: dict[str, Any], clock: str) -> bool:
+    """Whether the current period's task was (or would be) created before its visible_from day.
+
+    docs/contract.md#account: the current period is owed from its first day, so its task
+    may exist before the day the lead would first show it; the table says why.
+    """
+    if candidate["period_key"] != explained.get("current_period"):
+        return False
+    verdict = candidate["verdict"]
+    if verdict == "not_owed":
+        return False
+    created = candidate["created_at"] if verdict == "exists" else clock
+    day = _local_day(datetime.fromisoformat(created), explained["timezone"])
+    return day is not None and day.isoformat() < candidate["visible_from"]
+
+
+def _due_rule_line(rule: dict[str, Any]) -> str:
+    """The duty's due rule in words: anchor and offsets, roll and calendar, lead and grace."""
+    months = f" + {rule['due_offset_months']} month(s)" if rule["due_offset_months"] else ""
+    calendar = rule["holiday_calendar"] or "none (Saturday and Sunday off)"
+    return (
+        f"due: {rule['due_anchor']}{months} + {rule['due_offset_days']} day(s), "
+        f"roll {rule['due_roll']}, calendar {calendar}; "
+        f"lead {rule['lead_days']} day(s), grace {rule['grace_days']} day(s)"
+    )
