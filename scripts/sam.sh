@@ -57,6 +57,27 @@ run() {
     "$@"
 }
 
+command="${1:-}"
+[ "$#" -eq 0 ] || shift
+case "$command" in
+build | deploy | local-invoke) ;;
+*)
+    echo "$usage" >&2
+    exit 2
+    ;;
+esac
+# Checked before the SAM CLI is installed and anything is built, which take
+# minutes: a refusal comes at once.
+"$PY312" scripts/deploy_plan.py environment "$config_env"
+if [ "$command" = deploy ]; then
+    interactive=0
+    [ -t 0 ] && interactive=1
+    plan_file="$(mktemp)"
+    trap 'rm -f "$plan_file"' EXIT
+    "$PY312" scripts/deploy_plan.py deploy "$config_env" "$interactive" "$@" >"$plan_file"
+    mapfile -d '' plan <"$plan_file"
+fi
+
 sam=.tools-sam/bin/sam
 [ -n "${DRY_RUN:-}" ] || ensure_sam
 # sam build's own steps look for the interpreter named python3.12 on PATH.
@@ -68,26 +89,11 @@ build() {
     run "$sam" build --config-env "$config_env" "$@"
 }
 
-case "${1:-}" in
-build | deploy | local-invoke)
-    "$PY312" scripts/deploy_plan.py environment "$config_env"
-    ;;
-esac
-
-case "${1:-}" in
+case "$command" in
 build)
-    shift
     build "$@"
     ;;
 deploy)
-    shift
-    # Decided before the build, which takes minutes: a refusal comes at once.
-    interactive=0
-    [ -t 0 ] && interactive=1
-    plan_file="$(mktemp)"
-    trap 'rm -f "$plan_file"' EXIT
-    "$PY312" scripts/deploy_plan.py deploy "$config_env" "$interactive" "$@" >"$plan_file"
-    mapfile -d '' plan <"$plan_file"
     build
     if [ "${plan[0]}" = guided ]; then
         run "$sam" deploy --guided --config-env "$config_env" "${plan[@]:1}"
@@ -96,7 +102,6 @@ deploy)
     fi
     ;;
 local-invoke)
-    shift
     event="${1:-events/backfill-13-months.json}"
     [ "$#" -eq 0 ] || shift
     # No CA bundle needed: the env file names a local PostgreSQL, without TLS, and
@@ -107,9 +112,5 @@ local-invoke)
     run "$sam" local invoke DispatchFunction --event "$event" \
         --env-vars "${ENV_VARS:-events/env/local-postgres.json}" \
         --add-host host.docker.internal:host-gateway "$@"
-    ;;
-*)
-    echo "$usage" >&2
-    exit 2
     ;;
 esac

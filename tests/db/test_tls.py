@@ -17,7 +17,13 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tls_server
-from dispatch_fn.db.database import ConnectionCache, IamLogin, connect, conninfo_for
+from dispatch_fn.db.database import (
+    ConnectionCache,
+    IamLogin,
+    connect,
+    conninfo_for,
+    url_conninfo,
+)
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
 from tls_server import LOOPBACK, PASSWORD, SERVER_NAME, TlsServer
@@ -312,3 +318,30 @@ def test_the_process_environment_is_what_libpq_reads_by_default(
     monkeypatch.setenv("PGSSLMODE", "disable")
     conninfo = conninfo_for(Settings(database_url="dbname=duly user=u"))
     assert conninfo_to_dict(conninfo)["sslmode"] == "verify-full"
+
+
+def test_the_local_commands_database_url_follows_the_same_rules() -> None:
+    remote = url_conninfo("dbname=duly user=u", environ={"PGHOST": _REMOTE, "PGSSLMODE": "disable"})
+    assert conninfo_to_dict(remote)["sslmode"] == "verify-full"
+    local = url_conninfo("dbname=duly user=u", environ={"PGHOST": "localhost"})
+    assert "sslmode" not in conninfo_to_dict(local)
+    chosen = url_conninfo("dbname=duly", environ={"PGHOST": _REMOTE, "DB_SSLMODE": "require"})
+    assert conninfo_to_dict(chosen)["sslmode"] == "require"
+    with pytest.raises(ConfigurationError, match="DB_SSLMODE='sometimes'"):
+        url_conninfo("dbname=duly", environ={"DB_SSLMODE": "sometimes"})
+
+
+def test_a_local_command_refuses_plain_text_to_a_list_of_hosts_with_a_remote_one(
+    database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # libpq tries each host in turn: the remote name first (it does not resolve), then
+    # this machine's server, which speaks no TLS. Under "prefer" the second would be
+    # reached in plain text; verify-full refuses it.
+    params = conninfo_to_dict(database)
+    monkeypatch.setenv("DATABASE_URL", make_conninfo(dbname=params["dbname"], user="postgres"))
+    monkeypatch.setenv("PGHOST", f"db.duly.invalid,{params['host']}")
+    monkeypatch.setenv("PGPORT", str(params.get("port") or 5432))
+    from dispatch_fn.cli.main import main  # noqa: PLC0415 - the command, as run
+
+    assert main(["runs", "--json"]) != 0
+    assert "SSL" in capsys.readouterr().err

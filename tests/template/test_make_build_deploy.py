@@ -387,3 +387,13 @@ def test_each_deploy_names_its_configuration_so_a_change_publishes_a_new_version
     assert deploy("DispatchWorkers=4") != first
     (clone / "template.yaml").write_text("Parameters: {Changed: {Type: String}}\n")
     assert deploy() != first
+
+
+def test_a_refused_deploy_installs_and_builds_nothing(clone: Path) -> None:
+    _bundle(clone)
+    for refused in (["CONFIG_ENV=staging"], ["ARGS=--no-confirm-changeset"]):
+        done = _make(clone, "deploy", *refused, dry_run=False)
+        assert done.returncode != 0
+        assert "error: samconfig.toml" in done.stderr
+        assert not (clone / ".tools-sam").exists()
+        assert not (clone / ".aws-sam").exists()

@@ -20,6 +20,7 @@ import psycopg
 
 from dispatch_fn.cli import arguments, embedded, exit_status, invoke
 from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.db.database import url_conninfo
 from dispatch_fn.db.migrate import apply_migrations, schema_state
 
 # The distribution (pyproject.toml's name) whose metadata holds the version.
@@ -30,7 +31,7 @@ _TRACEBACK_VARIABLE = "DULY_TRACEBACK"
 
 def _connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     with exit_status.connecting(dsn):
-        return psycopg.connect(dsn, autocommit=autocommit)
+        return psycopg.connect(url_conninfo(dsn), autocommit=autocommit)
 
 
 def _migrate(dsn: str) -> list[str]:

@@ -168,6 +168,18 @@ def conninfo_for(settings: Settings, *, environ: Mapping[str, str] = os.environ)
     return _with_tls(base, settings, environ)
 
 
+def url_conninfo(url: str, *, environ: Mapping[str, str] = os.environ) -> str:
+    """A local command's ``DATABASE_URL`` with the TLS rules every connection follows.
+
+    The commands that read the database (``migrate``, ``runs``, ``explain``,
+    ``demo``) connect with the URL alone; ``DB_SSLMODE`` and ``DB_SSLROOTCERT``
+    apply to them as to the function.
+    """
+    tls = {name: environ[name] for name in ("DB_SSLMODE", "DB_SSLROOTCERT") if name in environ}
+    settings = Settings.from_environ({**tls, "DATABASE_URL": url})
+    return conninfo_for(settings, environ=environ)
+
+
 def _iam_conninfo(settings: Settings) -> str:
     missing = [
         name
