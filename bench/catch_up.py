@@ -69,7 +69,8 @@ def _reset(conn: psycopg.Connection[Any]) -> None:
     )
     conn.execute(
         "UPDATE duly_duty SET last_dispatched_period = NULL, dispatch_through = NULL,"
-        " dispatch_paused_on = NULL, dispatch_changed_on = NULL"
+        " dispatch_paused_on = NULL, dispatch_changed_on = NULL,"
+        " dispatch_next = '0001-01-01'"
     )
     vacuum(conn, DISPATCH_TABLES)
 

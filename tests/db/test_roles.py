@@ -56,9 +56,11 @@ def test_a_run_as_the_dispatcher_role_creates_tasks_and_advances_duties(
 def test_the_handler_runs_as_the_dispatcher_role(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("d1")])
     assert invoke({"now": CLOCK})["tasks_created"] == 1
-    # And a re-run, which reads the duty's account and inserts nothing, is as allowed.
+    # And a re-run after an edit, which reads the duty, finds its task and
+    # writes its account (dispatch_next with it), is as allowed.
+    conn.execute("UPDATE duly_duty SET grace_days = grace_days + 1 WHERE id = 'd1'")
     again = invoke({"now": CLOCK})
-    assert (again["tasks_created"], again["skipped"]["nothing_due"]) == (0, 1)
+    assert (again["tasks_created"], again["tasks_existing"], again["accounts_kept"]) == (0, 1, 1)
 
 
 @pytest.mark.parametrize(
@@ -115,9 +117,10 @@ def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn, dispatcher_role
         (dispatcher_role,),
     ).fetchall()
     # Migration 0012: the duty's account, beside last_dispatched_period; the
-    # set-aside ledger is no longer marked repaid.
+    # set-aside ledger is no longer marked repaid. Migration 0014: its next owed day.
     assert sorted(tuple(row) for row in updates) == [
         ("duly_duty", "dispatch_changed_on"),
+        ("duly_duty", "dispatch_next"),
         ("duly_duty", "dispatch_paused_on"),
         ("duly_duty", "dispatch_through"),
         ("duly_duty", "last_dispatched_period"),

@@ -602,7 +602,15 @@ def test_sigkill_loop_each_kill_leaves_whole_pages_and_an_unfinished_ledger_row(
     with conn.cursor(row_factory=dict_row) as cursor:
         shown = cursor.execute(
             statement_text("run_recent"),
-            {"limit": 10 * attempt, "timeout": timedelta(0), "mode": None, "status": None},
+            {
+                "limit": 10 * attempt,
+                "timeout": timedelta(0),
+                "mode": None,
+                "status": None,
+                "id_sample": 1,
+                "text_chars": 400,
+                "error_chars": 400,
+            },
         ).fetchall()
     statuses = Counter(
         (row["request_id"].split("-")[0], row["status"], row["abandoned"]) for row in shown
