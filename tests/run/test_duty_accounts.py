@@ -374,3 +374,23 @@ def test_a_duty_added_paused_owes_nothing_from_before_it_is_resumed(
     invoke(_clock(FIRST + 3 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-23"]
+
+
+def test_a_duty_paused_again_after_a_set_aside_still_owes_the_set_aside_day(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    # Paused and resumed on the 20th: nothing owed in between.
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
+    holder.rollback()
+    # Set aside on the 21st, then paused before any run read it again.
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-23"]
