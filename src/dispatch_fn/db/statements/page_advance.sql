@@ -20,9 +20,21 @@ advanced AS (
         dispatch_through = CASE WHEN u.keep AND u.version = d.dispatch_version
                                 THEN greatest(d.dispatch_through, u.today)
                                 ELSE d.dispatch_through END,
-        dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+        -- Marks of edits placed after the run's today (a run at a past clock)
+        -- stay: a resume there still says what became owed before it was not
+        -- (plan.account_after).
+        dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                  THEN CASE WHEN d.dispatch_paused_on IS NOT NULL
+                                             AND d.dispatch_changed_on > u.today
+                                             AND d.dispatch_changed_on < date '9999-12-31'
+                                            THEN greatest(d.dispatch_paused_on,
+                                                          d.dispatch_through, u.today)
+                                       END
                                   ELSE d.dispatch_paused_on END,
-        dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+        dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                   THEN CASE WHEN d.dispatch_changed_on > u.today
+                                              AND d.dispatch_changed_on < date '9999-12-31'
+                                             THEN d.dispatch_changed_on END
                                    ELSE d.dispatch_changed_on END
     FROM (SELECT coalesce(k.organization_id, i.organization_id) AS organization_id,
                  coalesce(k.id, i.duty_id) AS id, k.today, k.version,
