@@ -412,3 +412,18 @@ def test_a_run_at_a_past_clock_keeps_the_marks_of_edits_made_after_it(
     # Paused from after the 20th's run to after the 22nd's: the 21st and the
     # 22nd became owed while it was paused, whatever the past run read.
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-23"]
+
+
+def test_a_change_after_the_window_closed_is_not_counted_as_changed_while_owed(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET effective_to = '2026-11-20' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
+    later = invoke(_clock(FIRST + 2 * DAY))
+
+    # Nothing was owed after the 20th, when its window closed.
+    assert later["changed_while_owed"] == 0
+    assert later["skipped"]["outside_effective_window"] == 1
