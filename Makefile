@@ -68,7 +68,7 @@ ca-bundle:  ## download Amazon's RDS CA bundle into the artifact's source (befor
 fuzz:   ## the handler fuzz test at soak size: 10,000 hostile events on a real PostgreSQL
 	./scripts/fuzz.sh
 
-soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept) and 30 SIGKILLs
+soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept), 30 SIGKILLs, the owed-periods state machine
 	./scripts/soak.sh
 
 build:      ## sam build with the pinned SAM CLI and the Python 3.12 the set-up found; refuses without the RDS CA bundle

@@ -375,3 +375,56 @@ def test_a_duty_added_paused_owes_nothing_from_before_it_is_resumed(
     invoke(_clock(FIRST + 3 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-23"]
+
+
+def test_a_duty_paused_again_after_a_set_aside_still_owes_the_set_aside_day(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    # Paused and resumed on the 20th: nothing owed in between.
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
+    holder.rollback()
+    # Set aside on the 21st, then paused before any run read it again.
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-23"]
+
+
+def test_a_run_at_a_past_clock_keeps_the_marks_of_edits_made_after_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    invoke(_clock(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    # A manual run at a clock of the 20th reads the resumed duty first.
+    invoke(_clock(FIRST + DAY / 2))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    # Paused from after the 20th's run to after the 22nd's: the 21st and the
+    # 22nd became owed while it was paused, whatever the past run read.
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-23"]
+
+
+def test_a_change_after_the_window_closed_is_not_counted_as_changed_while_owed(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET effective_to = '2026-11-20' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
+    later = invoke(_clock(FIRST + 2 * DAY))
+
+    # Nothing was owed after the 20th, when its window closed.
+    assert later["changed_while_owed"] == 0
+    assert later["skipped"]["outside_effective_window"] == 1

@@ -380,7 +380,8 @@ def account_after(
     The page statements' ``keeping`` rule: a backfill, or a clock before the
     account's day, leaves it; otherwise it moves to today where the duty owed
     something, carries a mark, has no account yet or its window has
-    ``closed`` (today is past its end).
+    ``closed`` (today is past its end), and its marks go, but for those of
+    edits placed after today.
     """
     today = schedule.today
     if today is None or (account.through is not None and account.through > today):
@@ -388,7 +389,14 @@ def account_after(
     marked = account.paused_on is not None or account.changed_on is not None
     if not (owed or marked or closed or account.through is None):
         return account
-    return Account(today if account.through is None else max(account.through, today))
+    through = today if account.through is None else max(account.through, today)
+    changed = account.changed_on
+    if changed is None or not today < changed < date.max:
+        return Account(through)
+    # Marks of edits placed after today (a run at a past clock) stay: a
+    # resume there still says what became owed before it was not.
+    paused = None if account.paused_on is None else max(account.paused_on, through)
+    return Account(through, paused, changed)
 
 
 def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:

@@ -12,10 +12,18 @@
 --     edit, so such a duty owed only its current period until a run kept it:
 --     a zone broken before the first run and fixed later lost what became
 --     owed in between.
+--   * A duty paused, resumed, set aside and paused again before a run read it
+--     kept only its first pause, and lost the days it owed after the resume
+--     (the set-aside day). Where the first pause owed nothing (it came on the
+--     account's day), the account now passes the days up to the resume,
+--     which owed nothing either, and keeps the second pause. Where the first
+--     pause did owe days, the account can hold only one span of them and
+--     keeps the first.
 --
 -- Only the function is replaced (with 0014's reset of the next owed day):
 -- the trigger (0012, and the partitioned layout's) keeps its columns and
--- calls it by name.
+-- calls it by name. The dispatcher writes dispatch_through with its tasks;
+-- this trigger moves it only past days that owed nothing.
 CREATE OR REPLACE FUNCTION duly_duty_account_mark()
     RETURNS trigger
     LANGUAGE plpgsql
@@ -65,7 +73,16 @@ BEGIN
     -- lead opened. A duty no run kept owes from the first run's origin
     -- whatever was edited before it. The far days are dates every driver
     -- reads (no 'infinity').
-    IF was AND NOT is_now THEN
+    IF was AND NOT is_now AND OLD.dispatch_paused_on <= OLD.dispatch_through
+       AND latest_day IS NOT NULL THEN
+        -- Paused again since a pause that owed nothing (it came on the
+        -- account's day) and the resume after it: what it owes starts at that
+        -- resume, so the account passes the days between, where nothing was
+        -- owed, and this pause bounds what it owes.
+        NEW.dispatch_through := greatest(
+            OLD.dispatch_through, least(OLD.dispatch_changed_on, latest_day));
+        NEW.dispatch_paused_on := greatest(NEW.dispatch_through, latest_day);
+    ELSIF was AND NOT is_now THEN
         -- The first pause since the account was kept bounds what it owed.
         NEW.dispatch_paused_on := coalesce(
             OLD.dispatch_paused_on, latest_day, OLD.dispatch_through, date '0001-01-01');

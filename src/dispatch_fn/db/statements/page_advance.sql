@@ -21,12 +21,29 @@ advanced AS (
         dispatch_through = CASE WHEN u.keep AND u.version = d.dispatch_version
                                 THEN greatest(d.dispatch_through, u.today)
                                 ELSE d.dispatch_through END,
-        dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+        -- Marks of edits placed after the run's today (a run at a past clock)
+        -- stay: a resume there still says what became owed before it was not
+        -- (plan.account_after).
+        dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                  THEN CASE WHEN d.dispatch_paused_on IS NOT NULL
+                                             AND d.dispatch_changed_on > u.today
+                                             AND d.dispatch_changed_on < date '9999-12-31'
+                                            THEN greatest(d.dispatch_paused_on,
+                                                          d.dispatch_through, u.today)
+                                       END
                                   ELSE d.dispatch_paused_on END,
-        dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
+        dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                   THEN CASE WHEN d.dispatch_changed_on > u.today
+                                              AND d.dispatch_changed_on < date '9999-12-31'
+                                             THEN d.dispatch_changed_on END
                                    ELSE d.dispatch_changed_on END,
+        -- A mark that stays (placed after a past run's today) sends the duty
+        -- back to the next run, which owes by it.
         dispatch_next = CASE WHEN u.next IS NOT NULL AND u.version = d.dispatch_version
-                             THEN u.next ELSE d.dispatch_next END
+                             THEN CASE WHEN u.keep AND d.dispatch_changed_on > u.today
+                                            AND d.dispatch_changed_on < date '9999-12-31'
+                                       THEN date '0001-01-01' ELSE u.next END
+                             ELSE d.dispatch_next END
     FROM (SELECT coalesce(k.organization_id, i.organization_id) AS organization_id,
                  coalesce(k.id, i.duty_id) AS id, k.today, k.version,
                  coalesce(k.keep, false) AS keep, i.latest,

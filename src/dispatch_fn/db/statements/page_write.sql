@@ -65,7 +65,8 @@ FROM (SELECT max(id) AS upto,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND changed_while_owed
-                              AND today IS NOT NULL) AS changed
+                              -- judged: in its window (plan.judge_duty)
+                              AND in_window AND today IS NOT NULL) AS changed
       FROM placed) d,
      (SELECT count(*) FILTER (WHERE owes) AS owed,
              count(DISTINCT duty_id COLLATE "C") FILTER (WHERE owes) AS owing
