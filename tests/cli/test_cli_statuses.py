@@ -219,6 +219,9 @@ def test_invoke_answers_a_query_event_as_json_with_the_explain_status(
     runs = cli("invoke", _event_file(tmp_path, {"query": "runs"}))
     missing = cli("invoke", _event_file(tmp_path, {"query": "explain", "duty_id": "nobody"}))
 
-    assert (runs.returncode, json.loads(runs.stdout)) == (ExitStatus.OK, {"runs": []})
+    assert (runs.returncode, json.loads(runs.stdout)) == (
+        ExitStatus.OK,
+        {"runs": [], "runs_omitted": 0, "runs_hint": None},
+    )
     assert missing.returncode == ExitStatus.UNKNOWN_DUTY
     assert json.loads(missing.stdout) == {"explain": {"duty_id": "nobody", "found": False}}

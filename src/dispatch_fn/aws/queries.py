@@ -33,8 +33,7 @@ def answer(
 ) -> dict[str, Any]:
     """The answer to ``query``, as the local command would print it with ``--json``.
 
-    ``{"runs": [...]}`` (``runs``; with ``runs_omitted`` and ``runs_hint`` when the
-    budget left rows out), ``{"run": {...} | null,
+    ``{"runs": [...], "runs_omitted", "runs_hint"}`` (``runs``), ``{"run": {...} | null,
     "run_id"}`` (``runs show ID``) or ``{"explain": {...}}`` (``explain``).
     """
     if query.kind == "runs" and query.run_id is not None:
@@ -66,13 +65,15 @@ def _within_budget(rows: list[dict[str, Any]]) -> dict[str, Any]:
         kept.append(row)
         used += size
     omitted = len(rows) - len(kept)
-    if omitted == 0:  # the answer's shape as it has always been
-        return {"runs": kept}
     return {
         "runs": kept,
         "runs_omitted": omitted,
-        "runs_hint": f"{omitted} older runs did not fit in the response; "
-        '{"query": "runs", "run_id": ID} answers one, or ask for a smaller limit',
+        "runs_hint": None
+        if omitted == 0
+        else (
+            f"{omitted} older runs did not fit in the response; "
+            '{"query": "runs", "run_id": ID} answers one, or ask for a smaller limit'
+        ),
     }
 
 
