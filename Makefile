@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-account-migration bench-page-walk bench-pair lock ca-bundle fuzz soak build deploy build-DispatchFunction build-MigrationFunction build-DependenciesLayer
+.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-history bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-account-migration bench-page-walk bench-pair lock ca-bundle fuzz soak build deploy local-invoke build-DispatchFunction build-MigrationFunction build-DependenciesLayer
 
 help:       ## list the targets
 	@grep -E '^[a-z][a-z0-9-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
@@ -29,8 +29,11 @@ template:   ## sam validate, sam validate --lint, cfn-lint, sam build
 bench:      ## the engine and the dispatcher against PostgreSQL's floor, every mix and layout side by side (not a gate); ARGS="--duties 20000" for a small N
 	./scripts/bench.sh $(ARGS)
 
-bench-10m:  ## the first run and the no-op at 10,000,000 duties, as chains of 900 s invocations, beside 1,000,000 (disk checked first)
+bench-10m:  ## the first run, the no-op and the week at 10,000,000 duties, as chains of 900 s invocations, beside 1,000,000 (disk checked first)
 	./scripts/bench.sh scale --duties 10000000 $(ARGS)
+
+bench-history:         ## a day's run with 34x the task history against the same day without it, at 200,000 duties
+	./scripts/bench.sh history $(ARGS)
 
 bench-catch-up:        ## catching up missed days beside a daily run; ARGS as for bench.catch_up
 	./scripts/bench.sh catch-up $(ARGS)
@@ -71,8 +74,11 @@ soak:   ## the concurrency soak (8 processes, 50,000 duties, slow plans kept) an
 build:      ## sam build with the pinned SAM CLI and the Python 3.12 the set-up found; refuses without the RDS CA bundle
 	./scripts/sam.sh build $(ARGS)
 
-deploy:     ## build, then sam deploy (--guided while samconfig.toml holds placeholders); CONFIG_ENV=prod, DRY_RUN=1
+deploy:     ## build, then sam deploy (--guided on a terminal while samconfig.toml holds placeholders; CI passes them in ARGS); CONFIG_ENV=prod, DRY_RUN=1
 	./scripts/sam.sh deploy $(ARGS)
+
+local-invoke: ## sam local invoke DispatchFunction in Docker: EVENT=events/backfill-13-months.json, DATABASE_URL in ENV_VARS=events/env/local-postgres.json
+	./scripts/sam.sh local-invoke $(or $(EVENT),events/backfill-13-months.json) $(ARGS)
 
 # `sam build` (template.yaml, BuildMethod makefile) runs these in a copy of src/.
 _here := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))

@@ -8,6 +8,8 @@
 #                                               --mix classic --layout plain for one)
 #   ./scripts/bench.sh scale [ARGS]             the first run and the no-op at a large N
 #                                               (default 10,000,000), beside N/10
+#   ./scripts/bench.sh history [ARGS]           a day's run with 34x the task history against
+#                                               the same day without it (default 200,000 duties)
 #   ./scripts/bench.sh catch-up [ARGS]          catching up missed days vs a daily run
 #   ./scripts/bench.sh large-backfill [ARGS]    the largest backfill, in bounded pages
 #   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
@@ -25,6 +27,10 @@ case "${1:-}" in
 scale)
     shift
     .venv/bin/python -m bench.dispatch.scale "$@"
+    ;;
+history)
+    shift
+    .venv/bin/python -m bench.dispatch.history "$@"
     ;;
 catch-up)
     shift

@@ -36,6 +36,7 @@ from bench.dispatch.server import (
     settle,
     vacuum,
 )
+from bench.dispatch.week import run_week
 
 
 def run_side_by_side(
@@ -115,6 +116,8 @@ def run_benchmark(
         conn.execute("ANALYZE duly_task")
         backfill_again = run_child(conn, backfill_spec)
         naive = run_naive(conn, options.naive_sample, measured.staged_rows, measured.floor.advanced)
+        # Last: the week rebuilds the floor's tables the naive path used.
+        week = run_week(conn, scheduled) if options.week else None
     # N/10 in a fresh database generated the same way: the same distribution at a
     # tenth of the size, the same first run, so only N differs.
     tenth = max(1, options.duties // 10)
@@ -130,7 +133,7 @@ def run_benchmark(
         )
         tenth_first = run_child(conn, dataclasses.replace(scheduled, dsn=dsn))
     results = Results(
-        **phases_of(measured),
+        **{**phases_of(measured), "week": week},
         server={"version": version, "where": server_label},
         backfill=backfill,
         backfill_again=backfill_again,
@@ -147,8 +150,9 @@ def run_comparison(options: Options, server_dsn: str, disk: DiskCheck | None = N
     if disk is None:
         disk = check_disks([options], server_dsn)[0]
     parameters = _parameters(options, "comparison")
-    with _measured(options, server_dsn, disk, parameters) as (_conn, _spec, measured):
-        pass  # a comparison pass ends with the floor's no-op
+    with _measured(options, server_dsn, disk, parameters) as (conn, spec, measured):
+        if options.week:
+            measured.week = run_week(conn, spec)
     measured.verdicts = judge_pass(measured, options.duties, options.chunk_size)
     return measured
 
@@ -234,6 +238,7 @@ def _parameters(options: Options, kind: str) -> dict[str, Any]:
         "clock": CLOCK.isoformat(),
         "rds_proxy": options.rds_proxy,
         "noop_rounds": options.noop_rounds,
+        "week": options.week,
         "recorded": True,
         "cpus": os.cpu_count(),
     }

@@ -59,13 +59,17 @@ class Tables:
 
 
 # The full bench: duly_duty and floor_duty; duly_task, floor_stage and
-# floor_task; and the backfill's tasks in duly_task.
+# floor_task; and the backfill's tasks in duly_task. The week drops
+# floor_stage and copies the tables afresh; the days then add about half the
+# first run's tasks to each side, within the third copy.
 FULL_BENCH: Final = Tables(duty_copies=2, task_copies=3, backfill=True)
 # A comparison pass of the full bench (another mix or layout): the same, less
 # the backfill it does not run.
 COMPARISON_BENCH: Final = Tables(duty_copies=2, task_copies=3, backfill=False)
-# The scale bench: the duties and the first run's tasks, once.
-SCALE_BENCH: Final = Tables(duty_copies=1, task_copies=1, backfill=False)
+# The scale bench: the duties and the first run's tasks, and the week's copies
+# of them for its floor, each side growing by the week's tasks (about half
+# the first run's).
+SCALE_BENCH: Final = Tables(duty_copies=2, task_copies=3, backfill=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from psycopg import sql
+from psycopg.abc import QueryNoTemplate
 
 from bench.dispatch.readings import (
     Written,
@@ -139,15 +140,24 @@ _FLOOR_UPDATE: Final = """
 
 
 def run_floor(conn: Conn) -> FloorRun:
-    """Time one pass of the floor, from BEGIN to COMMIT."""
+    """Time one pass of the first run's floor, from BEGIN to COMMIT."""
+    return timed_floor(conn, _FLOOR_INSERT, _FLOOR_UPDATE)
+
+
+def timed_floor(conn: Conn, insert: QueryNoTemplate, update: QueryNoTemplate) -> FloorRun:
+    """Time ``insert`` then ``update`` in one transaction, from BEGIN to COMMIT.
+
+    The first run's floor and each day's (``day_floor``) are timed alike, so
+    their ratios against the dispatcher's runs mean the same thing.
+    """
     settle(conn)
     before = table_counters(conn, FLOOR_TABLES)
     cpu_before, backend_before = server_cpu_seconds(conn), backend_cpu_seconds([conn])
     started = time.perf_counter()
     with conn.transaction():
-        inserted = conn.execute(_FLOOR_INSERT).rowcount
+        inserted = conn.execute(insert).rowcount
         after_insert = time.perf_counter()
-        advanced = conn.execute(_FLOOR_UPDATE).rowcount
+        advanced = conn.execute(update).rowcount
         after_update = time.perf_counter()
     seconds = time.perf_counter() - started
     cpu_after, backend_after = server_cpu_seconds(conn), backend_cpu_seconds([conn])

@@ -42,6 +42,9 @@ class Options:
     workers: int = dispatch.DEFAULT_WORKERS
     naive_sample: int = DEFAULT_NAIVE_SAMPLE
     noop_rounds: int = DEFAULT_NOOP_ROUNDS
+    # Each pass ends with the week: the daily runs at the seven clocks after
+    # the first, each against the floor of its rows (``week``).
+    week: bool = True
     # Every mix and layout to measure side by side, each (mix, layout) in a
     # fresh database: the first of each runs the full benchmark, every other
     # combination a comparison pass (benchmark.run_comparison). A layout is
@@ -175,6 +178,12 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         action="store_true",
         help="run the dispatcher without prepared statements, as behind RDS Proxy",
     )
+    parser.add_argument(
+        "--no-week",
+        dest="week",
+        action="store_false",
+        help="leave out the week of daily runs after the first run, each against its floor",
+    )
     parser.add_argument("--trace-round-trips", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     return Options(
@@ -186,6 +195,7 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
         workers=args.workers,
         naive_sample=args.naive_sample,
         noop_rounds=args.noop_rounds,
+        week=args.week,
         mixes=args.mix,
         layouts=args.layout,
         json_path=args.json,

@@ -9,19 +9,25 @@ from bench.dispatch.dispatcher import ChildRun
 from bench.dispatch.judging import (
     FIRST_VS_FLOOR_MAX,
     GOAL,
+    NOOP_VS_FIRST_CPU_GOAL,
     NOOP_VS_FLOOR_NOOP_MAX,
     SERVER_CPU_FIRST_GOAL,
     SERVER_CPU_NOOP_GOAL,
+    WEEK_SERVER_CPU_GOAL,
+    WEEK_WALL_GOAL,
 )
 from bench.dispatch.readings import Written
 from bench.dispatch.results import (
     SIDE_BY_SIDE,
+    WEEK_SIDE_BY_SIDE,
+    Bar,
     Pass,
     Results,
     SideBySide,
     Verdict,
     side_by_side_row,
 )
+from bench.dispatch.week import Week
 
 
 def render(results: Results) -> str:
@@ -120,6 +126,8 @@ def render(results: Results) -> str:
         child(f"f  first run at N/10 ({results.tenth_data.duties:,} duties, fresh db)",
               results.tenth_first),
     ]  # fmt: skip
+    if results.week is not None:
+        lines += ["", *render_week(results.week)]
     first = results.first
     lines += [
         "",
@@ -152,19 +160,28 @@ def render_side_by_side(side: SideBySide) -> str:
         ),
         "",
         f"{'mix':<11} {'layout':<12} {'pass':<10} {'first/floor':>13} {'srv CPU first':>14} "
-        f"{'no-op/floor':>13} {'srv CPU no-op':>14} {'a0 CPU':>7} {'trips':>6} {'RSS MiB':>8} "
-        f"{'tasks created':>13}  bar",
+        f"{'no-op/floor':>13} {'srv CPU no-op':>14} {'no-op/first':>15} {'week CPU':>16} "
+        f"{'week wall':>16} {'a0 CPU':>7} {'trips':>6} {'RSS MiB':>8} {'tasks created':>13} "
+        f"{'week tasks':>10}  bar",
     ]
     for each in side.passes:
         row = side_by_side_row(each)
-        cells = [_ratio_cell(each.verdict(key)) for key in SIDE_BY_SIDE]
+        cells = [_ratio_cell(each.verdict(key)) for key in SIDE_BY_SIDE[:4]]
+        share = _share_cell(each.verdict(Bar.NOOP_VS_FIRST_CPU))
+        week = (
+            ["skipped", "skipped"]
+            if each.week is None
+            else [_ratio_cell(each.verdict(key)) for key in WEEK_SIDE_BY_SIDE]
+        )
+        week_tasks = "" if each.week is None else f"{each.week.tasks_created:,}"
         working_out = row["server_cpu_working_out"]
         dry = "n/a" if working_out is None else _times(working_out)
         failed = row["failed"]
         lines.append(
             f"{row['mix']:<11} {row['layout']:<12} {row['pass']:<10} {cells[0]:>13} "
-            f"{cells[1]:>14} {cells[2]:>13} {cells[3]:>14} {dry:>7} {row['round_trips']:>6,} "
-            f"{row['rss_peak_mib']:>8.1f} {row['tasks_created']:>13,}  "
+            f"{cells[1]:>14} {cells[2]:>13} {cells[3]:>14} {share:>15} {week[0]:>16} "
+            f"{week[1]:>16} {dry:>7} {row['round_trips']:>6,} "
+            f"{row['rss_peak_mib']:>8.1f} {row['tasks_created']:>13,} {week_tasks:>10}  "
             + (f"FAIL ({len(failed)})" if failed else "PASS")
         )
     lines += [
@@ -172,7 +189,9 @@ def render_side_by_side(side: SideBySide) -> str:
         f"bar (judged, with each pass's other lines): first/floor <= {FIRST_VS_FLOOR_MAX}x, "
         f"no-op/floor no-op <= {NOOP_VS_FLOOR_NOOP_MAX}x; goals (information): the whole "
         f"server's CPU against the floor's, first <= {SERVER_CPU_FIRST_GOAL:.2f}x, "
-        f"no-op <= {SERVER_CPU_NOOP_GOAL:.2f}x; a0 CPU: the first run's request made dry "
+        f"no-op <= {SERVER_CPU_NOOP_GOAL:.2f}x, the week <= {WEEK_SERVER_CPU_GOAL:.2f}x "
+        f"(wall <= {WEEK_WALL_GOAL:.2f}x); no-op/first: the no-op's server CPU against the "
+        f"first run's, <= {NOOP_VS_FIRST_CPU_GOAL:.0%}; a0 CPU: the first run's request made dry "
         "first, its server CPU against the floor's (the working out the floor skips)",
     ]
     lines += [
@@ -181,7 +200,46 @@ def render_side_by_side(side: SideBySide) -> str:
         for v in each.verdicts
         if v.judged and not v.passed
     ]
+    for each in side.passes:
+        if each.week is not None:
+            lines += ["", f"{each.parameters['mix']}, {each.parameters['layout']}:",
+                      *render_week(each.week)]  # fmt: skip
     return "\n".join(lines)
+
+
+def render_week(week: Week) -> list[str]:
+    """The week's days, each against its floor, and their sums, as lines of a table."""
+    lines = [
+        f"the week: {len(week.days)} daily runs at the clock + 1 to {len(week.days)} days, each "
+        "after VACUUM (ANALYZE), against the floor of its own rows",
+        f"{'day':<4} {'clock':<26} {'tasks':>9} {'duties':>9} {'seconds':>8} {'srv CPU':>8} "
+        f"{'floor s':>8} {'flr CPU':>8} {'CPU/floor':>9} {'wall/floor':>10} {'CPU ms/task':>11}",
+    ]
+    for number, day in enumerate(week.days, start=1):
+        cpu = day.dispatcher.server_cpu_seconds
+        per_task = "n/a" if cpu is None or not day.tasks_created else (
+            f"{cpu * 1000 / day.tasks_created:.3f}")  # fmt: skip
+        lines.append(
+            f"{number:<4} {day.clock:<26} {day.tasks_created:>9,} {day.duties_written:>9,} "
+            f"{day.dispatcher.seconds:>8.2f} {_cpu_text(cpu):>8} {day.floor.seconds:>8.2f} "
+            f"{_cpu_text(day.floor.server_cpu_seconds):>8} {_plain_times(day.server_cpu_ratio):>9} "
+            f"{_plain_times(day.wall_ratio):>10} {per_task:>11}"
+            + ("  clock ahead of the wall clock" if day.ahead_of_wall_clock else "")
+        )
+    lines.append(
+        f"{'week':<31} {week.tasks_created:>9,} {sum(d.duties_written for d in week.days):>9,} "
+        f"{week.seconds:>8.2f} {_cpu_text(week.server_cpu_seconds):>8} "
+        f"{week.floor_seconds:>8.2f} {_cpu_text(week.floor_server_cpu_seconds):>8} "
+        f"{_plain_times(week.server_cpu_ratio):>9} {_plain_times(week.wall_ratio):>10} "
+        f"{week.server_cpu_ms_per_task:>11.3f}"
+    )
+    if week.ahead_of_wall_clock:
+        lines.append(
+            f"WARNING: day(s) {', '.join(map(str, week.ahead_of_wall_clock))} ran at a clock the "
+            "wall clock had not reached: the dispatcher takes such a run for a manual run at a "
+            "future clock, which keeps no account (docs/contract.md#account)"
+        )
+    return lines
 
 
 def split_line(measured: Pass) -> str:
@@ -198,6 +256,16 @@ def split_line(measured: Pass) -> str:
 
 def _times(value: float) -> str:
     return f"{value:.2f}x"
+
+
+def _plain_times(value: float) -> str:
+    return "n/a" if math.isnan(value) else _times(value)
+
+
+def _share_cell(verdict: Verdict) -> str:
+    if math.isnan(verdict.value):
+        return "n/a"
+    return f"{verdict.value:.1%} {verdict_word(verdict)}"
 
 
 def _ratio_cell(verdict: Verdict) -> str:

@@ -12,6 +12,7 @@ from bench.dispatch.disk import DiskCheck
 from bench.dispatch.dispatcher import ChildRun
 from bench.dispatch.floor import FloorRun
 from bench.dispatch.naive import NaiveRun
+from bench.dispatch.week import Week
 
 
 class Bar(StrEnum):
@@ -29,6 +30,9 @@ class Bar(StrEnum):
     LAMBDA_BUDGET = "lambda_budget"
     SERVER_CPU_FIRST = "server_cpu_first"
     SERVER_CPU_NOOP = "server_cpu_noop"
+    NOOP_VS_FIRST_CPU = "noop_vs_first_cpu"
+    WEEK_SERVER_CPU = "week_server_cpu"
+    WEEK_WALL = "week_wall"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,9 @@ class Pass:
     floor_noop: FloorRun
     # The no-op rounds after the first (``noop`` and ``floor_noop``), in order.
     noop_again: tuple[NoopRound, ...] = ()
+    # The daily runs at the seven clocks after the first, each against the
+    # floor of its rows (``week``); None where the pass was asked to skip it.
+    week: Week | None = None
     verdicts: list[Verdict] = field(default_factory=list)
 
     @property
@@ -119,7 +126,14 @@ class Pass:
             self.first,
             self.retry,
             *(each.dispatcher for each in self.noop_rounds),
+            *self.week_runs,
         )
+
+    @property
+    def week_runs(self) -> tuple[ChildRun, ...]:
+        """The week's daily runs, when the pass made it."""
+        days = () if self.week is None else self.week.days
+        return tuple(day.dispatcher for day in days if isinstance(day.dispatcher, ChildRun))
 
     @property
     def code_versions(self) -> list[str]:
@@ -176,6 +190,7 @@ class Results(Pass):
             self.first,
             self.retry,
             *(each.dispatcher for each in self.noop_rounds),
+            *self.week_runs,
             self.backfill,
             self.backfill_again,
             self.tenth_first,
@@ -188,7 +203,10 @@ SIDE_BY_SIDE: Final = (
     Bar.SERVER_CPU_FIRST,
     Bar.NOOP_VS_FLOOR_NOOP,
     Bar.SERVER_CPU_NOOP,
+    Bar.NOOP_VS_FIRST_CPU,
 )
+# The week's, when the pass made it.
+WEEK_SIDE_BY_SIDE: Final = (Bar.WEEK_SERVER_CPU, Bar.WEEK_WALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +244,10 @@ class SideBySide:
 def side_by_side_row(measured: Pass) -> dict[str, Any]:
     """One pass's line of the side-by-side table; a ratio that could not be read is None."""
     ratios: dict[str, float | None] = {}
-    for key in SIDE_BY_SIDE:
+    for key in (*SIDE_BY_SIDE, *(() if measured.week is None else WEEK_SIDE_BY_SIDE)):
         value = measured.verdict(key).value
         ratios[str(key)] = None if math.isnan(value) else value
+    week = measured.week
     split = measured.work_split
     return {
         "mix": measured.parameters["mix"],
@@ -240,5 +259,17 @@ def side_by_side_row(measured: Pass) -> dict[str, Any]:
         "round_trips": measured.first.round_trips,
         "rss_peak_mib": measured.first.rss_peak_mib,
         "tasks_created": measured.first.tasks_created,
+        "week_tasks_per_day": None if week is None else [d.tasks_created for d in week.days],
+        "week_server_cpu_per_day": (
+            None if week is None else [_number(day.server_cpu_ratio) for day in week.days]
+        ),
+        "week_server_cpu_ms_per_task": None
+        if week is None
+        else _number(week.server_cpu_ms_per_task),
         "failed": [each.name for each in measured.verdicts if each.judged and not each.passed],
     }
+
+
+def _number(value: float) -> float | None:
+    """``value``, or None for a figure that could not be read (NaN), as JSON has no NaN."""
+    return None if math.isnan(value) else value

@@ -1,8 +1,9 @@
-"""The first run and the no-op at a large N, as chains of Lambda invocations, beside N/10.
+"""The first run, the no-op and the week at a large N, as chains of Lambda invocations, beside N/10.
 
 Run: .venv/bin/python -m bench.dispatch.scale [--duties N] [--chunk-size C]
          [--workers W] [--mix classic|compliance] [--invocation-s S]
          [--reserve-ms R] [--json PATH] [--database-url DSN] [--rds-proxy]
+         [--no-week]
 
 ``make bench-10m`` runs it at N = 10,000,000. It checks the disk first (a
 probe on a few thousand duties, ``disk``), generates N duties server-side in a
@@ -13,8 +14,14 @@ taking pages when less than the reserve is left and hands ``resume_after`` on
 to the next, as the deployed function does (``chain``). The same again at N/10
 in a fresh database, so that only N differs. The bar: the first run within
 half an invocation, the peak RSS flat from N/10 to N, round trips that grow
-with N / page size. The floor, the backfill and the naive path are the full
-bench's (``python -m bench.dispatch``), left out here to keep a large N short.
+with N / page size. Then the week (``week``): the daily runs at the seven
+clocks after the first, each a chain after the vacuum, each against the floor
+of its own rows in copies of the tables as they stood. Printed beside the bar,
+never judged: issue 37's goals, each day's server CPU and wall time against
+its floor's, the no-op's share of the first run's server CPU, and the week's
+server CPU per task created at N against N/10's. The first run's floor, the
+backfill and the naive path are the full bench's (``python -m
+bench.dispatch``), left out here to keep a large N short.
 """
 
 from __future__ import annotations
@@ -25,95 +32,42 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
-from bench.dispatch.chain import DEFAULT_RESERVE_MS, ChainRun, run_chain
+from bench.dispatch.chain import DEFAULT_RESERVE_MS, run_chain
 from bench.dispatch.child import ChildSpec
-from bench.dispatch.data import CLOCK, DataSummary, generate
-from bench.dispatch.disk import SCALE_BENCH, DiskCheck, check_disk
+from bench.dispatch.data import CLOCK, generate
+from bench.dispatch.disk import SCALE_BENCH, check_disk
 from bench.dispatch.judging import (
+    GOAL,
     LAMBDA_SHARE_MAX,
     LAMBDA_TIMEOUT_S,
+    NOOP_VS_FIRST_CPU_GOAL,
     ROUND_TRIPS_PER_PAGE_MAX,
     ROUND_TRIPS_PER_RUN_MAX,
     RSS_GROWTH_BAR,
+    SCALE_CPU_PER_TASK_GOAL,
+    WEEK_SERVER_CPU_GOAL,
+    WEEK_WALL_GOAL,
     rss_flat,
     rss_growth,
 )
 from bench.dispatch.mix import CLASSIC, MIXES
-from bench.dispatch.options import BENCH_DIR, positive_int
-from bench.dispatch.render import disk_line
+from bench.dispatch.options import positive_int
+from bench.dispatch.scale_render import render_scale
+from bench.dispatch.scale_results import (
+    DEFAULT_SCALE_DUTIES,
+    AtN,
+    ScaleOptions,
+    ScaleResults,
+    ScaleVerdict,
+)
 from bench.dispatch.server import DISPATCH_TABLES, fresh_database, scalar, server, vacuum
+from bench.dispatch.week import run_week
 from dispatch_fn.run import dispatch
-
-DEFAULT_SCALE_DUTIES = 10_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleOptions:
-    """What one scale run measures."""
-
-    duties: int = DEFAULT_SCALE_DUTIES
-    chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
-    workers: int = dispatch.DEFAULT_WORKERS
-    mix: str = CLASSIC.name
-    invocation_ms: int = int(LAMBDA_TIMEOUT_S * 1000)
-    reserve_ms: int = DEFAULT_RESERVE_MS
-    rds_proxy: bool = False
-    json_path: Path | None = None
-    database_url: str | None = None
-    # Sleep before each page: lets a test make a tiny N outlast a short invocation.
-    pause_s: float = 0.0
-
-    def result_path(self) -> Path:
-        """Where the JSON goes."""
-        suffix = "" if self.mix == CLASSIC.name else f"-{self.mix}"
-        return self.json_path or BENCH_DIR / "results" / f"scale-{self.duties}{suffix}.json"
-
-
-@dataclass(frozen=True, slots=True)
-class AtN:
-    """One N's data, first run and no-op."""
-
-    data: DataSummary
-    first: ChainRun
-    noop: ChainRun
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleVerdict:
-    """One line of the scale bar."""
-
-    name: str
-    shown: str
-    bar: str
-    passed: bool
-
-
-@dataclass(slots=True)
-class ScaleResults:
-    """Every figure of one scale run."""
-
-    parameters: dict[str, Any]
-    server: dict[str, Any]
-    disk: DiskCheck
-    at_n: AtN
-    at_tenth: AtN
-    verdicts: list[ScaleVerdict] = field(default_factory=list)
-
-    @property
-    def code_versions(self) -> list[str]:
-        """Fingerprints of the dispatcher code every link used; more than one is a mixed run."""
-        chains = (self.at_n.first, self.at_n.noop, self.at_tenth.first, self.at_tenth.noop)
-        return sorted({link.code for chain in chains for link in chain.links})
-
-    def as_json(self) -> dict[str, Any]:
-        """Everything, JSON-serialisable (each chain with its links)."""
-        return {**asdict(self), "code_versions": self.code_versions}
 
 
 def measure_at(server_dsn: str, duties: int, options: ScaleOptions) -> AtN:
@@ -132,7 +86,16 @@ def measure_at(server_dsn: str, duties: int, options: ScaleOptions) -> AtN:
         first = run_chain(conn, spec, options.invocation_ms, options.reserve_ms)
         vacuum(conn, DISPATCH_TABLES)
         noop = run_chain(conn, spec, options.invocation_ms, options.reserve_ms)
-    return AtN(data, first, noop)
+        week = (
+            run_week(
+                conn,
+                spec,
+                run=lambda c, s: run_chain(c, s, options.invocation_ms, options.reserve_ms),
+            )
+            if options.week
+            else None
+        )
+    return AtN(data, first, noop, week)
 
 
 def run_scale(options: ScaleOptions, server_dsn: str, server_label: str = "") -> ScaleResults:
@@ -204,47 +167,56 @@ def judge_scale(results: ScaleResults, options: ScaleOptions) -> list[ScaleVerdi
         ScaleVerdict("no-op tasks created + duties advanced", f"{noop_written:,}", "= 0",
                      noop_written == 0)
     )  # fmt: skip
-    return verdicts
+    return verdicts + scale_week_goals(results.at_n, results.at_tenth)
 
 
-def render_scale(results: ScaleResults) -> str:
-    """The figures and the bar as a plain-text table."""
-    p = results.parameters
-    lines = [
-        f"scale benchmark: N={results.at_n.data.duties:,} duties "
-        f"({results.at_n.data.dispatchable:,} dispatchable), chunk {p['chunk_size']:,}, "
-        f"{p['workers']} dispatcher connection(s), invocations of {p['invocation_ms'] / 1000:g} s "
-        f"(reserve {p['reserve_ms'] / 1000:g} s), {p['mix']} mix, clock {CLOCK.isoformat()}",
-        f"PostgreSQL {results.server['version']} ({results.server['where']}), {p['cpus']} CPUs, "
-        f"dispatcher code {', '.join(results.code_versions)}",
-        disk_line(results.disk),
-        "",
-        f"{'measurement':<34} {'seconds':>9} {'srv CPU':>8} {'tasks':>11} {'advanced':>10} "
-        f"{'pages':>6} {'trips':>7} {'RSS MiB':>8} {'links':>5}",
-    ]
-    for label, at in (("N", results.at_n), ("N/10", results.at_tenth)):
-        lines.append(f"{label} = {at.data.duties:,} duties, generated in {at.data.seconds:.1f} s")
-        for name, chain in (("first scheduled run", at.first), ("no-op, tables vacuumed", at.noop)):
-            cpu = chain.server_cpu_seconds
-            lines.append(
-                f"  {name:<32} {chain.seconds:>9.2f} {'n/a' if cpu is None else f'{cpu:.2f}':>8} "
-                f"{chain.tasks_created:>11,} {chain.duties_advanced:>10,} {chain.pages:>6,} "
-                f"{chain.round_trips:>7,} {chain.rss_peak_mib:>8.1f} {len(chain.links):>5}"
+def scale_week_goals(at_n: AtN, at_tenth: AtN) -> list[ScaleVerdict]:
+    """Issue 37's goals for the week at N, printed beside the bar, never judged.
+
+    Each day's server CPU and wall time against its floor's (the worst day
+    shown), the no-op's share of the first run's server CPU, and the week's
+    server CPU per task created at N against N/10's: a day costs about what
+    it writes, whatever the tables hold.
+    """
+    verdicts: list[ScaleVerdict] = []
+    first_cpu, noop_cpu = at_n.first.server_cpu_seconds, at_n.noop.server_cpu_seconds
+    if first_cpu and noop_cpu is not None:
+        share = noop_cpu / first_cpu
+        verdicts.append(
+            ScaleVerdict("server CPU: no-op / first run", f"{share:.1%}",
+                         f"{GOAL} <= {NOOP_VS_FIRST_CPU_GOAL:.0%}",
+                         share <= NOOP_VS_FIRST_CPU_GOAL, judged=False)
+        )  # fmt: skip
+    week, tenth_week = at_n.week, at_tenth.week
+    if week is None or tenth_week is None:
+        return verdicts
+    for name, each, goal in (
+        ("server CPU", [day.server_cpu_ratio for day in week.days], WEEK_SERVER_CPU_GOAL),
+        ("wall time", [day.wall_ratio for day in week.days], WEEK_WALL_GOAL),
+    ):
+        worst = max(each)
+        verdicts.append(
+            ScaleVerdict(
+                f"the week at N: each day's {name} / floor",
+                "n/a (CPU not read)" if math.isnan(worst) else
+                f"worst {worst:.2f}x (days {', '.join(f'{r:.2f}' for r in each)})",
+                f"{GOAL} <= {goal:.2f}x",
+                worst <= goal,
+                judged=False,
             )
-            if len(chain.links) > 1:
-                lines += [
-                    f"    link {i + 1}: {link.seconds:8.2f} s, {link.pages:,} pages, "
-                    f"{link.tasks_created:,} tasks, resume_after "
-                    f"{link.report.get('resume_after')!r}, stopped by "
-                    f"{link.report.get('stopped_by')!r}"
-                    for i, link in enumerate(chain.links)
-                ]
-    lines += ["", f"{'bar':<40} {'value':>40}  {'limit':<30} verdict"]
-    lines += [
-        f"{v.name:<40} {v.shown:>40}  {v.bar:<30} {'PASS' if v.passed else 'FAIL'}"
-        for v in results.verdicts
-    ]
-    return "\n".join(lines)
+        )  # fmt: skip
+    per_task = week.server_cpu_ms_per_task / tenth_week.server_cpu_ms_per_task
+    verdicts.append(
+        ScaleVerdict(
+            "the week: server CPU per task, N / N/10",
+            f"{per_task:.2f}x ({week.server_cpu_ms_per_task:.3f} vs "
+            f"{tenth_week.server_cpu_ms_per_task:.3f} ms a task)",
+            f"{GOAL} <= {SCALE_CPU_PER_TASK_GOAL:.2f}x",
+            per_task <= SCALE_CPU_PER_TASK_GOAL,
+            judged=False,
+        )
+    )
+    return verdicts
 
 
 def parse_scale_options(argv: Sequence[str]) -> ScaleOptions:
@@ -277,6 +249,9 @@ def parse_scale_options(argv: Sequence[str]) -> ScaleOptions:
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or None)
     parser.add_argument("--rds-proxy", action="store_true")
+    parser.add_argument(
+        "--no-week", dest="week", action="store_false", help="leave out the week of daily runs"
+    )
     args = parser.parse_args(list(argv))
     return ScaleOptions(
         duties=args.duties,
@@ -288,6 +263,7 @@ def parse_scale_options(argv: Sequence[str]) -> ScaleOptions:
         rds_proxy=args.rds_proxy,
         json_path=args.json,
         database_url=args.database_url,
+        week=args.week,
     )
 
 
@@ -301,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results.as_json(), indent=2, default=str) + "\n", encoding="utf-8")
     print(f"\nfigures written to {path}")
-    return 0 if all(v.passed for v in results.verdicts) else 1
+    return 0 if all(v.passed for v in results.verdicts if v.judged) else 1
 
 
 if __name__ == "__main__":

@@ -93,7 +93,8 @@ class Settings(Tuning):
     secret_arn: str | None = None
     # None: DB_SSLMODE unset; a DATABASE_URL then keeps its own sslmode, and
     # gets database.DEFAULT_SSLMODE (verify-full) when it names none and is
-    # not this machine, or a root certificate is given; so does every other source.
+    # not this machine (its host given in it or by PGHOST, PGHOSTADDR or a
+    # service), or a root certificate is given; so does every other source.
     sslmode: str | None = None
     sslrootcert: str | None = None
     auth: str = "password"

@@ -867,3 +867,62 @@ def test_the_server_accepts_the_password_by_scram_authentication(
         assert c.execute("SELECT current_user").fetchone() == (user,)
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
         psycopg.connect(_scram_url(scram_server, user=user, password=password + "x", dbname=name))
+
+
+# A release newer than this code applied it; this code (a rollback's) does not bundle it.
+NEWER = "9990_from_a_newer_release"
+
+
+def _record_newer_migration(conn: Conn, version: str = NEWER) -> None:
+    conn.execute(
+        "INSERT INTO duly_schema_migration (version, checksum) VALUES (%s, %s)",
+        (version, hashlib.sha256(version.encode()).hexdigest()),
+    )
+
+
+def test_schema_version_is_what_the_database_holds_when_it_is_ahead_of_the_code(
+    conn: Conn, db_url: str, login: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _record_newer_migration(conn)
+    sent = Recorder()
+    with caplog.at_level("WARNING", logger="duly.migrations"):
+        handle(event("Update", DispatcherUser=login), connect=connector(db_url), send=sent)
+    response = sent.only
+    # A rollback's deploy succeeds: the older code runs on the newer schema.
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert response["Data"]["SchemaVersion"] == NEWER
+    assert response["Data"]["CodeSchemaVersion"] == bundled_migrations()[-1].version
+    assert response["Data"]["UnknownMigrations"] == NEWER
+    assert "database is ahead of the code" in response["Reason"]
+    assert NEWER in response["Reason"]
+    assert "forward-only" in response["Reason"]
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert any(NEWER in message and "ahead of the code" in message for message in warnings)
+
+
+def test_schema_version_matches_the_code_when_the_database_holds_nothing_newer(
+    conn: Conn, db_url: str, login: str
+) -> None:
+    sent = Recorder()
+    handle(event("Update", DispatcherUser=login), connect=connector(db_url), send=sent)
+    newest = bundled_migrations()[-1].version
+    assert sent.only["Data"]["SchemaVersion"] == sent.only["Data"]["CodeSchemaVersion"] == newest
+    assert sent.only["Data"]["UnknownMigrations"] == ""
+    assert sent.only["Reason"] == "schema is up to date"
+
+
+def test_many_unknown_migrations_are_named_within_cloudformations_response_limit(
+    conn: Conn, db_url: str, login: str
+) -> None:
+    newer = [f"99{n:02d}_a_newer_release_with_a_rather_long_descriptive_name" for n in range(60)]
+    for version in newer:
+        _record_newer_migration(conn, version)
+    sent = Recorder()
+    handle(event("Update", DispatcherUser=login), connect=connector(db_url), send=sent)
+    response = sent.only
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert response["Data"]["SchemaVersion"] == newer[-1]
+    unknown = response["Data"]["UnknownMigrations"]
+    assert unknown.startswith(newer[0])
+    assert unknown.endswith("and 50 more")
+    assert migrate_resource.response_size(response) <= migrate_resource.RESPONSE_LIMIT_BYTES

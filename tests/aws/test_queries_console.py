@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from dispatch_fn.aws.events import RUN_MODES, RUN_STATUSES
 from dispatch_fn.aws.queries import ANSWER_BYTES
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.db import ledger, runs_table
@@ -23,10 +22,6 @@ LAMBDA_RESPONSE_BYTES = 6 * 1024 * 1024
 
 def _size(answer: object) -> int:
     return len(json.dumps(answer).encode("utf-8"))
-
-
-def test_the_query_filters_by_the_ledgers_own_modes_and_statuses() -> None:
-    assert (RUN_MODES, RUN_STATUSES) == (ledger.MODES, ledger.SHOWN_STATUSES)
 
 
 def test_the_budget_is_well_inside_lambdas_response_limit() -> None:

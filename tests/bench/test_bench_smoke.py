@@ -31,9 +31,10 @@ from bench.dispatch.judging import (
 )
 from bench.dispatch.mix import CLASSIC, COMPLIANCE
 from bench.dispatch.options import Options
-from bench.dispatch.render import render, render_side_by_side
+from bench.dispatch.render import render, render_side_by_side, render_week
 from bench.dispatch.results import SIDE_BY_SIDE, Bar, Results, SideBySide, side_by_side_row
-from bench.dispatch.scale import ScaleOptions, measure_at
+from bench.dispatch.scale import measure_at
+from bench.dispatch.scale_results import ScaleOptions
 from bench.dispatch.server import fresh_database, leaves
 from dispatch_fn.db.layout import LAYOUTS
 from support import session_layout
@@ -85,8 +86,11 @@ def test_written_rows_are_read_back_from_the_statistics(figures: Results) -> Non
     first = figures.first
     assert first.written.inserted["duly_task"] == first.tasks_created
     # Each duty's account is kept in the UPDATE that advances it; on the first
-    # run every duty judged in its window has its account written, owing or not.
-    assert first.written.updated["duly_duty"] == first.report["accounts_kept"]
+    # run every duty judged in its window has its account written, owing or not,
+    # and a duty outside its window has only its next owed day written, once
+    # (migration 0014), so later runs pass it over.
+    outside = first.report["skipped"]["outside_effective_window"]
+    assert first.written.updated["duly_duty"] == first.report["accounts_kept"] + outside
     assert first.report["accounts_kept"] >= first.duties_advanced
     assert figures.floor.written.inserted["floor_task"] == figures.floor.inserted
 
@@ -231,6 +235,9 @@ def test_every_bar_is_judged_in_order(figures: Results) -> None:
         Bar.RETRY_VS_FLOOR_RETRY,
         Bar.SERVER_CPU_FIRST,
         Bar.SERVER_CPU_NOOP,
+        Bar.NOOP_VS_FIRST_CPU,
+        Bar.WEEK_SERVER_CPU,
+        Bar.WEEK_WALL,
     ]
 
 
@@ -260,10 +267,13 @@ def test_figures_survive_the_json_they_are_written_as(figures: Results) -> None:
 def test_the_table_has_a_line_per_measurement_and_per_bar(figures: Results) -> None:
     lines = render(figures).splitlines()
     # Four header lines, a blank, the column heads, seventeen measurements and
-    # two for each further no-op round, a blank, the first run's summary and
-    # its split, a blank, the ratio heads, then the bar.
+    # two for each further no-op round, a blank and the week's table, a blank,
+    # the first run's summary and its split, a blank, the ratio heads, then the bar.
     measurements = 17 + 2 * (OPTIONS.noop_rounds - 1)
-    assert len(lines) == 4 + 1 + 1 + measurements + 1 + 2 + 1 + 1 + len(Bar)
+    assert figures.week is not None
+    week = render_week(figures.week)
+    assert len(lines) == 4 + 1 + 1 + measurements + 1 + len(week) + 1 + 2 + 1 + 1 + len(Bar)
+    assert lines[4 + 1 + 1 + measurements + 1 :][: len(week)] == week
 
 
 def test_every_no_op_round_writes_nothing_and_the_median_of_their_ratios_is_judged(
@@ -340,9 +350,11 @@ def test_another_mix_is_compared_in_a_pass_of_its_own(side_by_side: SideBySide) 
 def test_the_side_by_side_table_has_a_row_per_pass(side_by_side: SideBySide) -> None:
     lines = render_side_by_side(side_by_side).splitlines()
     # Two header lines, a blank, the column heads, a row a pass, a blank, the
-    # note on bars and goals, then a line per judged line failed.
+    # note on bars and goals, a line per judged line failed, then each pass's
+    # week: a blank, the pass, its table.
     failed = sum(len(row["failed"]) for row in side_by_side.as_json()["rows"])
-    assert len(lines) == 2 + 1 + 1 + 2 + 1 + 1 + failed
+    weeks = sum(2 + len(render_week(each.week)) for each in side_by_side.passes if each.week)
+    assert len(lines) == 2 + 1 + 1 + 2 + 1 + 1 + failed + weeks
     assert lines[4].split()[:3] == ["classic", session_layout(), "full"]
     assert lines[5].split()[:3] == ["compliance", session_layout(), "comparison"]
     # a0's column: its share of the floor's CPU, or n/a where a CPU was not read.
@@ -452,7 +464,14 @@ def test_a_first_run_longer_than_an_invocation_is_completed_by_its_continuation_
     chained = measure_at(
         server_dsn,
         2000,
-        ScaleOptions(duties=2000, chunk_size=200, invocation_ms=1000, reserve_ms=200, pause_s=0.25),
+        ScaleOptions(
+            duties=2000,
+            chunk_size=200,
+            invocation_ms=1000,
+            reserve_ms=200,
+            pause_s=0.25,
+            week=False,
+        ),
     )
     assert len(one.first.links) == 1
     links = chained.first.links
@@ -466,6 +485,12 @@ def test_a_first_run_longer_than_an_invocation_is_completed_by_its_continuation_
     assert chained.first.tasks_created == one.first.tasks_created > 0
     assert chained.first.duties_advanced == one.first.duties_advanced
     assert chained.noop.tasks_created == chained.noop.duties_advanced == 0
+    # The week at scale: each day a chain, each against the floor of its rows.
+    assert one.week is not None
+    assert chained.week is None
+    assert len(one.week.days) == 7
+    for day in one.week.days:
+        assert day.floor.inserted == day.tasks_created == day.dispatcher.tasks_created
 
 
 def _shape(conn: psycopg.Connection[tuple[object, ...]], table: str) -> tuple[object, ...]:

@@ -10,6 +10,7 @@ from bench.dispatch.judging import (
     SERVER_CPU_FIRST_GOAL,
     SERVER_CPU_NOOP_GOAL,
     cpu_goal_verdict,
+    noop_vs_first_verdict,
     paired_median,
     rss_flat,
     rss_growth,
@@ -40,13 +41,23 @@ def test_the_rss_growth_is_a_share_of_the_smaller_runs_peak() -> None:
 
 
 def test_a_cpu_goal_is_met_or_missed_but_never_judged() -> None:
-    met = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", [(10.9, 10.0)], SERVER_CPU_FIRST_GOAL)
-    missed = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", [(11.2, 10.0)], SERVER_CPU_FIRST_GOAL)
+    met = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", [(13.0, 10.0)], SERVER_CPU_FIRST_GOAL)
+    missed = cpu_goal_verdict(Bar.SERVER_CPU_FIRST, "cpu", [(13.6, 10.0)], SERVER_CPU_FIRST_GOAL)
     assert (met.passed, missed.passed) == (True, False)
     assert (met.judged, missed.judged) == (False, False)
-    assert met.bar == missed.bar == "(goal) <= 1.10x"
+    assert met.bar == missed.bar == "(goal) <= 1.35x"
     assert (verdict_word(met), verdict_word(missed)) == ("met", "missed")
-    assert met.shown == "1.09x (10.9 vs 10.0 s)"
+    assert met.shown == "1.30x (13.0 vs 10.0 s)"
+
+
+def test_the_no_op_is_a_share_of_the_first_runs_server_cpu_by_the_median_round() -> None:
+    verdict = noop_vs_first_verdict([(0.3, 20.0), (0.9, 20.0), (0.2, 20.0)])
+    assert verdict.value == pytest.approx(0.015)
+    assert verdict.shown == "1.5% (median of 3: 1.0%-4.5%)"
+    assert verdict.bar == "(goal) <= 2%"
+    assert (verdict.passed, verdict.judged) == (True, False)
+    assert not noop_vs_first_verdict([(0.5, 20.0)]).passed
+    assert math.isnan(noop_vs_first_verdict([(0.3, None)]).value)
 
 
 def test_a_cpu_goal_unread_is_not_a_number() -> None:

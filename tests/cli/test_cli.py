@@ -21,6 +21,21 @@ def test_migrate_reports_an_up_to_date_schema(
     assert capsys.readouterr().out.strip() == "schema is up to date"
 
 
+def test_migrate_says_when_the_database_is_ahead_of_the_code(
+    conn: Conn, database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What an older checkout (a rollback's) finds after a newer release migrated.
+    conn.execute(
+        "INSERT INTO duly_schema_migration (version, checksum) VALUES (%s, %s)",
+        ("9990_from_a_newer_release", "0" * 64),
+    )
+    assert main(["migrate"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "schema is up to date"
+    assert "the database is ahead of the code" in captured.err
+    assert "9990_from_a_newer_release" in captured.err
+
+
 def test_invoke_prints_the_report_as_json_and_exits_zero(
     conn: Conn, database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -128,7 +128,7 @@ def _dispatched(conn: Conn) -> None:
     # migration 0012 over a table of tasks: the next run owes rows that exist,
     # the case the probing statement is for (a kept account owes none).
     dispatch.run([conn], dispatch.RunRequest(now=NOW), TUNING)
-    conn.execute("UPDATE duly_duty SET dispatch_through = NULL")
+    conn.execute("UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01'")
 
 
 def _partly_dispatched(conn: Conn) -> None:

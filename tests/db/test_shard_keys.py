@@ -109,7 +109,8 @@ def test_the_migration_makes_the_duty_key_and_the_task_foreign_key_carry_the_org
             "SELECT indexname FROM pg_indexes WHERE tablename = 'duly_duty' ORDER BY 1"
         ).fetchall()
         assert [row[0] for row in indexes] == [
-            "duly_duty_dispatchable_approved",
+            "duly_duty_dispatch_next",
+            "duly_duty_left_out",
             "duly_duty_organization_key",
             "duly_duty_pkey",
         ]
@@ -284,8 +285,8 @@ def test_the_partitioned_layout_keeps_every_column_check_index_option_and_grant(
         _connect(server_dsn, layouts, PARTITIONED) as partitioned,
     ):
         expected = _shape(plain)
-        # duly_duty's 21 and its account's 4 (migration 0012), duly_task's 13.
-        assert len(expected["columns"]) == 21 + 4 + 13
+        # duly_duty's 21 and its account's 5 (migrations 0012, 0014), duly_task's 13.
+        assert len(expected["columns"]) == 21 + 5 + 13
         assert {row[1] for row in expected["triggers"]} == {"duly_duty_account"}
         assert ("duly_duty", ["fillfactor=50"]) in expected["storage"]
         assert _shape(partitioned) == expected
@@ -371,3 +372,37 @@ def test_a_scheduled_run_and_a_backfill_write_the_same_rows_on_both_layouts(
     assert len(rows) > 5_000
     assert sum(1 for mark in marks.values() if mark is not None) > 400
     assert written[PARTITIONED] == written[PLAIN]
+
+
+# Issue 37's defect 5: on the partitioned layout the duty's key is
+# (organization_id, id), so two organisations may hold one id. A page boundary
+# that fell between them lost the second: the next page starts after the id.
+REPEATED = (("org-a", "d1"), ("org-a", "d2"), ("org-b", "d2"), ("org-b", "d3"))
+
+
+@pytest.mark.parametrize(
+    ("tuning", "connections"),
+    [({"chunk_size": 2}, 1), ({"chunk_size": 3, "page_rows": 1}, 1), ({"chunk_size": 2}, 2)],
+    ids=["head", "row budget", "parallel bounds"],
+)
+def test_pages_lose_no_duty_whose_id_repeats_in_another_organisation(
+    server_dsn: str, layouts: dict[str, str], tuning: dict[str, Any], connections: int
+) -> None:
+    with (
+        cloned_database(server_dsn, layouts[PARTITIONED]) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+        psycopg.connect(dsn, autocommit=True) as helper,
+    ):
+        insert_duties(
+            conn,
+            [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
+        )
+        report = dispatch.run(
+            [conn, helper][:connections], dispatch.RunRequest(now=NOW), runtime(**tuning)
+        )
+        written = conn.execute(
+            "SELECT DISTINCT organization_id, duty_id FROM duly_task ORDER BY 1, 2"
+        ).fetchall()
+
+    assert report.duties_read == len(REPEATED)
+    assert [tuple(row) for row in written] == sorted(REPEATED)

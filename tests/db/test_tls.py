@@ -17,7 +17,13 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tls_server
-from dispatch_fn.db.database import ConnectionCache, IamLogin, connect, conninfo_for
+from dispatch_fn.db.database import (
+    ConnectionCache,
+    IamLogin,
+    connect,
+    conninfo_for,
+    url_conninfo,
+)
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
 from tls_server import LOOPBACK, PASSWORD, SERVER_NAME, TlsServer
@@ -244,4 +250,98 @@ def test_a_database_url_to_another_machine_without_tls_settings_is_verify_full()
     ],
 )
 def test_a_database_url_on_this_machine_keeps_libpqs_default(url: str) -> None:
-    assert "sslmode" not in conninfo_to_dict(conninfo_for(Settings(database_url=url)))
+    conninfo = conninfo_for(Settings(database_url=url), environ={})
+    assert "sslmode" not in conninfo_to_dict(conninfo)
+
+
+# A documentation address (RFC 5737): another machine, never this one.
+_REMOTE = "192.0.2.2"
+
+
+@pytest.mark.parametrize(
+    ("url", "environ"),
+    [
+        ("dbname=duly user=u", {"PGHOST": _REMOTE}),
+        # PGSSLMODE is libpq's fallback, not a choice written for this connection.
+        ("dbname=duly user=u", {"PGHOST": _REMOTE, "PGSSLMODE": "disable"}),
+        ("postgresql:///duly", {"PGHOST": "db.example.com"}),
+        ("dbname=duly", {"PGHOSTADDR": _REMOTE}),
+        # libpq dials PGHOSTADDR whatever name the URL gives.
+        ("host=localhost dbname=duly", {"PGHOSTADDR": _REMOTE}),
+        ("dbname=duly", {"PGHOST": f"localhost,{_REMOTE}"}),
+        ("dbname=duly", {"PGHOST": "/run/postgresql", "PGHOSTADDR": _REMOTE}),
+        # A service file may name any host: it is not known to be this machine.
+        ("dbname=duly", {"PGSERVICE": "duly"}),
+        ("service=duly", {}),
+    ],
+)
+def test_a_remote_host_from_libpqs_environment_is_verify_full(
+    url: str, environ: dict[str, str]
+) -> None:
+    conninfo = conninfo_for(Settings(database_url=url), environ=environ)
+    assert conninfo_to_dict(conninfo)["sslmode"] == "verify-full"
+
+
+@pytest.mark.parametrize(
+    ("url", "environ"),
+    [
+        ("dbname=duly", {"PGHOST": "/run/postgresql"}),
+        ("dbname=duly", {"PGHOST": "localhost"}),
+        ("dbname=duly", {"PGHOST": "127.0.0.1,::1", "PGSSLMODE": "disable"}),
+        ("dbname=duly", {"PGHOST": "db.duly.test", "PGHOSTADDR": "127.0.0.1"}),
+        # The URL's own host wins over PGHOST, as in libpq.
+        ("host=localhost dbname=duly", {"PGHOST": _REMOTE}),
+        ("host=localhost service=duly dbname=duly", {}),
+    ],
+)
+def test_this_machine_named_by_libpqs_environment_keeps_libpqs_default(
+    url: str, environ: dict[str, str]
+) -> None:
+    conninfo = conninfo_for(Settings(database_url=url), environ=environ)
+    assert "sslmode" not in conninfo_to_dict(conninfo)
+
+
+def test_a_remote_host_from_pghost_keeps_a_mode_the_operator_chose_in_writing() -> None:
+    environ = {"PGHOST": _REMOTE}
+    in_the_url = conninfo_for(Settings(database_url="dbname=duly sslmode=require"), environ=environ)
+    assert conninfo_to_dict(in_the_url)["sslmode"] == "require"
+    from_settings = conninfo_for(
+        Settings(database_url="dbname=duly", sslmode="disable"), environ=environ
+    )
+    assert conninfo_to_dict(from_settings)["sslmode"] == "disable"
+
+
+def test_the_process_environment_is_what_libpq_reads_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PGHOST", _REMOTE)
+    monkeypatch.setenv("PGSSLMODE", "disable")
+    conninfo = conninfo_for(Settings(database_url="dbname=duly user=u"))
+    assert conninfo_to_dict(conninfo)["sslmode"] == "verify-full"
+
+
+def test_the_local_commands_database_url_follows_the_same_rules() -> None:
+    remote = url_conninfo("dbname=duly user=u", environ={"PGHOST": _REMOTE, "PGSSLMODE": "disable"})
+    assert conninfo_to_dict(remote)["sslmode"] == "verify-full"
+    local = url_conninfo("dbname=duly user=u", environ={"PGHOST": "localhost"})
+    assert "sslmode" not in conninfo_to_dict(local)
+    chosen = url_conninfo("dbname=duly", environ={"PGHOST": _REMOTE, "DB_SSLMODE": "require"})
+    assert conninfo_to_dict(chosen)["sslmode"] == "require"
+    with pytest.raises(ConfigurationError, match="DB_SSLMODE='sometimes'"):
+        url_conninfo("dbname=duly", environ={"DB_SSLMODE": "sometimes"})
+
+
+def test_a_local_command_refuses_plain_text_to_a_list_of_hosts_with_a_remote_one(
+    database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # libpq tries each host in turn: the remote name first (it does not resolve), then
+    # this machine's server, which speaks no TLS. Under "prefer" the second would be
+    # reached in plain text; verify-full refuses it.
+    params = conninfo_to_dict(database)
+    monkeypatch.setenv("DATABASE_URL", make_conninfo(dbname=params["dbname"], user="postgres"))
+    monkeypatch.setenv("PGHOST", f"db.duly.invalid,{params['host']}")
+    monkeypatch.setenv("PGPORT", str(params.get("port") or 5432))
+    from dispatch_fn.cli.main import main  # noqa: PLC0415 - the command, as run
+
+    assert main(["runs", "--json"]) != 0
+    assert "SSL" in capsys.readouterr().err

@@ -68,15 +68,17 @@ def test_greenlands_skipped_day_is_owed_by_the_first_daily_run_after_it_began() 
     assert sorted(d["period_key"] for d in after.drafts) == ["2026-03-28"] * 2 + ["2026-03-29"] * 2
 
 
-def test_the_schedule_reaches_back_to_the_horizon_and_holds_the_current_day() -> None:
+def test_the_schedule_reaches_back_past_the_horizon_and_holds_the_current_day() -> None:
     schedule = schedule_for(
         "daily", "America/Nuuk", datetime(2026, 3, 29, 1, tzinfo=UTC), catch_up_days=2
     )
     # Nuuk's today at that clock is the 29th (its 28th was 23 hours long):
-    # what became owed on it and the two days before is owed still.
+    # what became owed on it and the two days before is owed still; the day
+    # before those, the horizon's, is there to be counted if it lapsed.
     assert schedule.horizon == date(2026, 3, 26)
     assert schedule.origin == date(2026, 3, 27)
     assert [(p.key, p.current) for p in schedule.periods] == [
+        ("2026-03-26", False),
         ("2026-03-27", False),
         ("2026-03-28", False),
         ("2026-03-29", True),
@@ -88,8 +90,9 @@ def test_a_horizon_of_no_days_still_reaches_back_one_day() -> None:
         "daily", "UTC", datetime(2026, 8, 21, 1, tzinfo=UTC), lead_horizon=3, catch_up_days=0
     )
     assert schedule.horizon == date(2026, 8, 19)
+    # The horizon's own day is there to be counted if it lapsed, never owed.
     assert [p.key for p in schedule.periods] == [
-        "2026-08-20", "2026-08-21", "2026-08-22", "2026-08-23", "2026-08-24",
+        "2026-08-19", "2026-08-20", "2026-08-21", "2026-08-22", "2026-08-23", "2026-08-24",
     ]  # fmt: skip
 
 

@@ -200,6 +200,7 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
         "dispatch_paused_on": None,
         "dispatch_changed_on": None,
         "next_owed": "2026-11-21",
+        "dispatch_next": "2026-11-21",
     }
     verdicts = {c["period_key"]: c["verdict"] for c in explained["explain"]["candidates"]}
     assert verdicts == {"2026-W47": "exists"}
@@ -254,3 +255,123 @@ def test_a_duty_set_aside_on_its_first_run_owes_every_day_the_horizon_holds(
 
     # A horizon of one day owes today and the day before it.
     assert task_keys(conn, LOCKED) == ["2026-11-23", "2026-11-24"]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE duly_duty SET owner_id = 'owner-2'",
+        # New rules judge every account afresh, as if changed on its own day.
+        "UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'",
+    ],
+)
+def test_a_run_at_a_clock_before_the_account_s_day_creates_nothing_it_says_is_done(
+    conn: Conn, invoke: Invoke, edit: str
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("DELETE FROM duly_task WHERE period_key = '2026-11-20'")
+    conn.execute(edit)
+    past = invoke(_clock(FIRST))
+
+    # The account is through the 21st: the 20th is done, whoever owns it now.
+    assert past["tasks_created"] == 0
+    assert task_keys(conn, LOCKED) == ["2026-11-21"]
+
+
+def test_an_outage_past_the_horizon_counts_nothing_its_lead_had_already_owed(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Lead 3: the run of the 20th owed the days up to the 23rd. The run of the
+    # 23rd, with a horizon of one day, owes from the 22nd's becoming owed: the
+    # 21st's day became owed on the 18th, which the account had passed.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=3)])
+    invoke(_clock(FIRST), catch_up_days=1)
+    later = invoke(_clock(FIRST + 3 * DAY), catch_up_days=1)
+
+    assert later["beyond_horizon"] == 0
+    assert task_keys(conn, LOCKED)[-1] == "2026-11-26"
+
+
+def test_a_pause_longer_than_the_horizon_counts_nothing_beyond_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused'")
+    invoke(_clock(FIRST + 9 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active'")
+    resumed = invoke(_clock(FIRST + 10 * DAY))
+
+    # Nothing became owed while it was paused: nothing lapsed.
+    assert resumed["beyond_horizon"] == 0
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-30"]
+
+
+def test_an_outage_past_the_horizon_counts_the_day_just_before_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST), catch_up_days=1)
+    later = invoke(_clock(FIRST + 3 * DAY), catch_up_days=1)
+
+    # The 21st became owed on the horizon: counted, not created.
+    assert later["beyond_horizon"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-22", "2026-11-23"]
+
+
+def test_a_duty_set_aside_on_its_first_run_counts_the_days_that_lapsed_past_the_horizon(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST), lock_timeout_ms=200, catch_up_days=1)
+    holder.rollback()
+    later = invoke(_clock(FIRST + 4 * DAY), catch_up_days=1)
+
+    # It owed from the scheduled clock before the first run (the 19th's): the
+    # 20th to the 22nd lapsed, and are counted.
+    assert later["beyond_horizon"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-23", "2026-11-24"]
+
+
+def test_a_duty_set_aside_on_its_first_run_then_edited_still_owes_from_the_origin(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST), lock_timeout_ms=200)
+    holder.rollback()
+    conn.execute("UPDATE duly_duty SET grace_days = 2 WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+
+    # The edit changed no period: it owes what it owed since the first run.
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+def test_a_zone_broken_before_any_run_and_fixed_later_loses_nothing(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    conn.execute("UPDATE duly_duty SET timezone = 'Mars/Olympus' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+def test_a_duty_added_paused_owes_nothing_from_before_it_is_resumed(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("d2")])
+    invoke(_clock(FIRST))
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, status="paused")])
+    invoke(_clock(FIRST + DAY))
+    invoke(_clock(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-23"]

@@ -58,7 +58,10 @@ def _window(event: dict[str, Any]) -> tuple[date, date]:
 
 
 def test_events_directory_holds_exactly_the_documented_payloads(events_dir: Path) -> None:
-    assert {path.name for path in events_dir.iterdir()} == EXPECTED_FILES
+    assert {path.name for path in events_dir.iterdir() if path.is_file()} == EXPECTED_FILES
+    # Beside them, only the environments sam local invoke --env-vars takes.
+    assert {path.name for path in events_dir.iterdir() if path.is_dir()} == {"env"}
+    assert {path.name for path in (events_dir / "env").iterdir()} == {"local-postgres.json"}
 
 
 def test_scheduler_payload_carries_only_the_scheduled_time(events_dir: Path) -> None:

@@ -47,6 +47,8 @@ _MANAGED_POLICIES = {
 }
 
 EXPECTED_ENVIRONMENT = {
+    # Empty when deployed; declared so that sam local invoke --env-vars can set it.
+    "DATABASE_URL": "",
     "DB_AUTH": {"Ref": "DatabaseAuth"},
     "DB_SECRET_ARN": {"Ref": "DatabaseSecretArn"},
     "DB_HOST": {"Fn::GetAtt": ["SchemaMigration", "Host"]},
@@ -377,8 +379,9 @@ def test_the_schedule_interval_is_one_parameter_for_the_schedule_and_the_functio
     }
 
 
-def test_schedule_targets_the_dispatch_function(schedule: dict[str, Any]) -> None:
-    assert schedule["Target"]["Arn"] == {"Fn::GetAtt": ["DispatchFunction", "Arn"]}
+def test_schedule_targets_the_dispatch_functions_live_alias(schedule: dict[str, Any]) -> None:
+    # The alias a rollback moves back, never the unqualified $LATEST.
+    assert schedule["Target"]["Arn"] == {"Ref": "DispatchFunctionAliaslive"}
 
 
 def test_input_carries_the_scheduled_time_so_retries_replay_the_same_clock(
@@ -439,7 +442,9 @@ def test_failed_asynchronous_runs_are_retried_then_sent_to_the_failed_run_queue(
         r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventInvokeConfig"
     )
     assert config["FunctionName"] == {"Ref": "DispatchFunction"}
-    assert config["Qualifier"] == "$LATEST"
+    # The schedule and a continuation invoke the alias: its invocations are the
+    # ones retried and sent to the failed-run queue.
+    assert config["Qualifier"] == "live"
     assert config["MaximumRetryAttempts"] == 2
     assert 60 <= config["MaximumEventAgeInSeconds"] <= 21600
     assert config["DestinationConfig"] == {
@@ -540,12 +545,14 @@ def test_outputs_give_an_operator_the_function_queues_schedule_and_logs(
     assert outputs == {
         "DispatchFunctionName": {"Ref": "DispatchFunction"},
         "DispatchFunctionArn": {"Fn::GetAtt": ["DispatchFunction", "Arn"]},
+        "DispatchFunctionAliasArn": {"Ref": "DispatchFunctionAliaslive"},
         "FailedRunQueueUrl": {"Ref": "FailedRunQueue"},
         "ScheduleDeadLetterQueueUrl": {"Ref": "ScheduleDeadLetterQueue"},
         "ScheduleName": {"Ref": "DispatchFunctionDailyDispatch"},
         "LogGroupName": {"Ref": "DispatchLogGroup"},
         "MigrationLogGroupName": {"Ref": "MigrationLogGroup"},
         "SchemaVersion": {"Fn::GetAtt": ["SchemaMigration", "SchemaVersion"]},
+        "CodeSchemaVersion": {"Fn::GetAtt": ["SchemaMigration", "CodeSchemaVersion"]},
         "DashboardName": {"Ref": "DispatchDashboard"},
     }
     assert translated["Resources"]["DispatchFunctionDailyDispatch"]["Type"] == (
@@ -668,7 +675,7 @@ def test_the_schedule_may_invoke_only_the_dispatch_function(
     role = resources[schedule["Target"]["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
     invokes = [s for s in _statements(role) if "lambda:" in str(s["Action"])]
     assert [(s["Action"], s["Resource"]) for s in invokes] == [
-        ("lambda:InvokeFunction", {"Fn::GetAtt": ["DispatchFunction", "Arn"]})
+        ("lambda:InvokeFunction", {"Ref": "DispatchFunctionAliaslive"})
     ]
 
 
@@ -676,7 +683,8 @@ def test_only_eni_and_xray_actions_are_granted_on_every_resource(
     resources: dict[str, dict[str, Any]],
 ) -> None:
     roles = _roles(resources)
-    assert len(roles) == 3  # the dispatcher's, the migration step's and the schedule's
+    # The dispatcher's, the migration step's, the schedule's and CodeDeploy's.
+    assert len(roles) == 4
     wildcard_actions: set[str] = set()
     for logical_id, role in roles.items():
         for statement in _statements(role):
@@ -710,6 +718,7 @@ def test_no_role_carries_a_managed_policy_or_a_separate_policy_resource(
         ("function", "lambda.amazonaws.com"),
         ("schedule", "scheduler.amazonaws.com"),
         ("migration", "lambda.amazonaws.com"),
+        ("deployment", "codedeploy.amazonaws.com"),
     ],
 )
 def test_each_role_can_be_assumed_only_by_its_own_service(
@@ -723,6 +732,7 @@ def test_each_role_can_be_assumed_only_by_its_own_service(
         "function": function["Role"],
         "schedule": schedule["Target"]["RoleArn"],
         "migration": resources["MigrationFunction"]["Properties"]["Role"],
+        "deployment": resources["DispatchFunctionDeploymentGroup"]["Properties"]["ServiceRoleArn"],
     }[role_kind]
     role = resources[role_ref["Fn::GetAtt"][0]]["Properties"]
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
@@ -1215,3 +1225,108 @@ def test_secrets_manager_rotates_the_dispatchers_password_through_its_own_functi
     ]  # fmt: skip
     assert rotating["GenerateDatabasePassword"][1]["Action"] == "secretsmanager:GetRandomPassword"
     assert rotating["EncryptRotatedSecret"][0] == "EncryptsRotatedSecret"
+
+
+# --- deploys that can be undone ------------------------------------------------
+
+
+def test_every_deploy_publishes_a_version_and_codedeploy_moves_the_live_alias(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    alias = resources["DispatchFunctionAliaslive"]
+    assert alias["Type"] == "AWS::Lambda::Alias"
+    assert alias["Properties"]["Name"] == "live"
+    version = alias["Properties"]["FunctionVersion"]["Fn::GetAtt"][0]
+    assert resources[version]["Type"] == "AWS::Lambda::Version"
+    update = alias["UpdatePolicy"]["CodeDeployLambdaAliasUpdate"]
+    assert update["DeploymentGroupName"] == {"Ref": "DispatchFunctionDeploymentGroup"}
+    group = resources["DispatchFunctionDeploymentGroup"]["Properties"]
+    assert group["DeploymentConfigName"] == {"Fn::Sub": ["CodeDeployDefault.Lambda${ConfigName}",
+                                                         {"ConfigName": "AllAtOnce"}]}  # fmt: skip
+    assert group["AutoRollbackConfiguration"]["Enabled"] is True
+    assert set(group["AutoRollbackConfiguration"]["Events"]) >= {
+        "DEPLOYMENT_FAILURE",
+        "DEPLOYMENT_STOP_ON_ALARM",
+    }
+
+
+def test_the_rollback_triggers_are_alarms_a_bad_release_sets_off_and_never_the_data(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    group = resources["DispatchFunctionDeploymentGroup"]["Properties"]
+    alarms = group["AlarmConfiguration"]
+    assert alarms["Enabled"] is True
+    assert alarms["Alarms"] == [
+        {"Name": {"Ref": "FunctionErrorsAlarm"}},
+        {"Name": {"Ref": "DurationNearTimeoutAlarm"}},
+    ]
+    # Alarms that stay in ALARM until someone acts (a queue, the heartbeat) or keep
+    # the state the last run's data left would refuse the deploy that mends them.
+    for kept_out in ("FailedRunAlarm", "ScheduleDeadLetterAlarm", "ScheduledRunHeartbeatAlarm",
+                     "DegradedRunAlarm", "SetAsideDutiesAlarm", "IncompleteRunAlarm"):  # fmt: skip
+        assert {"Name": {"Ref": kept_out}} not in alarms["Alarms"], kept_out
+
+
+def test_codedeploys_role_moves_only_this_alias_and_reads_only_its_rollback_alarms(
+    resources: dict[str, dict[str, Any]],
+) -> None:
+    group = resources["DispatchFunctionDeploymentGroup"]["Properties"]
+    role = resources[group["ServiceRoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    grants = {tuple(_listed(s["Action"])): _listed(s["Resource"]) for s in _statements(role)}
+    assert grants == {
+        ("lambda:GetAlias", "lambda:UpdateAlias", "lambda:GetProvisionedConcurrencyConfig"): [
+            {"Fn::GetAtt": ["DispatchFunction", "Arn"]},
+            {"Fn::Sub": "${DispatchFunction.Arn}:*"},
+        ],
+        ("cloudwatch:DescribeAlarms",): [
+            {"Fn::GetAtt": ["FunctionErrorsAlarm", "Arn"]},
+            {"Fn::GetAtt": ["DurationNearTimeoutAlarm", "Arn"]},
+        ],
+    }
+
+
+def _versions(sam_template: dict[str, Any], **parameters: str) -> dict[str, str]:
+    """Each function's Version logical id, as the transform names it for these values."""
+    packaged = copy.deepcopy(sam_template)
+    for resource in packaged["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            resource["Properties"]["CodeUri"] = "s3://artifact-bucket/dispatch.zip"
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifact-bucket/layer.zip"
+    translator = Translator(
+        managed_policy_map=None,
+        sam_parser=Parser(),
+        boto_session=boto3.session.Session(region_name=REGION),
+    )
+    result = translator.translate(
+        packaged,
+        parameter_values={
+            "AWS::Region": REGION,
+            "AWS::Partition": "aws",
+            "AWS::AccountId": "123456789012",
+            "AWS::StackName": "duly-dispatcher-test",
+            **parameters,
+        },
+        get_managed_policy_map=lambda: _MANAGED_POLICIES,
+    )
+    return {
+        resource["Properties"]["FunctionName"]["Ref"]: logical_id
+        for logical_id, resource in result["Resources"].items()
+        if resource["Type"] == "AWS::Lambda::Version"
+    }
+
+
+def test_a_change_of_configuration_alone_publishes_new_versions_for_the_alias(
+    sam_template: dict[str, Any],
+) -> None:
+    # SAM names a version by the template's text and the code's location: a
+    # parameter's new value alone (DispatchWorkers=4) is invisible to it, and the
+    # alias would keep running the version published with the old one.
+    before = _versions(sam_template, ConfigurationDigest="0123456789abcdef")
+    assert _versions(sam_template, ConfigurationDigest="0123456789abcdef") == before
+    after = _versions(sam_template, ConfigurationDigest="fedcba9876543210")
+    assert set(after) == set(before) == {"DispatchFunction", "MigrationFunction"}
+    for function in before:
+        assert after[function] != before[function], function
+    parameter = sam_template["Parameters"]["ConfigurationDigest"]
+    assert parameter["Default"] == ""

@@ -21,7 +21,7 @@ from dispatch_fn.bounded import MAX_EVENT_BYTES, quote
 from dispatch_fn.engine.dates import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import EventError
 from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
-from dispatch_fn.planning.request import RunRequest, Scope
+from dispatch_fn.planning.request import MODES, SHOWN_STATUSES, RunRequest, Scope
 from dispatch_fn.settings import DEFAULT_MAX_DUTY_IDS, DEFAULT_MAX_WINDOW_DAYS
 
 # A run that keeps stopping for its deadline hands off at most 20 times
@@ -38,10 +38,6 @@ MAX_ID_CHARS: Final = 2048
 # (MAX_EVENT_BYTES). A scope that would not fit is refused here, before
 # anything runs, with room kept for the event's other fields (a resume_after
 # of the longest id among them).
-# What the runs query filters by: db.ledger's MODES and SHOWN_STATUSES, spelled here so
-# that parsing an event loads no database driver (a test holds the two equal).
-RUN_MODES: Final = ("scheduled", "backfill")
-RUN_STATUSES: Final = ("running", "completed", "incomplete", "failed", "abandoned")
 # The run-ledger query's page of rows (docs/contract.md#queries).
 DEFAULT_RUNS_LIMIT: Final = 20
 MAX_RUNS_LIMIT: Final = 100
@@ -185,8 +181,8 @@ class RunsQueryEvent(BaseModel):
 
     query: Literal["runs"]
     limit: int = Field(default=DEFAULT_RUNS_LIMIT, ge=1, le=MAX_RUNS_LIMIT, strict=True)
-    mode: Annotated[str, _one_of(RUN_MODES)] | None = None
-    status: Annotated[str, _one_of(RUN_STATUSES)] | None = None
+    mode: Annotated[str, _one_of(MODES)] | None = None
+    status: Annotated[str, _one_of(SHOWN_STATUSES)] | None = None
     # A ledger id is a PostgreSQL bigint.
     run_id: int | None = Field(default=None, ge=1, le=2**63 - 1, strict=True)
 

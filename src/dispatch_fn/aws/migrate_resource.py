@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 
 from dispatch_fn.db import database, scram
-from dispatch_fn.db.migrate import apply_migrations, bundled_migrations
+from dispatch_fn.db.migrate import apply_migrations, schema_state
 from dispatch_fn.db.sql import statement
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
@@ -54,6 +54,9 @@ RESPONSE_LIMIT_BYTES: Final = 4096
 PHYSICAL_ID_LIMIT_BYTES: Final = 1024
 # The reason is what the console shows; longer ones are cut to this many characters.
 _REASON_LIMIT: Final = 1000
+# Unknown migrations named in the response's Data; the rest are counted, so that
+# the body stays within RESPONSE_LIMIT_BYTES however many there are.
+_UNKNOWN_SHOWN: Final = 10
 # Statements end before Lambda's own timeout would kill the function silently;
 # the margin also leaves the answer its time (under 20 s, RESPONSE_* below).
 _TIMEOUT_MARGIN_MS: Final = 60_000
@@ -259,7 +262,27 @@ def _answer(
             f"RequestType={str(request_type)[:40]!r}; expected one of 'Create', 'Update', 'Delete'"
         )
     data = _migrate(connect, event.get("ResourceProperties") or {}, read_secret)
-    return (f"applied {data['Applied']}" if data["Applied"] else "schema is up to date"), data
+    reason = f"applied {data['Applied']}" if data["Applied"] else "schema is up to date"
+    if data["UnknownMigrations"]:
+        reason = f"{reason}; {_ahead_of_the_code(data)}"
+    return reason, data
+
+
+def _ahead_of_the_code(data: Mapping[str, str]) -> str:
+    """What a deploy of code older than the schema says: which, and that they stay."""
+    return (
+        f"the database is ahead of the code: it holds {data['UnknownMigrations']}, newer "
+        f"than this code's {data['CodeSchemaVersion']} (a rollback, or an older release "
+        "deployed); migrations are forward-only, so they stay applied and this code runs "
+        'on that schema (docs/operations.md, "Rolling back a deploy")'
+    )
+
+
+def _named(versions: tuple[str, ...]) -> str:
+    """``versions`` for the response's Data, the first few only: it must fit 4096 bytes."""
+    shown = ",".join(versions[:_UNKNOWN_SHOWN])
+    rest = len(versions) - _UNKNOWN_SHOWN
+    return f"{shown} and {rest} more" if rest > 0 else shown
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -281,10 +304,23 @@ def _migrate(
         _check_login(conn, login)
         applied = apply_migrations(conn)
         _ensure_dispatcher_login(conn, login)
+        state = schema_state(conn)
+        if state.unknown:
+            # Not a failure: a rollback's deploy must succeed. But it is never silent.
+            _log.warning(
+                "the database is ahead of the code: it holds %s, which this code (newest "
+                "%s) does not bundle; they stay applied (migrations are forward-only)",
+                ", ".join(state.unknown),
+                state.code_newest,
+            )
         info = conn.info
         return {
             "Applied": ",".join(applied),
-            "SchemaVersion": bundled_migrations()[-1].version,
+            # What the database holds, not what this code bundles: after a rollback
+            # the two differ, and the database's is the one that is true.
+            "SchemaVersion": state.newest,
+            "CodeSchemaVersion": state.code_newest,
+            "UnknownMigrations": _named(state.unknown),
             "DispatcherLogin": login.user,
             # Where the dispatcher connects when it signs IAM tokens: the same
             # endpoint the owner's secret names.

@@ -30,7 +30,7 @@ from dispatch_fn.aws.invocation import handle, logger, runtime_for
 from dispatch_fn.cli import exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.summary import report_lines, table_lines
-from dispatch_fn.db.database import ConnectionCache
+from dispatch_fn.db.database import ConnectionCache, url_conninfo
 from dispatch_fn.engine.periods import period_key_for
 from dispatch_fn.settings import Settings
 
@@ -265,7 +265,7 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
     level = logger.log_level
     logger.setLevel(logging.WARNING)
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with psycopg.connect(url_conninfo(dsn), autocommit=True) as conn:
             others = seed(conn)
             print(
                 f"Seeded {ORGANIZATION}: {len(_DUTIES) + len(_COMPLIANCE_DUTIES)} duties in"

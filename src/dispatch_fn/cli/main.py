@@ -20,7 +20,8 @@ import psycopg
 
 from dispatch_fn.cli import arguments, embedded, exit_status, invoke
 from dispatch_fn.cli.exit_status import ExitStatus
-from dispatch_fn.db.migrate import apply_migrations
+from dispatch_fn.db.database import url_conninfo
+from dispatch_fn.db.migrate import apply_migrations, schema_state
 
 # The distribution (pyproject.toml's name) whose metadata holds the version.
 _DISTRIBUTION = "duly-dispatcher"
@@ -30,7 +31,7 @@ _TRACEBACK_VARIABLE = "DULY_TRACEBACK"
 
 def _connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     with exit_status.connecting(dsn):
-        return psycopg.connect(dsn, autocommit=autocommit)
+        return psycopg.connect(url_conninfo(dsn), autocommit=autocommit)
 
 
 def _migrate(dsn: str) -> list[str]:
@@ -48,8 +49,18 @@ def _reader() -> psycopg.Connection[Any]:
 
 def _cmd_migrate(_: argparse.Namespace) -> int:
     dsn, _embedded = embedded.local_dsn()
-    applied = _migrate(dsn)
+    with _connect(dsn) as conn:
+        applied = apply_migrations(conn)
+        state = schema_state(conn)
     print(f"applied {', '.join(applied)}" if applied else "schema is up to date")
+    if state.unknown:
+        # Not an error (older code runs on a newer schema), but never silent.
+        print(
+            f"note: the database is ahead of the code: it holds {', '.join(state.unknown)}, "
+            f"newer than this code's {state.code_newest}; migrations are forward-only, "
+            "so they stay applied",
+            file=sys.stderr,
+        )
     return ExitStatus.OK
 
 
@@ -198,7 +209,7 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one sub-command per local task."""
-    from dispatch_fn.db.ledger import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
+    from dispatch_fn.planning.request import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
 
     parser = arguments.Parser(
         prog="python -m dispatch_fn",

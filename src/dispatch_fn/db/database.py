@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -152,9 +153,11 @@ def _route_hint(exc: BaseException) -> str:
     return ""
 
 
-def conninfo_for(settings: Settings) -> str:
+def conninfo_for(settings: Settings, *, environ: Mapping[str, str] = os.environ) -> str:
     """Where to connect, TLS settings applied: ``DATABASE_URL``, else IAM, else the secret.
 
+    ``environ`` is the environment libpq fills unset keywords from (``PGHOST``,
+    ``PGHOSTADDR``, ``PGSERVICE``): the process's own unless a test passes one.
     Holds no IAM token: tokens are signed per connection by ``connect``.
     """
     if settings.database_url:
@@ -169,12 +172,27 @@ def conninfo_for(settings: Settings) -> str:
         raise ConfigurationError(
             "no database configured: set DATABASE_URL, DB_SECRET_ARN, or DB_AUTH=iam with DB_HOST"
         )
-    return _with_tls(base, settings)
+    return _with_tls(base, settings, environ)
 
 
-def conninfo_with_secret(settings: Settings, secret: object) -> str:
-    """A conninfo from a secret's fields, with the configured TLS applied."""
-    return _with_tls(conninfo_from_secret(secret, settings.sslmode or DEFAULT_SSLMODE), settings)
+def url_conninfo(url: str, *, environ: Mapping[str, str] = os.environ) -> str:
+    """A local command's ``DATABASE_URL`` with the TLS rules every connection follows.
+
+    The commands that read the database (``migrate``, ``runs``, ``explain``,
+    ``demo``) connect with the URL alone; ``DB_SSLMODE`` and ``DB_SSLROOTCERT``
+    apply to them as to the function.
+    """
+    tls = {name: environ[name] for name in ("DB_SSLMODE", "DB_SSLROOTCERT") if name in environ}
+    settings = Settings.from_environ({**tls, "DATABASE_URL": url})
+    return conninfo_for(settings, environ=environ)
+
+
+def conninfo_with_secret(
+    settings: Settings, secret: object, *, environ: Mapping[str, str] = os.environ
+) -> str:
+    """A conninfo from a secret's fields, with the configured TLS applied (as ``conninfo_for``)."""
+    base = conninfo_from_secret(secret, settings.sslmode or DEFAULT_SSLMODE)
+    return _with_tls(base, settings, environ)
 
 
 def rotated_conninfos(settings: Settings) -> list[str]:
@@ -216,21 +234,24 @@ def _iam_conninfo(settings: Settings) -> str:
     )  # fmt: skip
 
 
-def _with_tls(conninfo: str, settings: Settings) -> str:
+def _with_tls(conninfo: str, settings: Settings, environ: Mapping[str, str]) -> str:
     """``conninfo`` with the configured sslmode and CA bundle, whatever it said before.
 
     A root certificate, from ``DB_SSLROOTCERT`` or in a ``DATABASE_URL``, means
     ``verify-full`` unless a mode that still encrypts is named: libpq's own
     default (``prefer``) checks the certificate and, when that fails, connects
     again in plain text without a word. Every connection to another machine
-    names its mode, so ``PGSSLMODE`` or libpq's default never choose one.
+    names its mode, so ``PGSSLMODE`` or libpq's default never choose one; the
+    machine is the one libpq dials, wherever it took the host from
+    (``_is_local``). Only ``DB_SSLMODE`` or an ``sslmode`` in ``DATABASE_URL``
+    chooses another mode.
     """
     params = conninfo_to_dict(conninfo)
     if settings.sslrootcert is not None:
         params["sslrootcert"] = str(_ca_bundle(settings.sslrootcert))
     mode = settings.sslmode or params.get("sslmode")
     if mode is None:
-        if params.get("sslrootcert") or not settings.database_url or not _is_local(params):
+        if params.get("sslrootcert") or not settings.database_url or not _is_local(params, environ):
             params["sslmode"] = DEFAULT_SSLMODE
     else:
         if params.get("sslrootcert") and mode in _FALLBACK_SSL_MODES:
@@ -243,9 +264,20 @@ def _with_tls(conninfo: str, settings: Settings) -> str:
     return make_conninfo("", **params)
 
 
-def _is_local(params: dict[str, Any]) -> bool:
-    """Whether every address libpq may try is this machine: a socket, localhost, loopback."""
-    targets = str(params.get("hostaddr") or params.get("host") or "").split(",")
+def _is_local(params: dict[str, Any], environ: Mapping[str, str]) -> bool:
+    """Whether every address libpq may try is this machine: a socket, localhost, loopback.
+
+    libpq fills each keyword the connection string leaves unset from its own
+    variable (``hostaddr`` from ``PGHOSTADDR``, ``host`` from ``PGHOST``), and
+    dials ``hostaddr`` when there is one. A service (``service``,
+    ``PGSERVICE``) may name any host in a file read only at connect time, so
+    a connection that takes its host from one is not known to be local.
+    """
+    hostaddr = params.get("hostaddr") or environ.get("PGHOSTADDR")
+    host = params.get("host") or environ.get("PGHOST")
+    if not hostaddr and not host and (params.get("service") or environ.get("PGSERVICE")):
+        return False
+    targets = str(hostaddr or host or "").split(",")
     return all(_local_address(target.strip()) for target in targets)
 
 

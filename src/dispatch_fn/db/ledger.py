@@ -18,15 +18,13 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from dispatch_fn.db.sql import Connection, statement
-from dispatch_fn.planning.request import RunRequest
+from dispatch_fn.planning.request import MODES as MODES  # noqa: PLC0414 - the ledger's words
+from dispatch_fn.planning.request import SHOWN_STATUSES as SHOWN_STATUSES  # noqa: PLC0414
+from dispatch_fn.planning.request import STATUSES, RunRequest
 
 # The function's Timeout in template.yaml (a template test holds them equal):
 # a run still 'running' after this long was killed, not slow.
 FUNCTION_TIMEOUT: Final = timedelta(seconds=900)
-STATUSES: Final = ("running", "completed", "incomplete", "failed")
-# What ``runs`` shows: a run still running past the function's timeout is abandoned.
-SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
-MODES: Final = ("scheduled", "backfill")
 # What a list of runs keeps of each (`runs`, the runs query): a sample of the scope's
 # duty ids, and its free text clipped; `one` gives a run whole.
 LISTED_IDS: Final = 10

@@ -69,6 +69,33 @@ def available_migrations() -> list[tuple[str, str]]:
     return [(each.version, each.script) for each in bundled_migrations()]
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaState:
+    """The schema a database holds, against the migrations this code bundles."""
+
+    # The newest version the database's ledger records ("" for none at all).
+    newest: str
+    # The newest version this code bundles.
+    code_newest: str
+    # Versions the ledger records that this code does not bundle, oldest first:
+    # a newer release applied them, and this code (a rollback's) runs on them.
+    unknown: tuple[str, ...]
+
+
+def schema_state(
+    conn: psycopg.Connection[object], migrations: list[Migration] | None = None
+) -> SchemaState:
+    """What ``conn``'s database holds, and what of it this code does not know."""
+    bundled = {each.version for each in migrations or bundled_migrations()}
+    exists = conn.execute(statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
+    recorded = sorted(_ledger(conn)) if exists and exists[0] else []  # type: ignore[index]
+    return SchemaState(
+        newest=recorded[-1] if recorded else "",
+        code_newest=max(bundled),
+        unknown=tuple(version for version in recorded if version not in bundled),
+    )
+
+
 def pending_migrations(
     conn: psycopg.Connection[object], migrations: list[Migration] | None = None
 ) -> list[str]:

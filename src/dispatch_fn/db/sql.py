@@ -52,3 +52,9 @@ def named_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> dict[str, Any] | None:
     if row is None or cursor.description is None:
         return None
     return {column.name: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+def named_rows(cursor: psycopg.Cursor[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """Every remaining row of the cursor by column name (``named_row``'s, for many)."""
+    names = [column.name for column in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from typing import Any, Final
 
 import psycopg
@@ -25,7 +26,7 @@ import psycopg.rows
 from psycopg.types.json import Jsonb
 
 from dispatch_fn.db.encoded import encode
-from dispatch_fn.db.sql import Connection, named_row, statement
+from dispatch_fn.db.sql import Connection, named_row, named_rows, statement
 from dispatch_fn.planning import page_plan
 from dispatch_fn.planning.plan import LEAD_THRESHOLDS, Schedule
 
@@ -41,6 +42,7 @@ def scope_params(scope: Scope) -> dict[str, Any]:
         "organization_id": scope.organization_id,
         "duty_ids": None if scope.duty_ids is None else list(scope.duty_ids),
         "resume_after": scope.resume_after,
+        "owed_by": scope.owed_by,
     }
 
 
@@ -174,12 +176,27 @@ def census(conn: Connection, scope: Scope) -> Census:
             groups.append(Group(frequency, zone, int(bucket), int(dispatched), int(max_lead)))
         else:
             rules.append(DueRule(anchor, roll, calendar, int(dispatched), int(out_of_range)))
+    if scope.owed_by is not None:
+        # The census read only the duties owed; the rest of its 'form' set
+        # comes from their index (duty_census_left_out.sql).
+        left_out = conn.execute(statement("duty_census_left_out"), params, prepare=False)
+        undispatchable.extend(
+            (row["form"], row["status"], row["review_status"], int(row["duties"]))
+            for row in named_rows(left_out)
+        )
     return Census(tuple(undispatchable), tuple(groups), tuple(rules))
 
 
 def _lead_thresholds() -> dict[str, list[int]]:
     # plan.lead_bucket's rule, for the statements' width_bucket.
     return {"lead_thresholds": list(LEAD_THRESHOLDS)}
+
+
+def estimated_duties(conn: Connection) -> int:
+    """The planner's estimate of how many duties the table holds (0: never analysed)."""
+    row = named_row(conn.execute(statement("duty_estimate")))
+    assert row is not None  # noqa: S101 - an aggregate returns one row
+    return int(row["duties"])
 
 
 def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[DueRule]:
@@ -382,7 +399,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         name: []
         for name in (
             "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
-            "c_origin", "c_first", "p_schedule", "p_key", "p_first", "p_last",
+            "c_origin", "c_first", "c_after", "p_schedule", "p_key", "p_first", "p_last",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -402,6 +419,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_horizon"].append(schedule.horizon)
         arrays["c_origin"].append(schedule.origin)
         arrays["c_first"].append(schedule.periods[0].first_day if schedule.periods else None)
+        arrays["c_after"].append(_day_after_today(schedule))
     rolled = page_plan.rolled_days(arrays["p_first"], arrays["p_last"], rules.accepted)
     return {
         **arrays,
@@ -411,6 +429,17 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         "r_following": [each.following for each in rolled],
         "r_preceding": [each.preceding for each in rolled],
     }
+
+
+def _day_after_today(schedule: Schedule) -> date | None:
+    """The first day of the period after the one holding the schedule's today (None: unknown)."""
+    today = schedule.today
+    if today is None:
+        return None
+    current = next((p for p in schedule.periods if p.first_day <= today <= p.last_day), None)
+    if current is None or current.last_day == date.max:
+        return None
+    return current.last_day + timedelta(days=1)
 
 
 def page_taken_ids(

@@ -13,7 +13,7 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
@@ -201,15 +201,12 @@ class Account:
     def since(self, schedule: Schedule) -> date | None:
         """The day after which the account owes what became owed (owed_verdict's lower bound).
 
-        No account kept: the duty existed before the first run the ledger holds
-        and owes from the schedule's origin, unless an edit made it dispatchable
-        (a change marked with no pause before it), which owes from the change.
+        No account kept: the duty existed before the first run that keeps
+        accounts and owes from the schedule's origin, whatever was edited
+        since; one that was not dispatchable then carries a pause (the
+        trigger marks one added paused), which bounds it.
         """
-        if self.through is not None:
-            return self.through
-        if self.changed_on is None or self.paused_on is not None:
-            return schedule.origin
-        return None
+        return self.through if self.through is not None else schedule.origin
 
     def rejudged(self) -> Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""
@@ -447,6 +444,10 @@ def owed_verdict(
         if account.changed_on is not None
         else (schedule.origin if through is None else None)
     )
+    if through is not None and through > today:
+        # A run at a clock before the account's day: what it could owe, the
+        # account says is done, whatever changed since.
+        fresh = None
     if not (
         (since is not None and became > since and (paused_on is None or became <= paused_on))
         or (fresh is not None and (live or became > fresh))
@@ -501,6 +502,13 @@ def _schedule_for(
     # before it, as the scheduled runs of those days would have owed it.
     horizon = _days_before(today, max(catch_up_days, 1) + 1)
     first = min(now, periods.start_of_day(_add_days_within_calendar(horizon, 1), zone))
+    # And the period before those, over and owed (if at all) on or before the
+    # horizon: whether its duty's account owed it is whether the account let
+    # periods lapse (beyond_horizon). Periods become owed in their order, so
+    # an older one that lapsed leaves this one lapsed too, unless a pause came
+    # in between.
+    opening = periods.period_days(frequency, periods.period_key_for(frequency, first, zone))[0]
+    first = min(first, periods.start_of_day(_days_before(opening, 1), zone))
     keys = periods.periods_between(frequency, first, last, zone)
     return Schedule(
         today, _periods(frequency, keys, current=current), horizon, _local_day(previous, zone)
@@ -619,6 +627,23 @@ class Judgement:
 # The schedules judge_duty has planned, by frequency, zone and lead bucket: a
 # caller judging many duties passes one, so each is planned once.
 type ScheduleMemo = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
+
+
+# The furthest any zone's clock runs ahead of UTC (Pacific/Kiritimati, +14:00).
+_LATEST_OFFSET: Final = timedelta(hours=14)
+
+
+def latest_local_day(now: datetime) -> date:
+    """The latest local date ``now`` has in any zone: no duty's today is later.
+
+    A scheduled run reads the duties whose next owed day is on or before it
+    (docs/contract.md#account); one whose zone is still on the day before
+    reads as owing nothing, which is what it owes.
+    """
+    try:
+        return (now.astimezone(UTC) + _LATEST_OFFSET).date()
+    except OverflowError:  # within a day of year 9999's end
+        return date.max
 
 
 def previous_clock(now: datetime, interval: timedelta) -> datetime:

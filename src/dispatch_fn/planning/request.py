@@ -8,9 +8,17 @@ imports it without the run loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from typing import Final
 
 from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
+
+# The ledger's words (db.ledger): here, so that parsing an event names them
+# without loading the database driver.
+STATUSES: Final = ("running", "completed", "incomplete", "failed")
+# What ``runs`` shows: a run still running past the function's timeout is abandoned.
+SHOWN_STATUSES: Final = (*STATUSES, "abandoned")
+MODES: Final = ("scheduled", "backfill")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +30,10 @@ class Scope:
     # A continuation's resume point (docs/contract.md#continuation): only duties whose id sorts
     # after it.
     resume_after: str | None = None
+    # A scheduled run's reading (docs/contract.md#account): only the duties
+    # whose next owed day (``dispatch_next``) is on or before this local day.
+    # None: every duty in the scope.
+    owed_by: date | None = None
 
     @property
     def named(self) -> bool:

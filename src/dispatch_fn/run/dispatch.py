@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain
 from operator import attrgetter
@@ -37,6 +37,7 @@ from dispatch_fn.planning.plan import (
     SkipReason,
     check_due_rule,
     classify,
+    latest_local_day,
     lead_bucket,
     previous_clock,
     unknown_form_detail,
@@ -105,12 +106,17 @@ def run(
         # killed near its end would lose all of them.
         raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
     tuning = runtime.tuning
+    if request.window is None and not rejudge:
+        # A scheduled run reads only the duties whose next owed day has come
+        # (docs/contract.md#account); one whose rules changed reads them all.
+        owed_by = latest_local_day(request.now)
+        request = replace(request, scope=replace(request.scope, owed_by=owed_by))
     try:
         preamble, planned = _prepare(conns[0], request, (tuning.catch_up_days, origin))
         ready, rules = planned.ready, planned.rules
         if not ready:
             walked = _Walked((), (), complete=True)
-            return _fold(request, preamble, [], walked)
+            return _not_read(conns[0], _fold(request, preamble, [], walked))
         statement = store.page_statement(
             request.scope,
             ready,
@@ -143,6 +149,8 @@ def run(
     )
     walked = _walk(conns, walk, board, runtime.budget.should_stop, reconnect, meter=meter)
     report = _fold(request, preamble, ranges, walked)
+    if not walked.fatal:
+        report = _not_read(conns[0], report)
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
         problems = "; ".join(
@@ -153,6 +161,17 @@ def run(
             walked.fatal[0].error
         )
     return report
+
+
+def _not_read(conn: Connection, report: RunReport) -> RunReport:
+    """The report with the estimate of the duties an owed-only run passed over."""
+    if report.request.scope.owed_by is None:
+        return report
+    try:
+        estimate = store.estimated_duties(conn)
+    except psycopg.Error:
+        return report  # an estimate is not worth failing a run that wrote its pages
+    return replace(report, duties_not_read=max(0, estimate - report.duties_read))
 
 
 def failed_before_pages(request: RunRequest, exc: Exception) -> RunFailedError:

@@ -170,6 +170,8 @@ def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]
 
     ``next_owed``: the earliest day a candidate not yet visible becomes owed;
     null when no candidate says (the next period lies past the lead's reach).
+    ``dispatch_next``: the day a scheduled run next reads it, as the last run
+    that kept its account left it (0001-01-01: the next run).
     """
     account = Account.of(row)
     ahead = [
@@ -182,6 +184,8 @@ def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]
         "dispatch_paused_on": _day(account.paused_on),
         "dispatch_changed_on": _day(account.changed_on),
         "next_owed": _day(min(ahead, default=None) or _after_candidates(judgement)),
+        # The day from which a scheduled run reads the duty (migration 0014).
+        "dispatch_next": _day(row.get("dispatch_next")),
     }
 
 
@@ -238,7 +242,8 @@ def render(explained: dict[str, Any], clock: str) -> str:
     lines.append(
         f"  account: dispatched through {account['dispatch_through'] or '-'}, paused on "
         f"{account['dispatch_paused_on'] or '-'}, changed on "
-        f"{account['dispatch_changed_on'] or '-'}, next owed {account['next_owed'] or '-'}"
+        f"{account['dispatch_changed_on'] or '-'}, next owed {account['next_owed'] or '-'}, "
+        f"read from {account['dispatch_next'] or '-'}"
     )
     skip = explained["skip"]
     if skip is not None:

@@ -62,6 +62,10 @@ class RunReport:
     changed_while_owed: int = 0
     # Duties whose account the run moved on (the same UPDATE as last_dispatched_period).
     accounts_kept: int = 0
+    # Roughly how many duties a scheduled run did not need to read, their next
+    # owed day not yet come: the planner's estimate of the table's rows less
+    # those read (a count would read them all). None: the run read its whole scope.
+    duties_not_read: int | None = None
 
     @property
     def fault_total(self) -> int:
@@ -119,6 +123,7 @@ class RunReport:
             "beyond_horizon": self.beyond_horizon,
             "changed_while_owed": self.changed_while_owed,
             "accounts_kept": self.accounts_kept,
+            "duties_not_read": self.duties_not_read,
         }
 
 

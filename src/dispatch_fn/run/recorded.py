@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -20,7 +20,7 @@ import psycopg
 from dispatch_fn.db import faults, ledger
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run import continuation, dispatch, rules
+from dispatch_fn.run import continuation, dispatch
 from dispatch_fn.run.dispatch import LOCAL
 from dispatch_fn.run.outcome import Ending, RunFailedError, RunOutcome, unreported
 from dispatch_fn.run.runtime import HandOff, Runtime
@@ -48,15 +48,16 @@ def execute(
         # release, or new owed rules) move what is owed without touching a
         # row: this run judges every account it reads afresh.
         wall_clock = runtime.clock()
+        judged_by = runtime.rules()
         previous = ledger.previous_rules(conn)
-        rejudge = previous is not None and previous != rules.current()
-        origin = _origin(ledger.earliest_clock(conn), request, runtime.tuning.catch_up_days)
+        rejudge = previous is not None and previous != judged_by
+        origin = _origin(ledger.earliest_clock(conn), request)
         run_id = ledger.start(
             conn,
             request,
             request_id=runtime.request_id,
             continues_run=ledger.continued_run(conn, request),
-            rules=rules.current(),
+            rules=judged_by,
         )
     except psycopg.Error as exc:
         raise RunFailedError(
@@ -114,18 +115,17 @@ def _judged(report: dispatch.RunReport) -> faults.Judged:
     )
 
 
-def _origin(earliest: datetime | None, request: RunRequest, catch_up_days: int) -> datetime | None:
+def _origin(earliest: datetime | None, request: RunRequest) -> datetime | None:
     """The clock a duty with no account and no mark owes from (None: the run's previous clock).
 
-    Such a duty existed before the first run the ledger holds (docs/contract.md#account):
-    it owes from the scheduled clock before that run, back to the horizon at most.
+    Such a duty existed before the first run that kept accounts (docs/contract.md#account):
+    it owes from the scheduled clock before that run. Not bounded by the horizon:
+    what became owed before it lapsed, and the run counts it (``beyond_horizon``).
     """
     if earliest is None or earliest >= request.now:
         return None
     try:
-        return max(
-            earliest - request.interval, request.now - timedelta(days=max(catch_up_days, 1) + 1)
-        )
+        return earliest - request.interval
     except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
         return None
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from dispatch_fn.db.sql import Connection
+from dispatch_fn.run import rules as run_rules
 from dispatch_fn.run.progress import Progress
 from dispatch_fn.settings import Tuning
 
@@ -107,3 +108,7 @@ class Runtime:
     clock: Clock = _wall_clock
     # The invocation's id, kept in the ledger row.
     request_id: str | None = None
+    # The rules the run judges with, as the ledger records them (rules.current):
+    # a test or a replay passes others to stand for a new tzdata or holidays
+    # release without swapping the module's own.
+    rules: Callable[[], str] = run_rules.current

@@ -49,6 +49,12 @@ FROM (
     FROM duly_duty d
     WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
+      -- A scheduled run reads the dispatchable duties whose next owed day has
+      -- come (docs/contract.md#account); it counts the rest of its 'form'
+      -- set from an index (duty_census_left_out.sql).
+      AND (%(owed_by)s::date IS NULL
+           OR (duly_dispatchable(d.status, d.form, d.review_status)
+               AND d.dispatch_next <= %(owed_by)s::date))
     -- A fence: flattened, the FILTERs would evaluate the two tests again.
     OFFSET 0
 ) d

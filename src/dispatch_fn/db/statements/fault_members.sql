@@ -12,6 +12,8 @@ FROM duly_duty d
 WHERE duly_dispatchable(d.status, d.form, d.review_status)
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
+  -- The duties a scheduled run reads (docs/contract.md#account).
+  AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
   AND (EXISTS (
            SELECT 1
            FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],

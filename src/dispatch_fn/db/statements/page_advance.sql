@@ -3,6 +3,7 @@
 -- per duty the page wrote a task for or whose account moves.
 advanced AS (
     -- One UPDATE per duty: last_dispatched_period and the account together
+    -- (its next day included)
     -- (a row updated twice in one statement keeps one of the two). The
     -- organisation is part of the duty's key: on a layout partitioned by it
     -- (docs/adr/0005) the only index on id is (organization_id, id).
@@ -23,11 +24,15 @@ advanced AS (
         dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
                                   ELSE d.dispatch_paused_on END,
         dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version THEN NULL
-                                   ELSE d.dispatch_changed_on END
+                                   ELSE d.dispatch_changed_on END,
+        dispatch_next = CASE WHEN u.next IS NOT NULL AND u.version = d.dispatch_version
+                             THEN u.next ELSE d.dispatch_next END
     FROM (SELECT coalesce(k.organization_id, i.organization_id) AS organization_id,
                  coalesce(k.id, i.duty_id) AS id, k.today, k.version,
-                 coalesce(k.keep, false) AS keep, i.latest
-          FROM (SELECT * FROM keeping WHERE keep) k
+                 coalesce(k.keep, false) AS keep, i.latest,
+                 -- The next day, written with the account or alone when it moves.
+                 CASE WHEN k.keep OR k.next IS DISTINCT FROM k.next_was THEN k.next END AS next
+          FROM (SELECT * FROM keeping WHERE keep OR next IS DISTINCT FROM next_was) k
           FULL JOIN (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
                      FROM inserted GROUP BY organization_id, duty_id) i
             ON (i.organization_id, i.duty_id) = (k.organization_id, k.id)) u
@@ -41,7 +46,7 @@ advanced AS (
                       OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
                           d.last_dispatched_period COLLATE "C")
                        < (duly_period_first_day(u.latest), u.latest)))
-           OR (u.keep AND u.version = d.dispatch_version))
+           OR ((u.keep OR u.next IS NOT NULL) AND u.version = d.dispatch_version))
     -- Read after the update: the key just inserted is the duty's latest
     -- exactly when this statement moved it there.
     RETURNING d.id, coalesce(d.last_dispatched_period = u.latest, false) AS advanced,

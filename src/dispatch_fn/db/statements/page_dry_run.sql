@@ -28,7 +28,7 @@ missing AS (
     -- transaction, takes the scan off the table, so the subplan's only path
     -- is the index with the owed row's key as its condition.
     SELECT o.organization_id, o.duty_id, o.period_key FROM owed o
-    WHERE NOT o.lapsed AND NOT EXISTS (
+    WHERE o.owes AND NOT EXISTS (
         SELECT 1 FROM duly_task t
         WHERE (t.organization_id, t.duty_id, t.owner_id, t.period_key)
             = (o.organization_id, o.duty_id, o.owner_id, o.period_key)
@@ -71,6 +71,6 @@ FROM (SELECT max(id) AS upto,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND changed_while_owed
                               AND today IS NOT NULL) AS changed
       FROM placed) d,
-     (SELECT count(*) FILTER (WHERE NOT lapsed) AS owed,
-             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE NOT lapsed) AS owing
+     (SELECT count(*) FILTER (WHERE owes) AS owed,
+             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE owes) AS owing
       FROM owed) o

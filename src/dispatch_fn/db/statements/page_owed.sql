@@ -12,7 +12,8 @@ WITH cadence AS (
     -- zone and lead bucket): its schedule, today in its zone, the catch-up
     -- horizon, the local day of the scheduled clock before the run and the
     -- first day of its first candidate (plan.Schedule.horizon, .origin, the
-    -- first period's first day; null in a backfill). Each group's
+    -- first period's first day; null in a backfill), and the first day of
+    -- the period after today's (null: unknown). Each group's
     -- weight, the candidate periods its schedule holds (summed over a catch-up
     -- statement's clocks, which add one cadence each), travels apart as
     -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
@@ -20,39 +21,61 @@ WITH cadence AS (
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
                 (SELECT %(c_today)b::date[]), (SELECT %(c_horizon)b::date[]),
-                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day)
+                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]),
+                (SELECT %(c_after)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day,
+             after_day)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
-    -- the partial index duly_duty_dispatchable_approved holds exactly them.
-    -- The next %(size)s of them, in id order.
+    -- the partial index duly_duty_dispatch_next (migration 0014) holds exactly them.
+    -- The next %(size)s of them, in id order, with every duty sharing the
+    -- last one's id: on a layout keyed by (organization_id, id) an id may
+    -- repeat across organisations, and the next page starts after the id.
     SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
            d.effective_from, d.effective_to, d.frequency, d.timezone,
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
            d.holiday_calendar, d.lead_days, d.grace_days,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
+           d.dispatch_next,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
-    FROM duly_duty d
-    WHERE duly_dispatchable(d.status, d.form, d.review_status)
-      -- The page's keyset range (a null bound is open) within the run's scope.
-      AND (%(after)s::text IS NULL OR d.id > %(after)s)
-      AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
-      AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
-                        %(duty_ids)s::text[], %(resume_after)s::text)
-      -- Duties the run set aside while settling a failing page (ADR 0003).
-      AND d.id <> ALL(%(excluded)s::text[])
+    -- The page's keys first, from migration 0014's index alone (it holds the
+    -- id, the next owed day and the organisation: an index-only scan), then
+    -- each duty's row by its key: a duty the run passes over is never read,
+    -- whatever the planner makes of the heap's order.
+    FROM (SELECT k.organization_id, k.id
+          FROM duly_duty k
+          WHERE duly_dispatchable(k.status, k.form, k.review_status)
+            -- The page's keyset range (a null bound is open) within the run's scope.
+            AND (%(after)s::text IS NULL OR k.id > %(after)s)
+            AND (%(upto)s::text IS NULL OR k.id <= %(upto)s)
+            AND duly_in_scope(k.id, k.organization_id, %(organization_id)s::text,
+                              %(duty_ids)s::text[], %(resume_after)s::text)
+            -- A scheduled run reads the duties whose next owed day has come
+            -- (docs/contract.md#account); null: every one.
+            AND (%(owed_by)s::date IS NULL OR k.dispatch_next <= %(owed_by)s::date)
+            -- Duties the run set aside while settling a failing page (ADR 0003).
+            AND k.id <> ALL(%(excluded)s::text[])
+          ORDER BY k.id
+          FETCH FIRST (%(size)s) ROWS WITH TIES) key
+    -- A lateral look-up, one per key (run-time pruned to the key's partition on
+    -- a partitioned layout): never a join the planner could hash over the
+    -- whole table.
+    CROSS JOIN LATERAL (
+        SELECT * FROM duly_duty d
+        WHERE d.organization_id = key.organization_id AND d.id = key.id
+        -- A fence: flattened, the look-up would become a join.
+        OFFSET 0) d
     ORDER BY d.id
-    LIMIT %(size)s
 ),
 page AS (
     -- The head, cut short before the rows its duties can owe (each duty's
     -- candidate periods, its group's weight) pass %(page_rows)s: a page is
     -- bounded in rows whatever the window and the frequency, and always holds
-    -- its first duty (docs/adr/0009). cut_after: the duty after this one was
-    -- cut (the summary says whether the page was).
+    -- its first duty (docs/adr/0009). cut_after: the page was cut (the
+    -- summary says so).
     --
     -- A null %(page_rows)s takes the head whole: the run sends null wherever a
     -- page of its heaviest duties could not pass the budget, as on most
@@ -64,18 +87,22 @@ page AS (
     FROM head
     WHERE %(page_rows)s::bigint IS NULL
     UNION ALL
-    SELECT (duty).*, coalesce(reach + next_weight > %(page_rows)s::bigint, false)
-    FROM (SELECT head AS duty,
-                 -- One window, one pass: head is already in id order.
-                 row_number() OVER running AS place,
-                 sum(w.weight) OVER running AS reach,
-                 lead(w.weight) OVER running AS next_weight
-          FROM head
-          -- The weight is looked up, not joined, so rows keep their order.
-          CROSS JOIN LATERAL (
-              SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
-                               ->> head.lead_bucket::text)::int, 0) AS weight) w
-          WINDOW running AS (ORDER BY head.id ROWS UNBOUNDED PRECEDING)) weighed
+    SELECT (duty).*, cut
+    FROM (SELECT duty, place, reach,
+                 -- The page was cut: a duty after its last was left out.
+                 bool_or(place > 1 AND reach > %(page_rows)s::bigint) OVER () AS cut
+          FROM (SELECT head AS duty,
+                       -- head is already in id order. Duties of one id (one in
+                       -- each organisation that holds it) are peers: they share
+                       -- a place and a reach, so a cut never falls between them.
+                       dense_rank() OVER running AS place,
+                       sum(w.weight) OVER running AS reach
+                FROM head
+                -- The weight is looked up, not joined, so rows keep their order.
+                CROSS JOIN LATERAL (
+                    SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
+                                     ->> head.lead_bucket::text)::int, 0) AS weight) w
+                WINDOW running AS (ORDER BY head.id RANGE UNBOUNDED PRECEDING)) ranked) weighed
     WHERE %(page_rows)s::bigint IS NOT NULL AND (place = 1 OR reach <= %(page_rows)s::bigint)
 ),
 refused_rule AS (
@@ -116,16 +143,16 @@ placed AS (
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
-           -- Periods owed after the account's day reach back before the first
-           -- candidate: what lies there is uncounted but may have lapsed.
-           coalesce(page.dispatch_through + 1 < c.first_day, false) AS lags,
            -- plan.owed_verdict's since: no account kept, the duty existed
-           -- before the first run the ledger holds, unless an edit made it
-           -- dispatchable (a change marked, no pause before it).
-           coalesce(page.dispatch_through,
-                    CASE WHEN page.dispatch_changed_on IS NULL
-                              OR page.dispatch_paused_on IS NOT NULL THEN c.origin END) AS since,
-           page.dispatch_version AS version,
+           -- before the first run that keeps accounts (a pause bounds it).
+           coalesce(page.dispatch_through, c.origin) AS since,
+           page.dispatch_version AS version, page.dispatch_next AS next_was,
+           -- The first day a period the candidates do not hold could become
+           -- owed: none starts before the period after today's, nor becomes
+           -- owed more than the lead before it starts (plan.became_owed_on),
+           -- nor by today (it would be a candidate).
+           greatest(c.today + 1,
+                    coalesce(c.after_day - greatest(page.lead_days, 0), c.today + 1)) AS beyond,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; under rules
            -- that changed since the previous run, the account's own day
@@ -147,14 +174,11 @@ placed AS (
                     -- A window that closed after the account's day: what became
                     -- owed in it is still owed (plan.window_closed_behind).
                     OR c.today > page.effective_to
-                       AND coalesce(page.dispatch_through,
-                                    CASE WHEN page.dispatch_changed_on IS NULL
-                                              OR page.dispatch_paused_on IS NOT NULL
-                                         THEN c.origin END)
-                           < page.effective_to,
+                       AND coalesce(page.dispatch_through, c.origin) < page.effective_to,
                     false)
                AS in_window,
-           coalesce(c.today > page.effective_to, false) AS closed
+           coalesce(c.today > page.effective_to, false) AS closed,
+           coalesce(c.today < page.effective_from, false) AS early
     FROM page
     LEFT JOIN cadence c
       ON (c.frequency, c.timezone, c.lead_bucket)
@@ -235,7 +259,12 @@ owed AS (
            due_date + grace_days AS late_after,
            -- Over, and became owed on or before the horizon: counted, never
            -- created (plan.NotOwed.BEYOND_HORIZON).
-           coalesce(last_day < today AND became <= horizon, false) AS lapsed
+           coalesce(last_day < today AND became <= horizon, false) AS lapsed,
+           -- Not owed yet: it becomes owed after today, on became (the
+           -- account's next day, never created by this run).
+           coalesce(became > today, false) AS later, became,
+           -- Owed now, and created unless it exists.
+           NOT coalesce((last_day < today AND became <= horizon) OR became > today, false) AS owes
     -- plan.became_owed_on: never before its lead reaches it (a due date
     -- rolled back before the period would be owed before it is a candidate).
     FROM (SELECT *, least(first_day, greatest(due_date - lead_days,
@@ -249,24 +278,33 @@ owed AS (
       -- plan.owed_verdict: the period became owed by today, after the
       -- account's day (and, paused since, by the pause's), or, for a duty
       -- that changed or whose account no run kept, it is still current or
-      -- later or became owed after the fresh day. Dates only: the planner
-      -- turned the clock into a local day once per group (ADR 0001's rule,
-      -- not AT TIME ZONE's).
-      AND (today IS NULL
+      -- later or became owed after the fresh day, unless today is before the
+      -- account's day (what it could owe, the account says is done); or it
+      -- becomes owed after today (later: it sets the account's next day).
+      -- Dates only: the planner turned the clock into a local day once per
+      -- group (ADR 0001's rule, not AT TIME ZONE's).
+      AND (today IS NULL OR became > today
            OR (became <= today
                AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
-                    OR (last_day >= today AND fresh IS NOT NULL) OR became > fresh)))
+                    OR ((last_day >= today AND fresh IS NOT NULL) OR became > fresh)
+                       AND (through IS NULL OR through <= today))))
 ),
 keeping AS (
-    -- Every duty of the page the run judged at its clock (in its window, its
-    -- cadence accepted) whose account moves: it owed something, or carries
-    -- a mark, or no run kept it yet. One that owed nothing keeps its day: the
-    -- next run owes from it all the same, and no row is written for nothing.
+    -- Every duty of the page the run judged at its clock (its cadence
+    -- accepted) and what it writes to its account. keep: the account moves (to
+    -- today, marks cleared): the duty is in its window and owed something, or
+    -- carries a mark, or no run kept it yet. One in its window that owed
+    -- nothing keeps its day: the next run owes from it all the same.
+    -- next: the first day a run could owe it anything or move its account
+    -- (migration 0014): the earliest day a later candidate becomes owed, or
+    -- beyond the candidates; outside its window, the window's first day, or
+    -- never once the window is over (after a run that kept its account past
+    -- it). A duty is written when it keeps its account or its next day moves.
     -- A run at a clock older than the account's day leaves it as it is
     -- (docs/contract.md#account).
     -- lags: periods that became owed before the horizon went uncreated,
-    -- seen among the candidates (lapsed) or older than them (placed.lags):
-    -- counted as beyond_horizon.
+    -- seen among the candidates (lapsed: the schedule holds the period
+    -- before the horizon's for this, plan.Schedule): counted as beyond_horizon.
     -- The page's duties and their owed rows are grouped by duty, not joined:
     -- the planner knows the size of neither CTE and, on a duly_duty never
     -- analysed, guesses a page of one duty; a join it guesses that small is a
@@ -274,20 +312,26 @@ keeping AS (
     -- 4.5 to 7 s, for a page of 6,756 duties: tests/db/test_plans_unanalysed.py).
     -- A grouping reads each row once, whatever the guess. judged: a duty of
     -- the first branch, which its WHERE keeps; the owed rows of any other duty
-    -- are left out. A duty's today and version are its one row's there.
+    -- are left out. A duty's today, version and days are its one row's there.
     SELECT organization_id, id, max(today) AS today, max(version) AS version,
-           bool_or(keep) AS keep, bool_or(lags) AS lags
+           bool_or(keep) AS keep, bool_or(lags) AS lags, max(next_was) AS next_was,
+           least(min(soon), min(next_base)) AS next
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
-                 (pl.through IS NULL OR pl.marked OR pl.closed) AS keep, pl.lags, true AS judged
+                 pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
+                 false AS lags, true AS judged, pl.next_was, NULL::date AS soon,
+                 CASE WHEN pl.closed THEN date '9999-12-31'
+                      WHEN pl.early THEN pl.effective_from
+                      ELSE pl.beyond END AS next_base
           FROM placed pl
-          WHERE pl.schedule_no IS NOT NULL AND pl.in_window AND pl.today IS NOT NULL
+          WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
             -- A run at a clock later than the wall clock when it started (a
             -- manual run at a future clock) creates what it owes and keeps no
             -- account: the scheduled runs before that clock still owe their days.
             AND %(keeps_accounts)s::boolean
           UNION ALL
-          SELECT o.organization_id, o.duty_id, NULL, NULL, true, o.lapsed, false
+          SELECT o.organization_id, o.duty_id, NULL, NULL, NOT o.later, o.lapsed, false, NULL,
+                 CASE WHEN o.later THEN o.became END, NULL
           FROM owed o) k
     GROUP BY organization_id, id
     HAVING bool_or(judged)

@@ -7,34 +7,54 @@
 -- through psycopg as store.page_taken_ids does.
 WITH head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
-    -- the partial index duly_duty_dispatchable_approved holds exactly them.
-    -- The next %(size)s of them, in id order.
+    -- the partial index duly_duty_dispatch_next (migration 0014) holds exactly them.
+    -- The next %(size)s of them, in id order, with every duty sharing the
+    -- last one's id: on a layout keyed by (organization_id, id) an id may
+    -- repeat across organisations, and the next page starts after the id.
     SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
            d.effective_from, d.effective_to, d.frequency, d.timezone,
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
            d.holiday_calendar, d.lead_days, d.grace_days,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
+           d.dispatch_next,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
-    FROM duly_duty d
-    WHERE duly_dispatchable(d.status, d.form, d.review_status)
-      -- The page's keyset range (a null bound is open) within the run's scope.
-      AND (%(after)s::text IS NULL OR d.id > %(after)s)
-      AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
-      AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
-                        %(duty_ids)s::text[], %(resume_after)s::text)
-      -- Duties the run set aside while settling a failing page (ADR 0003).
-      AND d.id <> ALL(%(excluded)s::text[])
+    -- The page's keys first, from migration 0014's index alone (it holds the
+    -- id, the next owed day and the organisation: an index-only scan), then
+    -- each duty's row by its key: a duty the run passes over is never read,
+    -- whatever the planner makes of the heap's order.
+    FROM (SELECT k.organization_id, k.id
+          FROM duly_duty k
+          WHERE duly_dispatchable(k.status, k.form, k.review_status)
+            -- The page's keyset range (a null bound is open) within the run's scope.
+            AND (%(after)s::text IS NULL OR k.id > %(after)s)
+            AND (%(upto)s::text IS NULL OR k.id <= %(upto)s)
+            AND duly_in_scope(k.id, k.organization_id, %(organization_id)s::text,
+                              %(duty_ids)s::text[], %(resume_after)s::text)
+            -- A scheduled run reads the duties whose next owed day has come
+            -- (docs/contract.md#account); null: every one.
+            AND (%(owed_by)s::date IS NULL OR k.dispatch_next <= %(owed_by)s::date)
+            -- Duties the run set aside while settling a failing page (ADR 0003).
+            AND k.id <> ALL(%(excluded)s::text[])
+          ORDER BY k.id
+          FETCH FIRST (%(size)s) ROWS WITH TIES) key
+    -- A lateral look-up, one per key (run-time pruned to the key's partition on
+    -- a partitioned layout): never a join the planner could hash over the
+    -- whole table.
+    CROSS JOIN LATERAL (
+        SELECT * FROM duly_duty d
+        WHERE d.organization_id = key.organization_id AND d.id = key.id
+        -- A fence: flattened, the look-up would become a join.
+        OFFSET 0) d
     ORDER BY d.id
-    LIMIT %(size)s
 ),
 page AS (
     -- The head, cut short before the rows its duties can owe (each duty's
     -- candidate periods, its group's weight) pass %(page_rows)s: a page is
     -- bounded in rows whatever the window and the frequency, and always holds
-    -- its first duty (docs/adr/0009). cut_after: the duty after this one was
-    -- cut (the summary says whether the page was).
+    -- its first duty (docs/adr/0009). cut_after: the page was cut (the
+    -- summary says so).
     --
     -- A null %(page_rows)s takes the head whole: the run sends null wherever a
     -- page of its heaviest duties could not pass the budget, as on most
@@ -46,18 +66,22 @@ page AS (
     FROM head
     WHERE %(page_rows)s::bigint IS NULL
     UNION ALL
-    SELECT (duty).*, coalesce(reach + next_weight > %(page_rows)s::bigint, false)
-    FROM (SELECT head AS duty,
-                 -- One window, one pass: head is already in id order.
-                 row_number() OVER running AS place,
-                 sum(w.weight) OVER running AS reach,
-                 lead(w.weight) OVER running AS next_weight
-          FROM head
-          -- The weight is looked up, not joined, so rows keep their order.
-          CROSS JOIN LATERAL (
-              SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
-                               ->> head.lead_bucket::text)::int, 0) AS weight) w
-          WINDOW running AS (ORDER BY head.id ROWS UNBOUNDED PRECEDING)) weighed
+    SELECT (duty).*, cut
+    FROM (SELECT duty, place, reach,
+                 -- The page was cut: a duty after its last was left out.
+                 bool_or(place > 1 AND reach > %(page_rows)s::bigint) OVER () AS cut
+          FROM (SELECT head AS duty,
+                       -- head is already in id order. Duties of one id (one in
+                       -- each organisation that holds it) are peers: they share
+                       -- a place and a reach, so a cut never falls between them.
+                       dense_rank() OVER running AS place,
+                       sum(w.weight) OVER running AS reach
+                FROM head
+                -- The weight is looked up, not joined, so rows keep their order.
+                CROSS JOIN LATERAL (
+                    SELECT coalesce((%(weights)s::jsonb -> head.frequency -> head.timezone
+                                     ->> head.lead_bucket::text)::int, 0) AS weight) w
+                WINDOW running AS (ORDER BY head.id RANGE UNBOUNDED PRECEDING)) ranked) weighed
     WHERE %(page_rows)s::bigint IS NOT NULL AND (place = 1 OR reach <= %(page_rows)s::bigint)
 )
 SELECT id FROM page ORDER BY id

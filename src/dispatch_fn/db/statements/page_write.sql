@@ -36,7 +36,7 @@ inserted AS (
     SELECT o.organization_id, o.duty_id, o.owner_id, o.business_unit_id, o.subject, o.source,
            o.period_key, o.due_date, o.visible_from, o.late_after
     FROM owed o
-    WHERE NOT o.lapsed
+    WHERE o.owes
     ORDER BY duty_id COLLATE "C", period_key COLLATE "C"
     ON CONFLICT ON CONSTRAINT duly_task_dispatch_identity DO NOTHING
     RETURNING organization_id, duty_id, period_key
@@ -67,6 +67,6 @@ FROM (SELECT max(id) AS upto,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND changed_while_owed
                               AND today IS NOT NULL) AS changed
       FROM placed) d,
-     (SELECT count(*) FILTER (WHERE NOT lapsed) AS owed,
-             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE NOT lapsed) AS owing
+     (SELECT count(*) FILTER (WHERE owes) AS owed,
+             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE owes) AS owing
       FROM owed) o

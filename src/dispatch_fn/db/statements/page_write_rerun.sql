@@ -26,7 +26,7 @@ inserted AS (
     SELECT o.organization_id, o.duty_id, o.owner_id, o.business_unit_id, o.subject, o.source,
            o.period_key, o.due_date, o.visible_from, o.late_after
     FROM owed o
-    WHERE NOT o.lapsed
+    WHERE o.owes
     -- The probe: a row the unique index already holds is dropped here, for
     -- the price of one index lookup, instead of being built as a heap tuple
     -- and refused by a speculative insertion. It only filters: a row another
@@ -66,6 +66,6 @@ FROM (SELECT max(id) AS upto,
              count(*) FILTER (WHERE schedule_no IS NOT NULL AND changed_while_owed
                               AND today IS NOT NULL) AS changed
       FROM placed) d,
-     (SELECT count(*) FILTER (WHERE NOT lapsed) AS owed,
-             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE NOT lapsed) AS owing
+     (SELECT count(*) FILTER (WHERE owes) AS owed,
+             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE owes) AS owing
       FROM owed) o

@@ -1,0 +1,139 @@
+"""A scheduled run reads what is owed (docs/contract.md#account, migration 0014).
+
+Each duty's account carries the local day it next owes something
+(``dispatch_next``); a scheduled run reads, through an index, only the duties
+whose day has come. Passing a duty over must be the same as reading it: the
+property test runs every duty twice, once as the index lets it be passed over
+and once read at every run, and the tasks must be the same.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dispatch_fn.engine import periods
+from support import Conn, Invoke, duty, insert_duties
+
+DAY = timedelta(days=1)
+FIRST = datetime(2026, 3, 1, 1, 0, tzinfo=UTC)
+ZONES = ("UTC", "Europe/Berlin", "America/Los_Angeles", "Pacific/Kiritimati", "Asia/Kathmandu")
+
+
+def _clock(at: datetime) -> dict[str, str]:
+    return {"now": at.isoformat().replace("+00:00", "Z")}
+
+
+def _next_days(conn: Conn) -> dict[str, date]:
+    rows = conn.execute("SELECT id, dispatch_next FROM duly_duty ORDER BY id").fetchall()
+    return {str(duty_id): day for duty_id, day in rows}
+
+
+def test_a_run_at_the_same_clock_again_reads_no_duty(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("m"), duty("d", frequency="daily"), duty("p", status="paused")])
+    first = invoke(_clock(FIRST))
+    again = invoke(_clock(FIRST))
+
+    assert first["duties_read"] == 3
+    # The paused duty is counted from its index, never read; the others owe nothing.
+    assert (again["duties_read"], again["tasks_created"]) == (1, 0)
+    assert (again["skipped"]["not_active"], again["skipped"]["nothing_due"]) == (1, 0)
+
+
+def test_the_next_day_reads_the_daily_duty_and_passes_the_monthly_one_over(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("m"), duty("d", frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    # April becomes owed as its seven days' lead reaches it.
+    assert _next_days(conn) == {"d": date(2026, 3, 2), "m": date(2026, 3, 25)}
+
+    next_day = invoke(_clock(FIRST + DAY))
+
+    assert (next_day["duties_read"], next_day["tasks_created"]) == (1, 1)
+
+
+def test_an_edit_sends_the_duty_back_to_the_next_run(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("m")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET frequency = 'daily', lead_days = 0 WHERE id = 'm'")
+    assert _next_days(conn) == {"m": date(1, 1, 1)}
+
+    changed = invoke(_clock(FIRST + DAY))
+
+    assert (changed["duties_read"], changed["tasks_created"]) == (1, 1)
+
+
+def test_a_duty_outside_its_window_is_next_read_when_the_window_opens_and_never_after_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(
+        conn,
+        [
+            duty("early", frequency="daily", effective_from=date(2026, 3, 10)),
+            duty("over", frequency="daily", effective_to=date(2026, 1, 31)),
+        ],
+    )
+    invoke(_clock(FIRST))
+    assert _next_days(conn) == {"early": date(2026, 3, 10), "over": date(9999, 12, 31)}
+    assert invoke(_clock(FIRST + DAY))["duties_read"] == 0
+
+
+def test_a_run_under_new_rules_reads_every_duty(conn: Conn, invoke: Invoke) -> None:
+    insert_duties(conn, [duty("m"), duty("d", frequency="daily")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_dispatch_run SET rules = 'an older tzdata'")
+
+    rejudged = invoke(_clock(FIRST))
+
+    assert rejudged["duties_read"] == 2
+
+
+_FIELDS = st.fixed_dictionaries(
+    {
+        "frequency": st.sampled_from(periods.FREQUENCIES),
+        "timezone": st.sampled_from(ZONES),
+        "due_anchor": st.sampled_from(periods.ANCHORS),
+        "due_offset_days": st.integers(-20, 20),
+        "due_roll": st.sampled_from(periods.ROLLS),
+        "holiday_calendar": st.sampled_from([None, "DE-BY", "GB-SCT"]),
+        "lead_days": st.sampled_from([-3, 0, 1, 3, 7, 20, 45, 100]),
+        "effective_from": st.sampled_from([None, date(2026, 3, 20), date(2026, 5, 1)]),
+        "effective_to": st.sampled_from([None, date(2026, 3, 25), date(2026, 4, 15)]),
+    }
+)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    shapes=st.lists(_FIELDS, min_size=1, max_size=12),
+    steps=st.lists(st.integers(1, 40), min_size=3, max_size=8),
+)
+def test_a_duty_passed_over_gets_the_tasks_it_would_get_if_read_at_every_run(
+    conn: Conn, invoke: Invoke, shapes: list[dict[str, Any]], steps: list[int]
+) -> None:
+    conn.execute("TRUNCATE duly_task, duly_duty, duly_dispatch_run, duly_dispatch_fault CASCADE")
+    insert_duties(
+        conn,
+        [duty(f"{kind}-{n:02}", **shape) for n, shape in enumerate(shapes) for kind in ("a", "b")],
+    )
+    clock = FIRST
+    for hours in steps:
+        # b's duties are read by every run: their next day is always "now".
+        conn.execute("UPDATE duly_duty SET dispatch_next = '0001-01-01' WHERE id LIKE 'b-%'")
+        invoke(_clock(clock))
+        clock += timedelta(hours=hours * 6)
+    tasks = conn.execute(
+        "SELECT left(duty_id, 1), substr(duty_id, 3), owner_id, period_key, due_date,"
+        " visible_from, late_after FROM duly_task"
+    ).fetchall()
+    passed_over = sorted(tuple(row[1:]) for row in tasks if row[0] == "a")
+    read_every_time = sorted(tuple(row[1:]) for row in tasks if row[0] == "b")
+    assert passed_over == read_every_time
