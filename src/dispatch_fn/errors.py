@@ -92,3 +92,7 @@ class UnknownLayoutError(ValueError):
 
 class LayoutNotEmptyError(RuntimeError):
     """A table layout was asked of a database whose duties or tasks already hold rows."""
+
+
+class RotationError(RuntimeError):
+    """A step of the database secret's rotation cannot proceed; the message says why."""

@@ -84,6 +84,8 @@ WILDCARD_ONLY_ACTIONS = {
     "ec2:UnassignPrivateIpAddresses",
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
+    # Rotation's new password (DatabaseLoginRotationDays): the action names no resource.
+    "secretsmanager:GetRandomPassword",
 }
 
 # Key names and literal shapes that would mean a credential sits in the template.
@@ -600,7 +602,7 @@ def test_no_secret_value_appears_anywhere_in_the_template(
 def test_the_function_may_read_exactly_the_one_database_secret(
     function_role: dict[str, Any],
 ) -> None:
-    reads = [s for s in _statements(function_role) if "secretsmanager" in str(s["Action"]).lower()]
+    reads = [s for s in _statements(function_role) if "getsecretvalue" in str(s["Action"]).lower()]
     assert reads == [
         {
             "Sid": "ReadDatabaseSecret",
@@ -617,6 +619,12 @@ def test_the_function_may_read_exactly_the_one_database_secret(
     )
     # Never the owner's secret, and with IAM auth no secret at all.
     assert conditional["Fn::If"][0] == "UsesPasswordAuth"
+    # Rotation writes that same secret, and only when asked for.
+    writes = [
+        s for s in _statements(function_role)
+        if "secretsmanager" in str(s["Action"]).lower() and s not in reads
+    ]  # fmt: skip
+    assert {str(s["Resource"]) for s in writes} == {str({"Ref": "DatabaseSecretArn"}), "*"}
 
 
 def test_kms_decrypt_is_granted_only_with_a_key_and_only_for_that_secret_via_secrets_manager(
@@ -1177,6 +1185,46 @@ def test_the_schedule_name_output_names_the_schedule_the_event_names(
     event = sam_template["Resources"]["DispatchFunction"]["Properties"]["Events"]["DailyDispatch"]
     generated = resources["DispatchFunctionDailyDispatch"]["Properties"]
     assert generated["Name"] == event["Properties"]["Name"]
+
+
+def test_secrets_manager_rotates_the_dispatchers_password_through_its_own_function(
+    sam_template: dict[str, Any], resources: dict[str, dict[str, Any]]
+) -> None:
+    parameter = sam_template["Parameters"]["DatabaseLoginRotationDays"]
+    # Off unless asked for: a stack that manages its secret otherwise keeps doing so.
+    assert (parameter["Default"], parameter["MinValue"]) == (0, 0)
+    assert sam_template["Conditions"]["RotatesSecret"] == {
+        "Fn::And": [
+            {"Condition": "UsesPasswordAuth"},
+            {"Fn::Not": [{"Fn::Equals": [{"Ref": "DatabaseLoginRotationDays"}, "0"]}]},
+        ]
+    }
+    schedule = resources["DatabaseSecretRotation"]
+    assert schedule["Type"] == "AWS::SecretsManager::RotationSchedule"
+    assert schedule["Condition"] == "RotatesSecret"
+    assert schedule["Properties"] == {
+        "SecretId": {"Ref": "DatabaseSecretArn"},
+        "RotationLambdaARN": {"Fn::GetAtt": ["DispatchFunction", "Arn"]},
+        "RotationRules": {"AutomaticallyAfterDays": {"Ref": "DatabaseLoginRotationDays"}},
+        "RotateImmediatelyOnUpdate": False,
+    }
+    permission = resources["DatabaseSecretRotationPermission"]
+    assert permission["Condition"] == "RotatesSecret"
+    assert permission["Properties"]["Principal"] == "secretsmanager.amazonaws.com"
+    assert permission["Properties"]["FunctionName"] == {"Fn::GetAtt": ["DispatchFunction", "Arn"]}
+    statements = resources["DispatchFunctionRole"]["Properties"]["Policies"][0]["PolicyDocument"][
+        "Statement"
+    ]
+    rotating = {s["Fn::If"][1]["Sid"]: s["Fn::If"] for s in statements if "Fn::If" in s}
+    write = rotating["RotateDatabaseSecret"]
+    assert write[0] == "RotatesSecret"
+    assert write[1]["Resource"] == {"Ref": "DatabaseSecretArn"}
+    assert sorted(write[1]["Action"]) == [
+        "secretsmanager:DescribeSecret", "secretsmanager:PutSecretValue",
+        "secretsmanager:UpdateSecretVersionStage",
+    ]  # fmt: skip
+    assert rotating["GenerateDatabasePassword"][1]["Action"] == "secretsmanager:GetRandomPassword"
+    assert rotating["EncryptRotatedSecret"][0] == "EncryptsRotatedSecret"
 
 
 # --- deploys that can be undone ------------------------------------------------

@@ -13,11 +13,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+from dispatch_fn.aws import rotation
 from dispatch_fn.aws.invocation import SERVICE, failed_before_run, handle, logger, runtime_for
 from dispatch_fn.aws.lambda_context import as_lambda_context
+from dispatch_fn.db import database
 from dispatch_fn.db.database import ConnectionCache
+from dispatch_fn.db.sql import Connection
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
 
@@ -48,5 +52,32 @@ def _published(event: Any, _lambda_context: Any, context: Any) -> dict[str, Any]
     except ConfigurationError:
         failed_before_run(context, metrics)
         raise
+    if rotation.is_rotation(event):
+        return _rotated(event, settings)
     runtime = runtime_for(context, settings, _connections, clock=lambda: datetime.now(UTC))
     return handle(event, context, runtime, metrics=metrics)
+
+
+def _rotated(event: Any, settings: Settings) -> dict[str, Any]:
+    """A step of the rotation of the dispatcher's secret.
+
+    See docs/operations.md#rotating-the-dispatchers-password.
+    """
+    import boto3  # noqa: PLC0415 - only a rotation needs its own client
+
+    secrets = boto3.client("secretsmanager", region_name=settings.aws_region)
+
+    def connect(fields: Any) -> Connection:
+        return database.connect(settings, database.conninfo_with_secret(settings, fields))
+
+    step = str(event.get("Step"))
+    try:
+        done = rotation.rotate(event, secrets=secrets, connect=connect)
+    except Exception:
+        # Secrets Manager retries the step, and marks the rotation failed at last.
+        logger.exception("rotation step failed", extra={"step": step})
+        raise
+    logger.info("rotation step", extra={"step": step, "done": done})
+    # Not a run metric: no alarm watches it (docs/contract.md#metrics).
+    metrics.add_metric(name="RotationSteps", unit=MetricUnit.Count, value=1)
+    return {"rotation": done}

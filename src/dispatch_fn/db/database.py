@@ -119,10 +119,17 @@ def _secrets() -> Any:
     )
 
 
-def _fetch_secret(arn: str) -> object:
+def _fetch_secret(arn: str, *, stage: str | None = None) -> object:
+    """The secret's value: ``AWSCURRENT`` as cached, or ``stage`` read afresh.
+
+    A stage read afresh replaces the cached value and expires at once (the
+    provider's cache is keyed by name alone), so the next plain read asks again.
+    """
     from aws_lambda_powertools.utilities import parameters  # noqa: PLC0415 - AWS path only
 
     try:
+        if stage is not None:
+            return _secrets().get(arn, max_age=0, force_fetch=True, VersionStage=stage)
         return _secrets().get(arn, max_age=_SECRET_MAX_AGE_S)
     except parameters.GetParameterError as exc:
         # Missing, not permitted, or Secrets Manager unreachable: the function's
@@ -178,6 +185,35 @@ def url_conninfo(url: str, *, environ: Mapping[str, str] = os.environ) -> str:
     tls = {name: environ[name] for name in ("DB_SSLMODE", "DB_SSLROOTCERT") if name in environ}
     settings = Settings.from_environ({**tls, "DATABASE_URL": url})
     return conninfo_for(settings, environ=environ)
+
+
+def conninfo_with_secret(
+    settings: Settings, secret: object, *, environ: Mapping[str, str] = os.environ
+) -> str:
+    """A conninfo from a secret's fields, with the configured TLS applied (as ``conninfo_for``)."""
+    base = conninfo_from_secret(secret, settings.sslmode or DEFAULT_SSLMODE)
+    return _with_tls(base, settings, environ)
+
+
+def rotated_conninfos(settings: Settings) -> list[str]:
+    """Where to connect when the cached secret's password was refused: the secret rotated.
+
+    ``AWSCURRENT`` read afresh (the rotation finished since the cache read it),
+    then ``AWSPENDING`` (the database has the new password, and the rotation
+    has not yet made it current: docs/operations.md#rotating-the-dispatchers-password).
+    None for a configuration without a secret.
+    """
+    if settings.database_url or settings.auth == "iam" or not settings.secret_arn:
+        return []
+    found = []
+    for stage in ("AWSCURRENT", "AWSPENDING"):
+        try:
+            found.append(
+                conninfo_with_secret(settings, _fetch_secret(settings.secret_arn, stage=stage))
+            )
+        except ConfigurationError:  # no such version (no rotation under way), or unreadable
+            continue
+    return found
 
 
 def _iam_conninfo(settings: Settings) -> str:
@@ -349,9 +385,11 @@ class ConnectionCache:
                 conn.close()
         # Kept before connecting more, so a failed connect leaves none unowned.
         self._conns = kept
+        if not kept:
+            kept.append(self._first(settings, conninfo))
         while len(kept) < settings.workers:
             try:
-                kept.append(connect(settings, conninfo, tokens=self._tokens))
+                kept.append(connect(settings, self._conninfo, tokens=self._tokens))
             except psycopg.OperationalError:
                 # A helper is an optimisation: a server at its connection limit
                 # gets a run on the connections it did give, not a failed run.
@@ -359,6 +397,29 @@ class ConnectionCache:
                     raise
                 break
         return list(kept)
+
+    def _first(self, settings: Settings, conninfo: str) -> Connection:
+        """The first connection; if refused, once more with the secret as it now stands.
+
+        A password rotated since the cache read the secret is refused by the
+        server: the secret read afresh (``rotated_conninfos``) signs in, and
+        becomes the cache's, so runs follow a rotation without a deploy.
+        """
+        try:
+            return connect(settings, conninfo, tokens=self._tokens)
+        except psycopg.OperationalError:
+            tried = {conninfo}
+            for candidate in rotated_conninfos(settings):
+                if candidate in tried:
+                    continue
+                tried.add(candidate)
+                try:
+                    conn = connect(settings, candidate, tokens=self._tokens)
+                except psycopg.OperationalError:
+                    continue
+                self._conninfo = candidate
+                return conn
+            raise
 
     def reconnect(self, settings: Settings) -> Connection:
         """A fresh connection like the cached ones, for one that died mid-run; not kept.
