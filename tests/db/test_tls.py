@@ -8,6 +8,8 @@ they were given.
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -331,16 +333,52 @@ def test_the_local_commands_database_url_follows_the_same_rules() -> None:
         url_conninfo("dbname=duly", environ={"DB_SSLMODE": "sometimes"})
 
 
+# A loopback server that answers libpq's SSLRequest with "no TLS here" and
+# hangs up: libpq under verify-full stops at that answer ("server does not
+# support SSL"); under "prefer" it would go on in plain text. A process of its
+# own, since libpq's calls may hold the test's interpreter while they wait.
+_NO_TLS_SERVER = """
+import socket, sys
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+while True:
+    client, _ = listener.accept()
+    with client:
+        client.settimeout(2)
+        try:
+            if client.recv(8)[4:8] == (80877103).to_bytes(4, "big"):
+                client.sendall(b"N")
+                client.recv(1024)
+        except OSError:
+            pass
+"""
+
+
+@pytest.fixture
+def no_tls_server() -> Iterator[int]:
+    """The port of a loopback server that speaks no TLS (``_NO_TLS_SERVER``)."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", _NO_TLS_SERVER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        yield int(server.stdout.readline())
+    finally:
+        server.kill()
+        server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+
+
 def test_a_local_command_refuses_plain_text_to_a_list_of_hosts_with_a_remote_one(
-    database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    no_tls_server: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # libpq tries each host in turn: the remote name first (it does not resolve), then
-    # this machine's server, which speaks no TLS. Under "prefer" the second would be
+    # a server on this machine that speaks no TLS. Under "prefer" the second would be
     # reached in plain text; verify-full refuses it.
-    params = conninfo_to_dict(database)
-    monkeypatch.setenv("DATABASE_URL", make_conninfo(dbname=params["dbname"], user="postgres"))
-    monkeypatch.setenv("PGHOST", f"db.duly.invalid,{params['host']}")
-    monkeypatch.setenv("PGPORT", str(params.get("port") or 5432))
+    monkeypatch.setenv("DATABASE_URL", make_conninfo(dbname="duly", user="postgres"))
+    monkeypatch.setenv("PGHOST", f"db.duly.invalid,{LOOPBACK}")
+    monkeypatch.setenv("PGPORT", str(no_tls_server))
     from dispatch_fn.cli.main import main  # noqa: PLC0415 - the command, as run
 
     assert main(["runs", "--json"]) != 0
