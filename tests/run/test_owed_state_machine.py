@@ -39,7 +39,10 @@ period engine for keys and due dates only, never the planner:
   by its today. Each must pass the effective-window test on its due date (its
   last day after the period). One that is over and became owed on or before
   the horizon (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not
-  created. A run at a clock before the account's day owes nothing.
+  created (the count may leave out a duty whose lapsed periods all lie before
+  the period before the horizon's, which the run's schedule reaches back to:
+  an open gap of the count, not of the tasks). A run at a clock before the
+  account's day owes nothing.
 - A run judges a duty it reads that is dispatchable, whose cadence the
   engine accepts, not locked, and whose today lies in its window (or past its
   end, which came after the account's day). A set-aside, faulted or skipped
@@ -187,6 +190,8 @@ class Judged:
     # The account cannot tell a change made while paused from a resume alone
     # (both leave a pause and a later change): the count may leave it out.
     changed_unsure: bool = False
+    # Lapsed only before the period the schedule reaches back to.
+    beyond_unsure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,8 +267,16 @@ def judge(
     keys = periods.periods_between(
         frequency, periods.start_of_day(first, zone), periods.start_of_day(last, zone), zone
     )
+    # The count sees lapses among the periods a run's schedule holds: back to
+    # the one before the horizon's period. One older, lapsed where that one
+    # did not (a window closed or a pause came before it), the count may
+    # leave out: an open gap of the count, not of the tasks.
+    horizon_period = periods.period_key_for(
+        frequency, min(now, periods.start_of_day(horizon + DAY, zone)), zone
+    )
+    reach = periods.period_days(frequency, horizon_period)[0] - DAY
     owed: set[Identity] = set()
-    beyond = False
+    lapsed: list[bool] = []  # each lapsed period: whether the schedule holds it
     for key in keys:
         first_day, last_day = periods.period_days(frequency, key)
         due = periods.due_date_for(
@@ -287,7 +300,7 @@ def judge(
         if not (by_account or (fresh and live)):
             continue
         if not live and became <= horizon:
-            beyond = True
+            lapsed.append(last_day >= reach)
             continue
         owed.add((row["id"], row["owner_id"], key))
     changed = model.kept is not None and any(
@@ -302,7 +315,11 @@ def judge(
     )
     paused_since = any(not edit.dispatchable for edit in model.since_kept)
     return Judged(
-        frozenset(owed), beyond=beyond, changed=changed, changed_unsure=changed and paused_since
+        frozenset(owed),
+        beyond=bool(lapsed),
+        changed=changed,
+        beyond_unsure=bool(lapsed) and not any(lapsed),
+        changed_unsure=changed and paused_since,
     )
 
 
@@ -509,7 +526,7 @@ class OwedMachine(RuleBasedStateMachine):
             + (" rejudging" if rejudge else "")
         )
         reports = self._invoke(clock, locked=locked, concurrent=concurrent)
-        beyond = changed = unsure = 0
+        beyond = changed = unsure = beyond_unsure = 0
         for duty_id, model in self._model.items():
             if duty_id == locked:
                 continue
@@ -527,6 +544,7 @@ class OwedMachine(RuleBasedStateMachine):
                 continue
             self._expected |= judged.owed
             beyond += judged.beyond
+            beyond_unsure += judged.beyond_unsure
             changed += judged.changed
             unsure += judged.changed_unsure
             today = periods.local_date(clock, model.row["timezone"])
@@ -541,10 +559,14 @@ class OwedMachine(RuleBasedStateMachine):
         if counts and latest is not None and clock > latest:
             report = reports[0]
             counts = (report["beyond_horizon"], report["changed_while_owed"])
-            allowed = range(changed - unsure, changed + 1)
-            assert (counts[0], counts[1] in allowed) == (beyond, True), (
+            allowed = (
+                range(beyond - beyond_unsure, beyond + 1),
+                range(changed - unsure, changed + 1),
+            )
+            assert (counts[0] in allowed[0], counts[1] in allowed[1]) == (True, True), (
                 f"counts (beyond_horizon, changed_while_owed) {counts} != the model's"
-                f" {(beyond, changed)} ({unsure} changed while paused)\n{self._story()}"
+                f" {(beyond, changed)} ({beyond_unsure} lapsed before the schedule,"
+                f" {unsure} changed while paused)\n{self._story()}"
             )
 
     def _invoke(
