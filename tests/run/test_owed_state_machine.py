@@ -558,13 +558,13 @@ class OwedMachine(RuleBasedStateMachine):
         self._check_tasks()
         if counts and latest is not None and clock > latest:
             report = reports[0]
-            counts = (report["beyond_horizon"], report["changed_while_owed"])
+            reported = (report["beyond_horizon"], report["changed_while_owed"])
             allowed = (
                 range(beyond - beyond_unsure, beyond + 1),
                 range(changed - unsure, changed + 1),
             )
-            assert (counts[0] in allowed[0], counts[1] in allowed[1]) == (True, True), (
-                f"counts (beyond_horizon, changed_while_owed) {counts} != the model's"
+            assert (reported[0] in allowed[0], reported[1] in allowed[1]) == (True, True), (
+                f"counts (beyond_horizon, changed_while_owed) {reported} != the model's"
                 f" {(beyond, changed)} ({beyond_unsure} lapsed before the schedule,"
                 f" {unsure} changed while paused)\n{self._story()}"
             )
