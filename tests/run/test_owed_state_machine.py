@@ -34,7 +34,8 @@ period engine for keys and due dates only, never the planner:
   current period as a new duty does).
 - A run judging the duty owes the periods that became owed by its today and
   after the account's day on a day the duty was dispatchable; and, if the duty
-  became dispatchable or changed since the account was kept (or the run's
+  became dispatchable or changed since the account was kept, or after the
+  day a run at a past clock kept it on (or the run's
   rules differ from the previous run's), also those not over that became owed
   by its today. Each must pass the effective-window test on its due date (its
   last day after the period). One that is over and became owed on or before
@@ -549,9 +550,16 @@ class OwedMachine(RuleBasedStateMachine):
             unsure += judged.changed_unsure
             today = periods.local_date(clock, model.row["timezone"])
             if not future and (model.kept is None or today >= model.kept):
+                # Edits placed after today (a run at a past clock) are still
+                # to come for the runs after it: a resume there still owes
+                # the period current then.
                 model.kept = today
-                model.fresh = False
-                model.since_kept = []
+                model.since_kept = [
+                    edit
+                    for edit in model.since_kept
+                    if edit.stamp is not None and edit.stamp > today
+                ]
+                model.fresh = any(edit.fresh for edit in model.since_kept)
         self._ledger.append(LedgerRun(clock, counted=not future, rules=self._rules))
         for _ in reports[1:]:
             self._ledger.append(LedgerRun(clock, counted=not future, rules=self._rules))
