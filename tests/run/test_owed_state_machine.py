@@ -34,10 +34,9 @@ period engine for keys and due dates only, never the planner:
   current period as a new duty does).
 - A run judging the duty owes the periods that became owed by its today and
   after the account's day on a day the duty was dispatchable; and, if the duty
-  became dispatchable or changed since the account was kept, or after the
-  day a run at a past clock kept it on (or the run's
-  rules differ from the previous run's), also those not over that became owed
-  by its today. Each must pass the effective-window test on its due date (its
+  became dispatchable or changed since the account was kept, or after the day
+  a run at a past clock kept it on (or the run's rules differ from the
+  previous run's), also those not over that became owed by its today. Each must pass the effective-window test on its due date (its
   last day after the period). One that is over and became owed on or before
   the horizon (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not
   created (the count may leave out a duty whose lapsed periods all lie before
