@@ -28,21 +28,23 @@ period engine for keys and due dates only, never the planner:
   what becomes owed after ``s``.
 - A duty is dispatchable on a day when, after the edits placed before that
   day, it is active and approved. The account's day is the today of the last
-  run that judged the duty at a clock not in the future (or, for a duty added
-  while the ledger held a clock, that clock's day; for one added before any,
-  the scheduled clock before the first run: the origin, and it owes its
-  current period as a new duty does).
+  run, at a clock not in the future, that judged the duty and owed it
+  something or found it edited (the account moves with the tasks a run
+  writes); for a duty added while the ledger held a clock, that clock's day;
+  for one added before any, the scheduled clock before the first run (the
+  origin), and it owes its current period as a new duty does.
 - A run judging the duty owes the periods that became owed by its today and
   after the account's day on a day the duty was dispatchable; and, if the duty
   became dispatchable or changed since the account was kept, or after the day
   a run at a past clock kept it on (or the run's rules differ from the
-  previous run's), also those not over that became owed by its today. Each must pass the effective-window test on its due date (its
-  last day after the period). One that is over and became owed on or before
-  the horizon (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not
-  created (the count may leave out a duty whose lapsed periods all lie before
-  the period before the horizon's, which the run's schedule reaches back to:
-  an open gap of the count, not of the tasks). A run at a clock before the
-  account's day owes nothing.
+  previous run's), also those not over that became owed by its today. Each
+  must pass the effective-window test on its due date (its last day after
+  the period). One that is over and became owed on or before the horizon
+  (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not created (the
+  count may leave out a duty whose lapsed periods all lie before the period
+  before the horizon's, which the run's schedule reaches back to: an open gap
+  of the count, not of the tasks). A run at a clock before the account's day
+  owes nothing.
 - A run judges a duty it reads that is dispatchable, whose cadence the
   engine accepts, not locked, and whose today lies in its window (or past its
   end, which came after the account's day). A set-aside, faulted or skipped
@@ -548,7 +550,18 @@ class OwedMachine(RuleBasedStateMachine):
             changed += judged.changed
             unsure += judged.changed_unsure
             today = periods.local_date(clock, model.row["timezone"])
-            if not future and (model.kept is None or today >= model.kept):
+            # The account moves with the tasks a run writes: where the duty
+            # owed nothing and nothing marked it, the day it stands at owes
+            # the same.
+            moves = (
+                bool(judged.owed)
+                or judged.beyond
+                or model.fresh
+                or bool(model.since_kept)
+                or rejudge
+                or (model.row["effective_to"] is not None and today > model.row["effective_to"])
+            )
+            if not future and (model.kept is None or (today >= model.kept and moves)):
                 # Edits placed after today (a run at a past clock) are still
                 # to come for the runs after it: a resume there still owes
                 # the period current then.
