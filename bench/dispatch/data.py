@@ -31,11 +31,15 @@ from bench.dispatch.mix import (
 from bench.dispatch.server import DISPATCH_TABLES, BenchError, Conn, leaves
 
 # The schedule's own time on a day when most monthly leads are open and a
-# week boundary is near, so scheduled runs owe more than one period per duty.
-CLOCK: Final = datetime(2026, 11, 29, 1, 0, tzinfo=UTC)
-# Thirteen whole months, November 2025 to November 2026 (the clock's month).
-BACKFILL_FROM: Final = date(2025, 11, 1)
-BACKFILL_TO: Final = date(2026, 11, 29)
+# week boundary is near, so scheduled runs owe more than one period per duty:
+# a Sunday two days before a month begins, as 2026-11-29 was. Its week of
+# daily runs after it ends before today's date: a run at a clock later than
+# the wall clock keeps no account (docs/contract.md#account), so a week
+# reaching past it would not be the week the schedule runs.
+CLOCK: Final = datetime(2026, 8, 30, 1, 0, tzinfo=UTC)
+# Thirteen whole months, August 2025 to August 2026 (the clock's month).
+BACKFILL_FROM: Final = date(2025, 8, 1)
+BACKFILL_TO: Final = date(2026, 8, 30)
 
 
 def draw(salt: int, modulus: int, column: str = "n") -> sql.Composable:
