@@ -254,40 +254,49 @@ dated AS (
     OFFSET 0
 ),
 owed AS (
+    -- The candidates that count: owed now (owes), over and lapsed, becoming
+    -- owed after today (later), and every one not over (they bound the
+    -- account's next day: the periods after them start after the last).
+    -- The consumers filter on the flags.
     SELECT organization_id, id AS duty_id, owner_id, business_unit_id, name AS subject, source,
            period_key, due_date, due_date - lead_days AS visible_from,
-           due_date + grace_days AS late_after,
+           due_date + grace_days AS late_after, became, last_day, lead_days, today,
            -- Over, and became owed on or before the horizon: counted, never
            -- created (plan.NotOwed.BEYOND_HORIZON).
-           coalesce(last_day < today AND became <= horizon, false) AS lapsed,
+           windowed AND now_owed AND coalesce(last_day < today AND became <= horizon, false)
+               AS lapsed,
            -- Not owed yet: it becomes owed after today, on became (the
            -- account's next day, never created by this run).
-           coalesce(became > today, false) AS later, became,
+           windowed AND coalesce(became > today, false) AS later,
            -- Owed now, and created unless it exists.
-           NOT coalesce((last_day < today AND became <= horizon) OR became > today, false) AS owes
-    -- plan.became_owed_on: never before its lead reaches it (a due date
-    -- rolled back before the period would be owed before it is a candidate).
-    FROM (SELECT *, least(first_day, greatest(due_date - lead_days,
-                                              first_day - greatest(lead_days, 0))) AS became
-          FROM dated) dated
-    -- plan.Cadence.window_day: after the period, the window holds the period's
-    -- last day; otherwise the due date.
-    WHERE CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
-              BETWEEN coalesce(effective_from, '-infinity'::date)
-                  AND coalesce(effective_to, 'infinity'::date)
-      -- plan.owed_verdict: the period became owed by today, after the
-      -- account's day (and, paused since, by the pause's), or, for a duty
-      -- that changed or whose account no run kept, it is still current or
-      -- later or became owed after the fresh day, unless today is before the
-      -- account's day (what it could owe, the account says is done); or it
-      -- becomes owed after today (later: it sets the account's next day).
-      -- Dates only: the planner turned the clock into a local day once per
-      -- group (ADR 0001's rule, not AT TIME ZONE's).
-      AND (today IS NULL OR became > today
-           OR (became <= today
-               AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
-                    OR ((last_day >= today AND fresh IS NOT NULL) OR became > fresh)
-                       AND (through IS NULL OR through <= today))))
+           windowed AND now_owed
+               AND NOT coalesce(last_day < today AND became <= horizon, false) AS owes
+    FROM (SELECT *,
+                 -- plan.Cadence.window_day: after the period, the window holds
+                 -- the period's last day; otherwise the due date.
+                 CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
+                     BETWEEN coalesce(effective_from, '-infinity'::date)
+                         AND coalesce(effective_to, 'infinity'::date) AS windowed,
+                 -- plan.owed_verdict: the period became owed by today, after the
+                 -- account's day (and, paused since, by the pause's), or, for a
+                 -- duty that changed or whose account no run kept, it is still
+                 -- current or later or became owed after the fresh day, unless
+                 -- today is before the account's day (what it could owe, the
+                 -- account says is done). Dates only: the planner turned the
+                 -- clock into a local day once per group (ADR 0001's rule, not
+                 -- AT TIME ZONE's).
+                 coalesce(today IS NULL
+                          OR (became <= today
+                              AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
+                                   OR ((last_day >= today AND fresh IS NOT NULL) OR became > fresh)
+                                      AND (through IS NULL OR through <= today))), false)
+                     AS now_owed
+          -- plan.became_owed_on: never before its lead reaches it (a due date
+          -- rolled back before the period would be owed before it is a candidate).
+          FROM (SELECT *, least(first_day, greatest(due_date - lead_days,
+                                                    first_day - greatest(lead_days, 0))) AS became
+                FROM dated) b) dated
+    WHERE windowed AND (now_owed OR became > today) OR last_day >= today
 ),
 keeping AS (
     -- Every duty of the page the run judged at its clock (its cadence
@@ -315,13 +324,20 @@ keeping AS (
     -- are left out. A duty's today, version and days are its one row's there.
     SELECT organization_id, id, max(today) AS today, max(version) AS version,
            bool_or(keep) AS keep, bool_or(lags) AS lags, max(next_was) AS next_was,
-           least(min(soon), min(next_base)) AS next
+           -- Outside its window, the window's day; else the earliest day a
+           -- later candidate becomes owed, or one after the candidates could:
+           -- none starts before the day after the last candidate, nor becomes
+           -- owed more than the lead before it starts (plan.became_owed_on),
+           -- nor by today (it would be a candidate).
+           coalesce(max(fixed),
+                    least(min(soon), greatest(max(today) + 1, coalesce(max(bound), max(beyond)))))
+               AS next
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
                  pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
                  false AS lags, true AS judged, pl.next_was, NULL::date AS soon,
                  CASE WHEN pl.closed THEN date '9999-12-31'
-                      WHEN pl.early THEN pl.effective_from
-                      ELSE pl.beyond END AS next_base
+                      WHEN pl.early THEN pl.effective_from END AS fixed,
+                 NULL::date AS bound, pl.beyond
           FROM placed pl
           WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
@@ -330,8 +346,10 @@ keeping AS (
             -- account: the scheduled runs before that clock still owe their days.
             AND %(keeps_accounts)s::boolean
           UNION ALL
-          SELECT o.organization_id, o.duty_id, NULL, NULL, NOT o.later, o.lapsed, false, NULL,
-                 CASE WHEN o.later THEN o.became END, NULL
+          SELECT o.organization_id, o.duty_id, NULL, NULL, o.owes OR o.lapsed, o.lapsed, false,
+                 NULL, CASE WHEN o.later THEN o.became END, NULL,
+                 CASE WHEN o.last_day >= o.today
+                      THEN o.last_day + 1 - greatest(o.lead_days, 0) END, NULL
           FROM owed o) k
     GROUP BY organization_id, id
     HAVING bool_or(judged)
