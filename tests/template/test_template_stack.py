@@ -1204,14 +1204,15 @@ def test_secrets_manager_rotates_the_dispatchers_password_through_its_own_functi
     assert schedule["Condition"] == "RotatesSecret"
     assert schedule["Properties"] == {
         "SecretId": {"Ref": "DatabaseSecretArn"},
-        "RotationLambdaARN": {"Fn::GetAtt": ["DispatchFunction", "Arn"]},
+        # The alias, as the schedule's target: a rollback moves rotation's code too.
+        "RotationLambdaARN": {"Ref": "DispatchFunctionAliaslive"},
         "RotationRules": {"AutomaticallyAfterDays": {"Ref": "DatabaseLoginRotationDays"}},
         "RotateImmediatelyOnUpdate": False,
     }
     permission = resources["DatabaseSecretRotationPermission"]
     assert permission["Condition"] == "RotatesSecret"
     assert permission["Properties"]["Principal"] == "secretsmanager.amazonaws.com"
-    assert permission["Properties"]["FunctionName"] == {"Fn::GetAtt": ["DispatchFunction", "Arn"]}
+    assert permission["Properties"]["FunctionName"] == {"Ref": "DispatchFunctionAliaslive"}
     statements = resources["DispatchFunctionRole"]["Properties"]["Policies"][0]["PolicyDocument"][
         "Statement"
     ]
