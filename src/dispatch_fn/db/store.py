@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
 from typing import Any, Final
 
 import psycopg
@@ -399,7 +398,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         name: []
         for name in (
             "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
-            "c_origin", "c_first", "c_after", "p_schedule", "p_key", "p_first", "p_last",
+            "c_origin", "c_first", "p_schedule", "p_key", "p_first", "p_last",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -419,7 +418,6 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_horizon"].append(schedule.horizon)
         arrays["c_origin"].append(schedule.origin)
         arrays["c_first"].append(schedule.periods[0].first_day if schedule.periods else None)
-        arrays["c_after"].append(_day_after_today(schedule))
     rolled = page_plan.rolled_days(arrays["p_first"], arrays["p_last"], rules.accepted)
     return {
         **arrays,
@@ -429,17 +427,6 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         "r_following": [each.following for each in rolled],
         "r_preceding": [each.preceding for each in rolled],
     }
-
-
-def _day_after_today(schedule: Schedule) -> date | None:
-    """The first day of the period after the one holding the schedule's today (None: unknown)."""
-    today = schedule.today
-    if today is None:
-        return None
-    current = next((p for p in schedule.periods if p.first_day <= today <= p.last_day), None)
-    if current is None or current.last_day == date.max:
-        return None
-    return current.last_day + timedelta(days=1)
 
 
 def page_taken_ids(

@@ -12,8 +12,7 @@ WITH cadence AS (
     -- zone and lead bucket): its schedule, today in its zone, the catch-up
     -- horizon, the local day of the scheduled clock before the run and the
     -- first day of its first candidate (plan.Schedule.horizon, .origin, the
-    -- first period's first day; null in a backfill), and the first day of
-    -- the period after today's (null: unknown). Each group's
+    -- first period's first day; null in a backfill). Each group's
     -- weight, the candidate periods its schedule holds (summed over a catch-up
     -- statement's clocks, which add one cadence each), travels apart as
     -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
@@ -21,10 +20,8 @@ WITH cadence AS (
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
                 (SELECT %(c_today)b::date[]), (SELECT %(c_horizon)b::date[]),
-                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]),
-                (SELECT %(c_after)b::date[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day,
-             after_day)
+                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
@@ -41,33 +38,7 @@ head AS NOT MATERIALIZED (
            d.dispatch_next,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
-    -- The page's keys first, from migration 0014's index alone (it holds the
-    -- id, the next owed day and the organisation: an index-only scan), then
-    -- each duty's row by its key: a duty the run passes over is never read,
-    -- whatever the planner makes of the heap's order.
-    FROM (SELECT k.organization_id, k.id
-          FROM duly_duty k
-          WHERE duly_dispatchable(k.status, k.form, k.review_status)
-            -- The page's keyset range (a null bound is open) within the run's scope.
-            AND (%(after)s::text IS NULL OR k.id > %(after)s)
-            AND (%(upto)s::text IS NULL OR k.id <= %(upto)s)
-            AND duly_in_scope(k.id, k.organization_id, %(organization_id)s::text,
-                              %(duty_ids)s::text[], %(resume_after)s::text)
-            -- A scheduled run reads the duties whose next owed day has come
-            -- (docs/contract.md#account); null: every one.
-            AND (%(owed_by)s::date IS NULL OR k.dispatch_next <= %(owed_by)s::date)
-            -- Duties the run set aside while settling a failing page (ADR 0003).
-            AND k.id <> ALL(%(excluded)s::text[])
-          ORDER BY k.id
-          FETCH FIRST (%(size)s) ROWS WITH TIES) key
-    -- A lateral look-up, one per key (run-time pruned to the key's partition on
-    -- a partitioned layout): never a join the planner could hash over the
-    -- whole table.
-    CROSS JOIN LATERAL (
-        SELECT * FROM duly_duty d
-        WHERE d.organization_id = key.organization_id AND d.id = key.id
-        -- A fence: flattened, the look-up would become a join.
-        OFFSET 0) d
+-- duly:include page_keys
     ORDER BY d.id
 ),
 page AS (
@@ -147,12 +118,6 @@ placed AS (
            -- before the first run that keeps accounts (a pause bounds it).
            coalesce(page.dispatch_through, c.origin) AS since,
            page.dispatch_version AS version, page.dispatch_next AS next_was,
-           -- The first day a period the candidates do not hold could become
-           -- owed: none starts before the period after today's, nor becomes
-           -- owed more than the lead before it starts (plan.became_owed_on),
-           -- nor by today (it would be a candidate).
-           greatest(c.today + 1,
-                    coalesce(c.after_day - greatest(page.lead_days, 0), c.today + 1)) AS beyond,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; under rules
            -- that changed since the previous run, the account's own day
@@ -330,14 +295,14 @@ keeping AS (
            -- owed more than the lead before it starts (plan.became_owed_on),
            -- nor by today (it would be a candidate).
            coalesce(max(fixed),
-                    least(min(soon), greatest(max(today) + 1, coalesce(max(bound), max(beyond)))))
+                    least(min(soon), greatest(max(today) + 1, max(bound))))
                AS next
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
                  pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
                  false AS lags, true AS judged, pl.next_was, NULL::date AS soon,
                  CASE WHEN pl.closed THEN date '9999-12-31'
                       WHEN pl.early THEN pl.effective_from END AS fixed,
-                 NULL::date AS bound, pl.beyond
+                 NULL::date AS bound
           FROM placed pl
           WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
@@ -349,7 +314,7 @@ keeping AS (
           SELECT o.organization_id, o.duty_id, NULL, NULL, o.owes OR o.lapsed, o.lapsed, false,
                  NULL, CASE WHEN o.later THEN o.became END, NULL,
                  CASE WHEN o.last_day >= o.today
-                      THEN o.last_day + 1 - greatest(o.lead_days, 0) END, NULL
+                      THEN o.last_day + 1 - greatest(o.lead_days, 0) END
           FROM owed o) k
     GROUP BY organization_id, id
     HAVING bool_or(judged)

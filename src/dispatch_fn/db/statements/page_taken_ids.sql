@@ -20,33 +20,7 @@ WITH head AS NOT MATERIALIZED (
            d.dispatch_next,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
-    -- The page's keys first, from migration 0014's index alone (it holds the
-    -- id, the next owed day and the organisation: an index-only scan), then
-    -- each duty's row by its key: a duty the run passes over is never read,
-    -- whatever the planner makes of the heap's order.
-    FROM (SELECT k.organization_id, k.id
-          FROM duly_duty k
-          WHERE duly_dispatchable(k.status, k.form, k.review_status)
-            -- The page's keyset range (a null bound is open) within the run's scope.
-            AND (%(after)s::text IS NULL OR k.id > %(after)s)
-            AND (%(upto)s::text IS NULL OR k.id <= %(upto)s)
-            AND duly_in_scope(k.id, k.organization_id, %(organization_id)s::text,
-                              %(duty_ids)s::text[], %(resume_after)s::text)
-            -- A scheduled run reads the duties whose next owed day has come
-            -- (docs/contract.md#account); null: every one.
-            AND (%(owed_by)s::date IS NULL OR k.dispatch_next <= %(owed_by)s::date)
-            -- Duties the run set aside while settling a failing page (ADR 0003).
-            AND k.id <> ALL(%(excluded)s::text[])
-          ORDER BY k.id
-          FETCH FIRST (%(size)s) ROWS WITH TIES) key
-    -- A lateral look-up, one per key (run-time pruned to the key's partition on
-    -- a partitioned layout): never a join the planner could hash over the
-    -- whole table.
-    CROSS JOIN LATERAL (
-        SELECT * FROM duly_duty d
-        WHERE d.organization_id = key.organization_id AND d.id = key.id
-        -- A fence: flattened, the look-up would become a join.
-        OFFSET 0) d
+-- duly:include page_keys
     ORDER BY d.id
 ),
 page AS (
