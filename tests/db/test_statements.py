@@ -282,7 +282,8 @@ def test_groups_with_equal_schedules_send_their_periods_once() -> None:
     params = store.page_statement(store.Scope(), ready, store.Rules(), dry_run=False).params
 
     assert params["c_schedule"] == [0, 0, 0, 1]
-    assert len(params["p_key"]) == len(first.periods) + len(ready[3][1].periods)
+    # Each schedule's periods, then the period after them (plan.Schedule.after).
+    assert len(params["p_key"]) == len(first.periods) + len(ready[3][1].periods) + 2
 
 
 def _many_duties(conn: psycopg.Connection[Any], count: int) -> None:

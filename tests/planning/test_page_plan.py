@@ -71,9 +71,11 @@ def test_no_rule_that_rolls_and_no_period_mean_no_rolled_days() -> None:
     assert page_plan.rolled_days([], [], [Rule("period_end", "following")]) == []
 
 
-def test_a_groups_weight_is_its_candidate_periods_summed_over_its_schedules() -> None:
+def test_a_groups_weight_is_its_periods_and_the_one_after_summed_over_its_schedules() -> None:
     monthly = plan.schedule_for("monthly", "UTC", NOW)
     daily = plan.schedule_for("daily", "UTC", NOW)
+    assert monthly.after is not None
+    assert daily.after is not None
     ready = [
         (Group("monthly", "UTC", 3), monthly),
         (Group("monthly", "UTC", 3), monthly),  # a catch-up statement's second clock
@@ -84,10 +86,12 @@ def test_a_groups_weight_is_its_candidate_periods_summed_over_its_schedules() ->
     weights = page_plan.weights(ready)
 
     assert weights == {
-        "monthly": {"UTC": {"3": 2 * len(monthly.periods)}},
-        "daily": {"UTC": {"0": len(daily.periods)}},
+        "monthly": {"UTC": {"3": 2 * (len(monthly.periods) + 1)}},
+        "daily": {"UTC": {"0": len(daily.periods) + 1}},
     }
-    assert page_plan.heaviest(weights) == max(2 * len(monthly.periods), len(daily.periods))
+    assert page_plan.heaviest(weights) == max(
+        2 * (len(monthly.periods) + 1), len(daily.periods) + 1
+    )
     assert page_plan.heaviest({}) == 0
 
 

@@ -19,6 +19,7 @@ from dispatch_fn.planning.plan import (
     NotOwed,
     Period,
     Schedule,
+    Window,
     account_after,
     owed_verdict,
     plan_dispatch,
@@ -254,3 +255,32 @@ def test_an_hourly_schedule_owes_berlins_short_day_after_an_outage_across_it() -
         duty("d1", frequency="daily", timezone="Europe/Berlin", lead_days=0), clocks, every, 7
     )
     assert "2026-03-29" in made
+
+
+@given(
+    frequency=st.sampled_from(sorted(periods.FREQUENCIES)),
+    zone=st.sampled_from(["UTC", "Pacific/Kiritimati", "America/Nuuk", "Australia/Lord_Howe"]),
+    now=st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2040, 1, 1), timezones=st.just(UTC)
+    ),
+    lead=st.integers(-5, 400),
+)
+def test_a_schedule_names_the_period_after_its_last_for_the_next_owed_day(
+    frequency: str, zone: str, now: datetime, lead: int
+) -> None:
+    schedule = schedule_for(frequency, zone, now, lead_horizon=lead)
+
+    assert schedule.after is not None
+    assert schedule.after.first_day == schedule.periods[-1].last_day + timedelta(days=1)
+    assert not schedule.after.current
+    assert schedule.after.key == periods.period_key_for(
+        frequency, periods.start_of_day(schedule.after.first_day, zone), zone
+    )
+
+
+def test_a_backfill_and_the_calendars_end_have_no_period_after() -> None:
+    window = Window(date(2026, 1, 1), date(2026, 3, 31))
+    now = datetime(2026, 4, 1, 1, tzinfo=UTC)
+    assert schedule_for("monthly", "UTC", now, window).after is None
+    end = datetime(9999, 12, 30, 12, tzinfo=UTC)
+    assert schedule_for("monthly", "UTC", end).after is None

@@ -56,6 +56,29 @@ def test_the_next_day_reads_the_daily_duty_and_passes_the_monthly_one_over(
     assert (next_day["duties_read"], next_day["tasks_created"]) == (1, 1)
 
 
+def test_a_lead_that_reaches_the_next_period_before_its_due_date_does_not_read_it_early(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # April's due date is its last day, so its seven days' lead reaches it on
+    # April 23 and it becomes owed as April starts (plan.became_owed_on); a
+    # week due on its Friday, lead 7, becomes owed three days before it starts
+    # (March 9's week on March 6).
+    insert_duties(
+        conn,
+        [
+            duty("m", due_anchor="period_end", lead_days=7),
+            duty("w", frequency="weekly", due_offset_days=4, lead_days=7),
+        ],
+    )
+    invoke(_clock(FIRST))
+    assert _next_days(conn) == {"m": date(2026, 4, 1), "w": date(2026, 3, 6)}
+
+    week = [invoke(_clock(FIRST + days * DAY)) for days in range(1, 6)]
+
+    assert [each["duties_read"] for each in week] == [0, 0, 0, 0, 1]
+    assert [each["tasks_created"] for each in week] == [0, 0, 0, 0, 1]
+
+
 def test_an_edit_sends_the_duty_back_to_the_next_run(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("m")])
     invoke(_clock(FIRST))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Final
 
 import psycopg
@@ -398,18 +399,24 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         name: []
         for name in (
             "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
-            "c_origin", "c_first", "p_schedule", "p_key", "p_first", "p_last",
+            "c_origin", "c_first", "p_schedule", "p_key", "p_first", "p_last", "p_before",
         )
     }  # fmt: skip
     for group, schedule in ready:
         number = numbers.get(schedule)
         if number is None:
             number = numbers[schedule] = len(numbers)
-            for period in schedule.periods:
+            # The period after the candidates travels with them: page_owed.sql
+            # never takes it for one (it starts after the largest lead's reach).
+            following = () if schedule.after is None else (schedule.after,)
+            before: date | None = None
+            for period in (*schedule.periods, *following):
                 arrays["p_schedule"].append(number)
                 arrays["p_key"].append(period.key)
                 arrays["p_first"].append(period.first_day)
                 arrays["p_last"].append(period.last_day)
+                arrays["p_before"].append(before)
+                before = period.first_day
         arrays["c_schedule"].append(number)
         arrays["c_frequency"].append(group.frequency)
         arrays["c_timezone"].append(group.timezone)

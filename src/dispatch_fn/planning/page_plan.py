@@ -61,7 +61,9 @@ def weights(ready: Iterable[tuple[GroupKey, Schedule]]) -> Weights:
             continue
         buckets = found.setdefault(group.frequency, {}).setdefault(group.timezone, {})
         bucket = str(group.lead_bucket)
-        buckets[bucket] = buckets.get(bucket, 0) + len(schedule.periods)
+        # The period after the candidates is a row too (plan.Schedule.after).
+        rows = len(schedule.periods) + (schedule.after is not None)
+        buckets[bucket] = buckets.get(bucket, 0) + rows
     return found
 
 

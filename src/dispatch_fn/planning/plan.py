@@ -167,12 +167,17 @@ class Schedule:
     local day whose periods are too old to owe unless still current, and
     ``origin`` the local day of the scheduled clock before the run, from
     which a duty whose account no run has kept yet owes (``owed_verdict``).
+    ``after`` is the period after the last: never a candidate, it tells the
+    duty with the largest lead the day its next period becomes owed
+    (migration 0014's next owed day); None in a backfill and at the
+    calendar's end.
     """
 
     today: date | None
     periods: tuple[Period, ...]
     horizon: date | None = None
     origin: date | None = None
+    after: Period | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,8 +524,26 @@ def _schedule_for(
     first = min(first, periods.start_of_day(_days_before(opening, 1), zone))
     keys = periods.periods_between(frequency, first, last, zone)
     return Schedule(
-        today, _periods(frequency, keys, current=current), horizon, _local_day(previous, zone)
+        today,
+        _periods(frequency, keys, current=current),
+        horizon,
+        _local_day(previous, zone),
+        _period_after(frequency, keys[-1], zone),
     )
+
+
+def _period_after(frequency: str, key: str, zone: str) -> Period | None:
+    # The period after the last candidate: a duty whose lead stops short of it
+    # next owes on the day it becomes owed, which only its due date tells
+    # (plan.became_owed_on), not its first day. Past 9999-12-31 there is none.
+    ends = periods.period_days(frequency, key)[1]
+    try:
+        following = periods.start_of_day(ends + timedelta(days=1), zone)
+        after = periods.period_key_for(frequency, following, zone)
+    except (OverflowError, PeriodError):
+        return None
+    first_day, last_day = periods.period_days(frequency, after)
+    return Period(after, first_day, last_day, current=False)
 
 
 def _local_day(instant: datetime, zone: str) -> date:

@@ -86,11 +86,13 @@ refused_rule AS (
 ),
 period AS (
     -- Each schedule's candidate periods (plan.Schedule): back to the catch-up
-    -- horizon, on to the largest lead of the group.
+    -- horizon, on to the largest lead of the group, then the period after
+    -- them (plan.Schedule.after). before: the previous period's first day.
     SELECT *
     FROM unnest((SELECT %(p_schedule)b::int[]), (SELECT %(p_key)b::text[]),
-                (SELECT %(p_first)b::date[]), (SELECT %(p_last)b::date[]))
-        AS p(schedule_no, period_key, first_day, last_day)
+                (SELECT %(p_first)b::date[]), (SELECT %(p_last)b::date[]),
+                (SELECT %(p_before)b::date[]))
+        AS p(schedule_no, period_key, first_day, last_day, before)
 ),
 roll AS (
     -- Every day that is not a business day of a calendar in use ('' is the
@@ -190,7 +192,13 @@ unrolled AS (
       -- becomes owed on or before its first day).
       AND (pl.today IS NULL
            OR (p.last_day >= pl.today AND p.first_day <= greatest(pl.today, pl.today + pl.lead_days))
-           OR (p.last_day < pl.today AND p.first_day > least(pl.since, pl.fresh)))
+           OR (p.last_day < pl.today AND p.first_day > least(pl.since, pl.fresh))
+           -- And the period after the last not over, never owed yet: the day
+           -- it becomes owed is the account's next day (keeping). Only a lead
+           -- moves that day off its first day, the bound keeping computes
+           -- without it.
+           OR (pl.lead_days > 0 AND p.first_day > pl.today + pl.lead_days
+               AND p.before <= pl.today + pl.lead_days))
     -- A fence: flattened into dated, the undated due date would be computed
     -- again for the roll's key and for each use in the roll's CASE.
     OFFSET 0
