@@ -305,3 +305,19 @@ def test_after_period_end_dates_are_after_the_period(
     due = _due(key, {**rule, "due_anchor": "after_period_end"}, "none")
     assert due >= last
     assert (due > last) == (rule["days"] > 0 or rule["months"] > 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=KEYS, rule=RULES, roll=st.sampled_from(ROLLS))
+def test_due_dates_never_move_back_from_one_period_to_the_next(
+    key: tuple[str, str], rule: dict[str, Any], roll: str
+) -> None:
+    # The next owed day (docs/adr/0012-duty-account.md) rests on this: the
+    # period after a duty's candidates becomes owed no later than any after it.
+    frequency, period_key = key
+    following = period_key_for(
+        frequency,
+        start_of_day(period_days(frequency, period_key)[1] + timedelta(days=1), "UTC"),
+        "UTC",
+    )
+    assert _due(key, rule, roll) <= _due((frequency, following), rule, roll)
