@@ -25,12 +25,12 @@ def test_one_wild_lead_does_not_widen_the_schedule_of_the_other_duties(conn: Con
 
     # A page weighs each duty by the candidate periods its group's schedule
     # holds, as the server received them: within a budget of 1,600 rows the
-    # 100 tame duties (16 days each: the catch-up horizon's 7, the day before
-    # it, whose lapsed period is counted, and 8 ahead, as without the wild
-    # one) make one page and the wild duty (its own 3,668 days) the next.
-    # Planned for the wild lead, each tame duty would weigh 3,668 and fill a
-    # page alone: 101 pages.
-    tame_weight = DEFAULT_CATCH_UP_DAYS + 9
+    # 100 tame duties (17 days each: the catch-up horizon's 7, the day before
+    # it, whose lapsed period is counted, 8 ahead, as without the wild one,
+    # and the day after them, which tells the next owed day) make one page and
+    # the wild duty (its own 3,669 days) the next. Planned for the wild lead,
+    # each tame duty would weigh 3,669 and fill a page alone: 101 pages.
+    tame_weight = DEFAULT_CATCH_UP_DAYS + 10
     report = dispatch.run(
         [conn], dispatch.RunRequest(now=NOW), runtime(page_rows=100 * tame_weight)
     )

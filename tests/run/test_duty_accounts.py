@@ -199,6 +199,7 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
         "dispatch_through": "2026-11-20",
         "dispatch_paused_on": None,
         "dispatch_changed_on": None,
+        "dispatch_owed_between": [],
         "next_owed": "2026-11-21",
         "dispatch_next": "2026-11-21",
     }
@@ -428,3 +429,33 @@ def test_a_change_after_the_window_closed_is_not_counted_as_changed_while_owed(
     # Nothing was owed after the 20th, when its window closed.
     assert later["changed_while_owed"] == 0
     assert later["skipped"]["outside_effective_window"] == 1
+
+
+def test_a_duty_paused_twice_between_the_runs_that_read_it_owes_both_spans(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Set aside on the 21st, paused, resumed after the 22nd's run, set aside
+    # on the 23rd, paused again, resumed after the 24th's: the 21st and the
+    # 23rd became owed while it was dispatchable, the 22nd and the 24th while
+    # it was paused.
+    _set_aside_on_the_21st(conn, holder, invoke)
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    locked = invoke(_clock(FIRST + 3 * DAY), lock_timeout_ms=200)
+    holder.rollback()
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 4 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    explained = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-25T01:00:00Z"})
+    invoke(_clock(FIRST + 5 * DAY))
+
+    assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
+    account = explained["explain"]["account"]
+    assert (account["dispatch_paused_on"], account["dispatch_changed_on"]) == (
+        "2026-11-21",
+        "2026-11-24",
+    )
+    assert account["dispatch_owed_between"] == [["2026-11-23", "2026-11-23"], ["2026-11-25", None]]
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-23", "2026-11-25"]

@@ -188,20 +188,32 @@ class Account:
     (None: no run kept it yet). ``paused_on``: it stopped being dispatchable
     after that day's scheduled clock. ``changed_on``: it became dispatchable
     again, or its cadence or owner changed, after that day's scheduled clock.
+    ``owed_between``: while ``paused_on`` bounds the account, the spans of
+    days a resume opened and the next pause closed (``[first, end)``, ``end``
+    None while open): what became owed on them is owed (migration 0016).
     """
 
     through: date | None = None
     paused_on: date | None = None
     changed_on: date | None = None
+    owed_between: tuple[tuple[date, date | None], ...] = ()
 
     @classmethod
     def of(cls, duty: Mapping[str, Any]) -> Account:
         """The account of a ``duly_duty`` row; missing columns read as null."""
+        # A datemultirange: ranges of dates, each [lower, upper) as PostgreSQL
+        # keeps a discrete range.
+        spans = duty.get("dispatch_owed_between") or ()
         return cls(
             duty.get("dispatch_through"),
             duty.get("dispatch_paused_on"),
             duty.get("dispatch_changed_on"),
+            tuple((span.lower, span.upper) for span in spans),
         )
+
+    def owes_between(self, day: date) -> bool:
+        """Whether ``day`` lies in a span a resume opened since the pause."""
+        return any(first <= day and (end is None or day < end) for first, end in self.owed_between)
 
     def since(self, schedule: Schedule) -> date | None:
         """The day after which the account owes what became owed (owed_verdict's lower bound).
@@ -217,7 +229,7 @@ class Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""
         if self.changed_on is not None or self.through is None:
             return self
-        return Account(self.through, self.paused_on, self.through)
+        return Account(self.through, self.paused_on, self.through, self.owed_between)
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +413,8 @@ def account_after(
     # Marks of edits placed after today (a run at a past clock) stay: a
     # resume there still says what became owed before it was not.
     paused = None if account.paused_on is None else max(account.paused_on, through)
-    return Account(through, paused, changed)
+    spans = account.owed_between if paused is not None else ()
+    return Account(through, paused, changed, spans)
 
 
 def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:
@@ -437,11 +450,11 @@ def owed_verdict(
     owed on ``became_owed_on``; it is owed once that day has begun. The
     account decides: owed after ``through`` (no account kept: after
     ``Schedule.origin``) and, for a duty paused since, on or before
-    ``paused_on``; or, for a duty that changed (``changed_on``) or whose
-    account no run has kept, owed if it is still current or later, or became
-    owed after that day. One that is over and became owed on or before the
-    horizon is owed but not created (``BEYOND_HORIZON``). A backfill
-    (``today`` None) owes every candidate.
+    ``paused_on`` or in a span a resume opened since; or, for a duty that
+    changed (``changed_on``) or whose account no run has kept, owed if it is
+    still current or later, or became owed after that day. One that is over
+    and became owed on or before the horizon is owed but not created
+    (``BEYOND_HORIZON``). A backfill (``today`` None) owes every candidate.
     """
     today = schedule.today
     if today is None:
@@ -462,7 +475,11 @@ def owed_verdict(
         # account says is done, whatever changed since.
         fresh = None
     if not (
-        (since is not None and became > since and (paused_on is None or became <= paused_on))
+        (
+            since is not None
+            and became > since
+            and (paused_on is None or became <= paused_on or account.owes_between(became))
+        )
         or (fresh is not None and (live or became > fresh))
     ):
         if through is not None and became <= through:

@@ -183,6 +183,12 @@ def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]
         "dispatch_through": _day(account.through),
         "dispatch_paused_on": _day(account.paused_on),
         "dispatch_changed_on": _day(account.changed_on),
+        # The spans a resume opened while a pause bounds the account (0016):
+        # first and last day, the last null while the span is open.
+        "dispatch_owed_between": [
+            [_day(first), None if end is None else _day(end - timedelta(days=1))]
+            for first, end in account.owed_between
+        ],
         "next_owed": _day(min(ahead, default=None) or _after_candidates(judgement)),
         # The day from which a scheduled run reads the duty (migration 0014).
         "dispatch_next": _day(row.get("dispatch_next")),
@@ -208,6 +214,13 @@ def _after_candidates(judgement: Judgement) -> date | None:
     except (PeriodError, OverflowError):  # past the calendar's last day
         return None
     return became_owed_on(period, visible, cadence.lead_days)
+
+
+def _spans(spans: list[list[str | None]]) -> str:
+    if not spans:
+        return ""
+    shown = ", ".join(f"{first} to {last or 'now'}" for first, last in spans)
+    return f", owed again {shown}"
 
 
 def _local_day(instant: datetime, timezone: str) -> date | None:
@@ -242,7 +255,8 @@ def render(explained: dict[str, Any], clock: str) -> str:
     lines.append(
         f"  account: dispatched through {account['dispatch_through'] or '-'}, paused on "
         f"{account['dispatch_paused_on'] or '-'}, changed on "
-        f"{account['dispatch_changed_on'] or '-'}, next owed {account['next_owed'] or '-'}, "
+        f"{account['dispatch_changed_on'] or '-'}{_spans(account['dispatch_owed_between'])}, "
+        f"next owed {account['next_owed'] or '-'}, "
         f"read from {account['dispatch_next'] or '-'}"
     )
     skip = explained["skip"]

@@ -115,7 +115,8 @@ DO $$
 BEGIN
     EXECUTE format('GRANT SELECT ON duly_duty TO %I', duly_dispatcher_role());
     EXECUTE format('GRANT UPDATE (last_dispatched_period, dispatch_through,'
-                   ' dispatch_paused_on, dispatch_changed_on, dispatch_next) ON duly_duty TO %I',
+                   ' dispatch_paused_on, dispatch_changed_on, dispatch_next, dispatch_owed_between)'
+                   ' ON duly_duty TO %I',
                    duly_dispatcher_role());
     EXECUTE format('GRANT SELECT, INSERT ON duly_task TO %I', duly_dispatcher_role());
 END

@@ -32,6 +32,15 @@ advanced AS (
                                                           d.dispatch_through, u.today)
                                        END
                                   ELSE d.dispatch_paused_on END,
+        -- The spans resumes opened (migration 0016) go with the pause they
+        -- follow, and stay where it stays.
+        dispatch_owed_between = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                     THEN CASE WHEN d.dispatch_paused_on IS NOT NULL
+                                                AND d.dispatch_changed_on > u.today
+                                                AND d.dispatch_changed_on < date '9999-12-31'
+                                               THEN d.dispatch_owed_between
+                                          END
+                                     ELSE d.dispatch_owed_between END,
         dispatch_changed_on = CASE WHEN u.keep AND u.version = d.dispatch_version
                                    THEN CASE WHEN d.dispatch_changed_on > u.today
                                               AND d.dispatch_changed_on < date '9999-12-31'

@@ -35,7 +35,7 @@ head AS NOT MATERIALIZED (
            d.holiday_calendar, d.lead_days, d.grace_days,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
-           d.dispatch_next,
+           d.dispatch_next, d.dispatch_owed_between,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
 -- duly:include page_keys
@@ -116,6 +116,7 @@ placed AS (
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
+           page.dispatch_owed_between AS owed_between,
            -- plan.owed_verdict's since: no account kept, the duty existed
            -- before the first run that keeps accounts (a pause bounds it).
            coalesce(page.dispatch_through, c.origin) AS since,
@@ -251,7 +252,8 @@ owed AS (
                      BETWEEN coalesce(effective_from, '-infinity'::date)
                          AND coalesce(effective_to, 'infinity'::date) AS windowed,
                  -- plan.owed_verdict: the period became owed by today, after the
-                 -- account's day (and, paused since, by the pause's), or, for a
+                 -- account's day (and, paused since, by the pause's or in a span a
+                 -- resume opened after it, migration 0016), or, for a
                  -- duty that changed or whose account no run kept, it is still
                  -- current or later or became owed after the fresh day, unless
                  -- today is before the account's day (what it could owe, the
@@ -260,7 +262,8 @@ owed AS (
                  -- AT TIME ZONE's).
                  coalesce(today IS NULL
                           OR (became <= today
-                              AND ((became > since AND (paused_on IS NULL OR became <= paused_on))
+                              AND ((became > since AND (paused_on IS NULL OR became <= paused_on
+                                                        OR coalesce(owed_between @> became, false)))
                                    OR ((last_day >= today AND fresh IS NOT NULL) OR became > fresh)
                                       AND (through IS NULL OR through <= today))), false)
                      AS now_owed
