@@ -165,11 +165,14 @@ def _as_json(
     }
 
 
-def _account(row: dict[str, Any], judgement: Judgement) -> dict[str, str | None]:
+def _account(
+    row: dict[str, Any], judgement: Judgement
+) -> dict[str, str | list[list[str | None]] | None]:
     """The duty's account (docs/contract.md#account), and the day it next owes a period.
 
     ``next_owed``: the earliest day a candidate not yet visible becomes owed;
     null when no candidate says (the next period lies past the lead's reach).
+    ``dispatch_owed_between``: the spans a resume opened (migration 0016).
     ``dispatch_next``: the day a scheduled run next reads it, as the last run
     that kept its account left it (0001-01-01: the next run).
     """
