@@ -10,11 +10,12 @@ dependency, a field here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
+from dispatch_fn.db import store
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.run import rules as run_rules
 from dispatch_fn.run.progress import Progress
@@ -42,6 +43,26 @@ class Deadline:
         """What the next statement may take, when the deadline comes before the timeout."""
         left = self.time_left_ms()
         return int(left) if left < self.statement_timeout_ms else None
+
+
+class PageWriter(Protocol):
+    """Writes one page of a run and says what it wrote: ``store.dispatch_page``'s shape."""
+
+    def __call__(
+        self,
+        conn: Connection,
+        page: store.PageStatement,
+        after: str | None,
+        upto: str | None,
+        size: int,
+        *,
+        page_rows: int | None = None,
+        excluded: Sequence[str] = (),
+        time_limit_ms: int | None = None,
+        probe: bool = False,
+    ) -> store.PageResult:
+        """Run ``page`` on the duties in ``(after, upto]``; its one-row result."""
+        ...
 
 
 class ConnectionSource(Protocol):
@@ -112,3 +133,7 @@ class Runtime:
     # a test or a replay passes others to stand for a new tzdata or holidays
     # release without swapping the module's own.
     rules: Callable[[], str] = run_rules.current
+    # Writes each page (store.dispatch_page): a test passes a wrapper to choose
+    # the page's statement or to see each page's result, without swapping the
+    # module's own.
+    dispatch_page: PageWriter = store.dispatch_page
