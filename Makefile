@@ -14,7 +14,7 @@ stop-db:    ## stop the embedded PostgreSQL that `make demo` and the local comma
 test:       ## every gate, what CI runs: lint, format, types, template and build, all tests
 	./scripts/test.sh
 
-test-fast:  ## the pure layers' tests (engine, planning, runner): no database, no build
+test-fast:  ## the tests of every folder whose conftest.py says NEEDS_DATABASE = False: no database, no build
 	./scripts/test.sh fast
 
 lint:       ## ruff check and ruff format --check

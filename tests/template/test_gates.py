@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from folders import holding_tests, needs_database
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -73,19 +75,11 @@ def test_every_script_is_reached_from_the_makefile() -> None:
         assert reached, f"scripts/{script.name} is run by no target"
 
 
-def test_the_pure_layers_collect_without_reaching_a_database() -> None:
+def test_the_database_free_folders_collect_without_reaching_a_database() -> None:
     # A server nobody listens on: any attempt to reach it fails the run.
     env = {**os.environ, "DATABASE_URL": "host=/nonexistent-duly-socket-dir connect_timeout=1"}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/engine",
-            "tests/planning",
-            "tests/runner",
-            "--collect-only",
-        ],
+        [sys.executable, "-m", "pytest", "--database-free", "--collect-only"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -96,6 +90,10 @@ def test_the_pure_layers_collect_without_reaching_a_database() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "database: DATABASE_URL" in done.stdout  # the header ran, and did not connect
     assert " collected" in done.stdout
+    collected = set(re.findall(r"^    <Dir ([a-z_]+)>$", done.stdout, re.MULTILINE))
+    free = {folder.name for folder in holding_tests() if not needs_database(folder)}
+    assert {"engine", "planning", "runner", "architecture"} <= free
+    assert collected == free
 
 
 def test_the_readme_and_docs_link_only_to_files_in_the_repository() -> None:
