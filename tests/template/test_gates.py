@@ -146,3 +146,33 @@ def test_code_and_docs_cite_the_contract_in_the_repository_by_anchors_it_has() -
         assert outside not in text, f"{path.relative_to(ROOT)} cites a document outside the repo"
         missing = _cited_anchors(text) - anchors
         assert not missing, f"{path.relative_to(ROOT)} cites missing anchors {sorted(missing)}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors a page of docs/ has: its ``<a id>`` tags and its headings' GitHub slugs."""
+    text = page.read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+    slugs = {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+    return set(re.findall(r'<a id="([a-z0-9-]+)"></a>', text)) | slugs
+
+
+def test_code_and_docs_cite_the_performance_pages_by_anchors_they_have() -> None:
+    pages = {name: ROOT / "docs" / name for name in ("performance.md", "performance-history.md")}
+    anchors = {name: _anchors(page) for name, page in pages.items()}
+    assert {"goals", "current-record", "what-make-bench-measures"} <= anchors["performance.md"]
+    sources = [
+        path
+        for folder in ("src", "tests", "bench", "docs", "scripts")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".sql", ".md", ".sh"} and "migrations" not in path.parts
+    ]
+    for name, page in pages.items():
+        within = set(re.findall(r"\]\(#([a-z0-9-]+)\)", page.read_text(encoding="utf-8")))
+        assert not within - anchors[name], f"{name} links to {sorted(within - anchors[name])}"
+    cited = 0
+    for path in [*sources, ROOT / "README.md", ROOT / "template.yaml", ROOT / "Makefile"]:
+        text = path.read_text(encoding="utf-8")
+        for name, anchor in re.findall(r"(performance(?:-history)?\.md)#([a-z0-9-]+)", text):
+            cited += 1
+            assert anchor in anchors[name], f"{path.relative_to(ROOT)} cites {name}#{anchor}"
+    assert cited > 10
