@@ -10,7 +10,7 @@ dependency, a field here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
@@ -25,6 +25,8 @@ type Clock = Callable[[], datetime]
 # Sends a continuation's event (docs/contract.md#ledger); raises ``continuation.HandOffError`` if
 # refused.
 type HandOff = Callable[[dict[str, Any]], None]
+# Writes one page and returns its result, called with ``store.dispatch_page``'s arguments.
+type PageWriter = Callable[..., store.PageResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,26 +45,6 @@ class Deadline:
         """What the next statement may take, when the deadline comes before the timeout."""
         left = self.time_left_ms()
         return int(left) if left < self.statement_timeout_ms else None
-
-
-class PageWriter(Protocol):
-    """Writes one page of a run and says what it wrote: ``store.dispatch_page``'s shape."""
-
-    def __call__(
-        self,
-        conn: Connection,
-        page: store.PageStatement,
-        after: str | None,
-        upto: str | None,
-        size: int,
-        *,
-        page_rows: int | None = None,
-        excluded: Sequence[str] = (),
-        time_limit_ms: int | None = None,
-        probe: bool = False,
-    ) -> store.PageResult:
-        """Run ``page`` on the duties in ``(after, upto]``; its one-row result."""
-        ...
 
 
 class ConnectionSource(Protocol):
