@@ -1,5 +1,5 @@
 # The one entry point for every task a contributor runs; each gate also runs alone.
-.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-history bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-account-migration bench-page-walk bench-pair lock ca-bundle fuzz soak build deploy local-invoke build-DispatchFunction build-MigrationFunction build-DependenciesLayer
+.PHONY: help demo stop-db test test-fast lint typecheck template bench bench-10m bench-history bench-catch-up bench-large-backfill bench-cold-start bench-migration bench-shard-migration bench-account-migration bench-pair lock ca-bundle fuzz soak build deploy local-invoke build-DispatchFunction build-MigrationFunction build-DependenciesLayer
 
 help:       ## list the targets
 	@grep -E '^[a-z][a-z0-9-]*:.*## ' $(firstword $(MAKEFILE_LIST)) | sed -E 's/:[^#]*## /\t/' | expand -t 22
@@ -14,7 +14,7 @@ stop-db:    ## stop the embedded PostgreSQL that `make demo` and the local comma
 test:       ## every gate, what CI runs: lint, format, types, template and build, all tests
 	./scripts/test.sh
 
-test-fast:  ## the pure layers' tests (engine, planning, runner): no database, no build
+test-fast:  ## the tests of every folder whose conftest.py says NEEDS_DATABASE = False: no database, no build
 	./scripts/test.sh fast
 
 lint:       ## ruff check and ruff format --check
@@ -52,9 +52,6 @@ bench-shard-migration: ## migration 0011 (the shard keys) on 1,000,000 tasks, in
 
 bench-account-migration: ## migration 0012 (each duty's account) on 1,000,000 duties, edits going on
 	./scripts/bench.sh account-migration $(ARGS)
-
-bench-page-walk:       ## every page's head scan walking id or (organization_id, id), at 200,000 duties
-	./scripts/bench.sh page-walk $(ARGS)
 
 bench-pair:            ## this checkout's no-op against another checkout's, alternated: ARGS="--against DIR"
 	./scripts/bench.sh pair $(ARGS)

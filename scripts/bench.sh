@@ -16,7 +16,6 @@
 #   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
 #   ./scripts/bench.sh shard-migration [ARGS]   migration 0011 on existing tasks, inserts going on
 #   ./scripts/bench.sh account-migration [ARGS] migration 0012 on existing duties, edits going on
-#   ./scripts/bench.sh page-walk [ARGS]         pages' head scans walking id or (organization_id, id)
 #   ./scripts/bench.sh pair --against DIR [ARGS]
 #                                               this checkout's no-op against another's
 #                                               (an earlier commit's worktree), alternated
@@ -55,10 +54,6 @@ shard-migration)
 account-migration)
     shift
     .venv/bin/python -m bench.account_migration "$@"
-    ;;
-page-walk)
-    shift
-    .venv/bin/python -m bench.page_walk "$@"
     ;;
 pair)
     shift

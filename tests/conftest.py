@@ -34,6 +34,7 @@ from dispatch_fn.db.database import ConnectionCache
 from dispatch_fn.db.layout import apply_layout
 from dispatch_fn.db.migrate import apply_migrations
 from dispatch_fn.settings import Settings
+from folders import UndeclaredFolderError, folder_of, needs_database
 from support import Invoke, session_layout
 
 _CONNECT_TIMEOUT_S = 10
@@ -68,18 +69,45 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"database: {_server()[1]}")
 
 
-# Layers that are pure Python: ``make test-fast`` runs them with no server at all.
-_PURE_LAYERS = ("engine", "planning", "runner")
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-free",
+        action="store_true",
+        help="only the folders of tests/ whose conftest.py sets NEEDS_DATABASE = False"
+        " (make test-fast): no server at all",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``--database-free``, pass over each folder that declares it needs a database.
+
+    A folder that declares nothing is collected, and refused below.
+    """
+    if not config.getoption("database_free") or folder_of(collection_path) != collection_path:
+        return None
+    try:
+        return True if needs_database(collection_path) else None
+    except UndeclaredFolderError:
+        return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    tests = Path(__file__).resolve().parent
+    """Refuse a test in a folder that declares nothing, or that asks for a database it denies."""
+    declared: dict[Path, bool] = {}
     for item in items:
-        layer = item.path.resolve().relative_to(tests).parts[0]
-        if layer in _PURE_LAYERS and "server_dsn" in getattr(item, "fixturenames", ()):
+        folder = folder_of(item.path)
+        if folder is None:
+            continue
+        if folder not in declared:
+            try:
+                declared[folder] = needs_database(folder)
+            except UndeclaredFolderError as undeclared:
+                raise pytest.UsageError(str(undeclared)) from undeclared
+        if not declared[folder] and "server_dsn" in getattr(item, "fixturenames", ()):
             raise pytest.UsageError(
-                f"{item.nodeid} asks for a database, but tests/{layer} is a pure layer;"
-                " move it to a layer that runs against PostgreSQL (tests/db, tests/run)"
+                f"{item.nodeid} asks for a database, but tests/{folder.name}/conftest.py"
+                " says NEEDS_DATABASE = False; move it to a folder that runs against"
+                " PostgreSQL (tests/db, tests/run)"
             )
 
 

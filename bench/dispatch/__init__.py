@@ -68,7 +68,9 @@ Modules, by concept: ``cli`` (options, the entry point), ``mix`` and ``data``
 (what the generated duties look like, and the SQL that writes them),
 ``server`` (servers, databases, settling and vacuuming), ``readings``
 (``pg_stat_user_tables`` and ``/proc``), ``child`` (the dispatcher run in a
-process of its own, shared with the tests), ``dispatcher`` (those runs as the
-bench measures them), ``floor``, ``naive``, ``results``, ``judging`` and
-``render``; ``benchmark`` runs them in order, pass by pass.
+process of its own, shared with the tests; its connections, which count
+round trips, in ``counting``, and what its run stops by in ``budgets``),
+``dispatcher`` (those runs as the bench measures them), ``floor``,
+``naive``, ``results``, ``judging`` and ``render``; ``benchmark`` runs them
+in order, pass by pass.
 """

@@ -10,6 +10,8 @@ round trips, its own CPU and its backends', any statement slower than
 ``slow_ms`` with its plan). ``collect`` reads it.
 
 A process of its own gives the run its own peak RSS, and lets a test kill it.
+The child's connections count its round trips (``bench.dispatch.counting``);
+its run stops by the budget the spec asks for (``bench.dispatch.budgets``).
 """
 
 from __future__ import annotations
@@ -20,29 +22,24 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import MISSING, asdict, dataclass, fields
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, override
-
-import psycopg
-from psycopg import pq, sql
-from psycopg.abc import Params, Query
-from psycopg.rows import TupleRow
-from psycopg.transaction import Transaction
+from typing import Any
 
 import dispatch_fn
+from bench.dispatch.budgets import Asked, SimulatedInvocation
+from bench.dispatch.counting import CountingConnection, protocol_trace
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
 from dispatch_fn.planning.plan import Window
 from dispatch_fn.planning.request import Scope
 from dispatch_fn.run import dispatch, recorded
 from dispatch_fn.run.outcome import RunFailedError
-from dispatch_fn.run.runtime import Deadline, Runtime
+from dispatch_fn.run.runtime import Runtime
 from dispatch_fn.settings import Tuning
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -142,150 +139,6 @@ def run(spec: ChildSpec, timeout: float | None = None, root: Path | None = None)
 # --- the child's side ------------------------------------------------------------
 
 
-class CountingConnection(psycopg.Connection[TupleRow]):
-    """A connection that counts the requests it sends; each waits for one reply.
-
-    ``execute`` is one round trip (Parse/Bind/Execute/Sync in one flight, or a
-    simple Query); a ``transaction()`` block adds two (BEGIN and COMMIT, as the
-    connection is in autocommit mode). The only other round trip psycopg makes
-    on its own is one Parse per statement it decides to prepare, which the
-    child reads back from ``pg_prepared_statements``.
-    """
-
-    statements = 0
-    transactions = 0
-    # Set by ``watch_slow``: statements slower than this are kept in ``slow``.
-    slow_ms: float | None = None
-    slow: Sequence[dict[str, Any]] = ()
-
-    @override
-    def execute(  # one signature covers both of the base class's overloads
-        self,
-        query: Query,
-        params: Params | None = None,
-        *,
-        prepare: bool | None = None,
-        binary: bool = False,
-    ) -> psycopg.Cursor[TupleRow]:
-        """Count, then execute as usual (timed, when watching for slow statements)."""
-        self.statements += 1
-        if self.slow_ms is None:
-            # The base's overloads split the query types this one signature joins.
-            return super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[arg-type]
-        started = time.perf_counter()
-        try:
-            cursor = super().execute(query, params, prepare=prepare, binary=binary)  # type: ignore[arg-type]
-        except psycopg.errors.QueryCanceled as cancelled:
-            self._slow_statement(query, params, started, cancelled=str(cancelled))
-            raise
-        self._slow_statement(query, params, started, cancelled=None)
-        return cursor
-
-    def watch_slow(self, slow_ms: int) -> None:
-        """Keep every statement slower than ``slow_ms`` with its plan, in ``slow``.
-
-        auto_explain logs the plan of a slow statement as a notice to this
-        client, without ANALYZE: the plan, not per-node timing, is what is
-        wanted, and timing every node would slow the very pages watched.
-        """
-        self._kept: list[dict[str, Any]] = []
-        self.slow = self._kept
-        self._plans: list[str] = []
-        # A slow statement whose plan has not come yet: inside a transaction
-        # block the server ends the portal, and auto_explain logs it, only with
-        # the next command (the COMMIT).
-        self._awaiting: dict[str, Any] | None = None
-        self._unexplained: list[tuple[dict[str, Any], sql.Composed, Params | None]] = []
-        self.add_notice_handler(self._notice)
-        try:
-            super().execute("LOAD 'auto_explain'")
-        except psycopg.errors.UndefinedFile:
-            # A server built without the contrib module (pgserver's embedded
-            # PostgreSQL): every slow statement is planned again once the run
-            # is over instead, as a cancelled one always is.
-            self._auto_explain = False
-        else:
-            self._auto_explain = True
-            for setting in (
-                f"SET auto_explain.log_min_duration = {int(slow_ms)}",
-                "SET auto_explain.log_level = notice",
-                "SET auto_explain.log_analyze = off",
-                "SET auto_explain.log_format = text",
-            ):
-                super().execute(setting)
-        self._plans.clear()
-        self.slow_ms = slow_ms
-
-    def explain_cancelled(self) -> None:
-        """Plan again each statement the server cancelled (or, without auto_explain, each slow one).
-
-        Call once the run is over.
-
-        The plan is today's: one chosen when the tables were smaller (the cause
-        of defect 9) shows only as the gap to the statement's time.
-        """
-        if self.slow_ms is None:
-            return  # not watching: nothing was kept
-        for kept, again, params in self._unexplained:
-            started = time.perf_counter()
-            try:
-                super().execute("SET statement_timeout = 0")  # its own cancel must not stop it
-                explained = super().execute(again, params, prepare=False)
-                super().execute("RESET statement_timeout")
-            except psycopg.Error as exc:  # e.g. the connection died with the run
-                kept["plan"] = f"not explained: {type(exc).__name__}: {exc}"
-                continue
-            kept["plan"] = "\n".join(str(row[0]) for row in explained.fetchall())
-            kept["explain_seconds"] = round(time.perf_counter() - started, 3)
-        self._unexplained.clear()
-
-    def _notice(self, notice: psycopg.errors.Diagnostic) -> None:
-        plan = notice.message_primary or ""
-        if self._awaiting is not None and plan.startswith("duration:"):
-            self._awaiting["plan"], self._awaiting = plan, None
-        else:
-            self._plans.append(plan)
-
-    def _slow_statement(
-        self, query: Query, params: Params | None, started: float, *, cancelled: str | None
-    ) -> None:
-        seconds = time.perf_counter() - started
-        plans = list(self._plans)
-        self._plans.clear()
-        assert self.slow_ms is not None  # noqa: S101 - only called while watching
-        if seconds * 1000 < self.slow_ms:
-            return
-        text = query.as_string(self) if isinstance(query, sql.Composable) else str(query)
-        kept: dict[str, Any] = {
-            "seconds": round(seconds, 3),
-            "statement": " ".join(text.split())[:120],
-            "cancelled": cancelled,
-            # auto_explain's "duration" is the executor's: the rest was planning.
-            "plan": plans[-1] if plans else None,
-        }
-        if cancelled is not None or not self._auto_explain:
-            # A cancelled statement is never logged by auto_explain: it is
-            # planned again once the run is over (its transaction, if it had
-            # one, is aborted until then).
-            again = sql.SQL("EXPLAIN ") + (
-                query if isinstance(query, sql.Composable) else sql.SQL(text)
-            )
-            self._unexplained.append((kept, again, params))
-        elif kept["plan"] is None:
-            self._awaiting = kept
-        self._kept.append(kept)
-
-    @override
-    @contextmanager
-    def transaction(
-        self, savepoint_name: str | None = None, force_rollback: bool = False
-    ) -> Iterator[Transaction]:
-        """Count, then open the block as usual."""
-        self.transactions += 1
-        with super().transaction(savepoint_name, force_rollback) as block:
-            yield block
-
-
 def code_fingerprint() -> str:
     """A digest of the dispatcher's sources, Python and SQL, as this process found them.
 
@@ -301,31 +154,6 @@ def code_fingerprint() -> str:
             name = source.relative_to(package).as_posix()
             digest.update(name.encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:12]
-
-
-@contextmanager
-def _protocol_trace(conn: CountingConnection, *, enabled: bool) -> Iterator[list[int]]:
-    """Count, from libpq's protocol trace, the round trips made inside the block.
-
-    Every request ends with exactly one ReadyForQuery from the server, so their
-    number is the true count of round trips; it is appended to the yielded list
-    when the block ends (and nothing is, when not ``enabled``).
-    """
-    counted: list[int] = []
-    if not enabled:
-        yield counted
-        return
-    with tempfile.TemporaryFile("w+") as trace_file:
-        conn.pgconn.trace(trace_file.fileno())
-        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            yield counted
-        finally:
-            conn.pgconn.untrace()  # flushes libpq's buffer into the file
-        trace_file.seek(0)
-        counted.append(
-            sum(1 for line in trace_file if line.startswith("B\t") and "\tReadyForQuery" in line)
-        )
 
 
 def _request(spec: ChildSpec) -> dispatch.RunRequest:
@@ -354,57 +182,12 @@ def _dispatch(
         return _invocation(spec, conns, request)
     runtime = Runtime(
         tuning=Tuning(chunk_size=spec.chunk_size),
-        budget=_Asked(should_stop),
+        budget=Asked(should_stop),
         request_id=spec.request_id,
     )
     if not spec.recorded:
         return dispatch.run(conns, request, runtime).as_json()
     return recorded.execute(conns, request, runtime).as_json()
-
-
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """A budget that only answers whether to stop, before each page (it may pause first)."""
-
-    stop: Callable[[], bool]
-
-    def should_stop(self) -> bool:
-        return self.stop()
-
-    def deadline(self) -> Deadline | None:
-        return None
-
-
-class SimulatedInvocation:
-    """A Lambda invocation's clock, as the handler's budget reads it from the context.
-
-    Started when the run starts; ``should_stop`` says yes once less than the
-    reserve is left (after the optional pause before each page), and
-    ``deadline`` bounds a page already running by the time left, so a page
-    never outlasts the invocation.
-    """
-
-    def __init__(
-        self, budget_ms: int, reserve_ms: int, statement_timeout_ms: int, pause_s: float
-    ) -> None:
-        self._ends = time.monotonic() + budget_ms / 1000
-        self._reserve_ms = reserve_ms
-        self._statement_timeout_ms = statement_timeout_ms
-        self._pause_s = pause_s
-
-    def time_left_ms(self) -> float:
-        """What is left before the run must stop, its reserve taken off."""
-        return (self._ends - time.monotonic()) * 1000 - self._reserve_ms
-
-    def should_stop(self) -> bool:
-        """Whether the run must take no more pages."""
-        if self._pause_s > 0:
-            time.sleep(self._pause_s)
-        return self.time_left_ms() < 0
-
-    def deadline(self) -> Deadline | None:
-        """The same clock, as the page statements see it."""
-        return Deadline(self.time_left_ms, self._statement_timeout_ms)
 
 
 def _invocation(
@@ -462,7 +245,7 @@ def main(argv: Sequence[str]) -> int:
         cpu_before = backend_cpu_seconds(conns)
         with ExitStack() as tracing:
             traces = [
-                tracing.enter_context(_protocol_trace(conn, enabled=spec.trace)) for conn in conns
+                tracing.enter_context(protocol_trace(conn, enabled=spec.trace)) for conn in conns
             ]
             started, client_started = time.perf_counter(), time.process_time()
             try:

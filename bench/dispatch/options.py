@@ -24,7 +24,7 @@ DEFAULT_NAIVE_SAMPLE: Final = 5_000
 # no-op ratios are the median of the rounds' (judging.paired_median), so one
 # round that lands on a slow spell of this shared machine does not decide
 # them. One round's ratio moves by up to 0.35 between two identical benches
-# (docs/performance.md#side-by-side-9a1a929).
+# (docs/performance-history.md#side-by-side-9a1a929).
 DEFAULT_NOOP_ROUNDS: Final = 3
 # Every mix and every layout, those of record first.
 ALL: Final = "all"

@@ -66,7 +66,7 @@ class WorkSplit:
     the writes: the working out that the floor, inserting rows staged for
     it, never pays for. About: its probes and lookups stand in for the
     conflict checks and lookups the first run makes inside its writes
-    (docs/performance.md#rules-alone).
+    (docs/performance-history.md#rules-alone).
     """
 
     working_out_seconds: float  # a0's server CPU

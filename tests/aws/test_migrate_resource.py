@@ -14,12 +14,10 @@ import inspect
 import json
 import re
 import shutil
-import socket
 import ssl
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -47,6 +45,7 @@ from dispatch_fn.db.database import ConnectionCache
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations
 from dispatch_fn.run import dispatch
 from dispatch_fn.settings import Settings
+from https_route import route_https, tunnel_to_this_machine
 from support import CLOCK, Conn, duty, insert_duties, task_keys
 
 STACK_ID = "arn:aws:cloudformation:eu-west-1:123456789012:stack/duly-dispatcher-test/1a2b"
@@ -316,8 +315,8 @@ class _LambdaContext:
 def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """A local HTTPS server standing in for S3: records each request.
 
-    It answers for ``STAND_IN_HOST``, which resolves to it for the test, and
-    is trusted through SSL_CERT_FILE.
+    It answers for ``STAND_IN_HOST``, which the test's https route (a local
+    proxy, ``https_route``) reaches it as, and is trusted through SSL_CERT_FILE.
     """
     ca, ca_key = tls_server.certificate_authority("Stand-in S3 CA")
     issued = tls_server.server_certificate(ca, ca_key, STAND_IN_HOST)
@@ -343,19 +342,11 @@ def presigned_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[l
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
-    # urlopen keeps its first opener, and that opener's TLS context, for the
-    # whole process: without a fresh one, this test's CA would not be trusted.
-    urllib.request.install_opener(None)
-    resolve = socket.getaddrinfo
-
-    def to_the_stand_in(host: Any, *args: Any, **kwargs: Any) -> Any:
-        return resolve("127.0.0.1" if host == STAND_IN_HOST else host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", to_the_stand_in)
     port = server.server_address[1]
     received.append(f"https://{STAND_IN_HOST}:{port}/response?X-Amz-Signature=ab")
-    yield received
-    urllib.request.install_opener(None)
+    # urlopen's fresh opener (route_https makes one) reads this test's CA and route.
+    with tunnel_to_this_machine() as proxy, route_https(monkeypatch, proxy):
+        yield received
     server.shutdown()
     server.server_close()
 

@@ -27,6 +27,7 @@ from dispatch_fn.db import database
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.run import continuation
 from dispatch_fn.settings import Settings
+from https_route import route_https
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 _REGION = "eu-west-1"
@@ -69,15 +70,10 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def s3_without_a_route(unroutable_port: int, monkeypatch: pytest.MonkeyPatch) -> str:
-    """CloudFormation's presigned response URL, its S3 host resolving to the unroutable port."""
-    resolve = socket.getaddrinfo
-
-    def to_nowhere(host: Any, *args: Any, **kwargs: Any) -> Any:
-        return resolve("127.0.0.1" if host == _S3_HOST else host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", to_nowhere)
-    return f"https://{_S3_HOST}:{unroutable_port}/stack%7Crequest?X-Amz-Signature=ab"
+def s3_without_a_route(unroutable_port: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """CloudFormation's presigned response URL, https routed to the unroutable port."""
+    with route_https(monkeypatch, f"http://127.0.0.1:{unroutable_port}"):
+        yield f"https://{_S3_HOST}/stack%7Crequest?X-Amz-Signature=ab"
 
 
 # --- the migration step's answer to CloudFormation -------------------------

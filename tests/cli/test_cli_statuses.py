@@ -13,15 +13,16 @@ import io
 import json
 import re
 import socket
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dispatch_fn.aws import invocation
 from dispatch_fn.cli import invoke
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.run.progress import Progress
+from runtimes import Scripted
 from support import CLOCK, EVENTS_DIR, Conn, cli, duty, insert_duties, task_count
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,9 +131,14 @@ def test_invoke_exits_incomplete_for_a_run_that_stopped_before_its_last_page(
     asked = iter([False])
     # The run's own stop check says "time is up" after its first page: a real
     # run on the real database, stopped the way a deadline stops it.
-    monkeypatch.setattr(invocation._Remaining, "should_stop", lambda _: next(asked, True))
+    stopping = Scripted(lambda: next(asked, True))
     stdout, stderr = io.StringIO(), io.StringIO()
-    status = invoke.run(_args(_event_file(tmp_path, {"now": CLOCK})), stdout=stdout, stderr=stderr)
+    status = invoke.run(
+        _args(_event_file(tmp_path, {"now": CLOCK})),
+        stdout=stdout,
+        stderr=stderr,
+        adjust_runtime=lambda built: replace(built, budget=stopping),
+    )
     assert status == ExitStatus.INCOMPLETE
     report = json.loads(stdout.getvalue())
     assert report["complete"] is False
@@ -181,10 +187,13 @@ def test_ctrl_c_during_a_local_run_marks_its_ledger_row_failed_interrupted(
         raise KeyboardInterrupt
 
     # Ctrl-C arrives while the run's progress is drawn, after its first page.
-    logged = invocation._log_progress
-    monkeypatch.setattr(invocation, "_log_progress", lambda: interrupt)
     stdout, stderr = io.StringIO(), io.StringIO()
-    status = invoke.run(_args(_event_file(tmp_path, {"now": CLOCK})), stdout=stdout, stderr=stderr)
+    status = invoke.run(
+        _args(_event_file(tmp_path, {"now": CLOCK})),
+        stdout=stdout,
+        stderr=stderr,
+        adjust_runtime=lambda built: replace(built, on_progress=interrupt),
+    )
     assert status == ExitStatus.INTERRUPTED
     assert "interrupted" in _one_line(stderr.getvalue())
     rows = conn.execute(
@@ -193,7 +202,6 @@ def test_ctrl_c_during_a_local_run_marks_its_ledger_row_failed_interrupted(
     assert rows == [("failed", "interrupted", True)]
     # What was committed before the interruption stays; a re-run completes it.
     assert 0 < task_count(conn) < 4
-    monkeypatch.setattr(invocation, "_log_progress", logged)
     again = invoke.run(_args(_event_file(tmp_path, {"now": CLOCK})), stdout=io.StringIO())
     assert again == ExitStatus.OK
     assert task_count(conn) == 4

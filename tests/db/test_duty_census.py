@@ -162,7 +162,7 @@ def _many_groups_guessed(conn: psycopg.Connection[Any]) -> None:
     conn.execute("ANALYZE duly_duty")
     # Little memory, so that a guess this size outgrows it as 28,078 groups
     # outgrow the default 8 MB of hash_mem, 4 MB of work_mem times 2
-    # (docs/performance.md#census-memory). The census's 64 MB is a thousand
+    # (docs/performance-history.md#census-memory). The census's 64 MB is a thousand
     # times this session's, against 16 times the default: the test shows that
     # the census plans with its own memory, not that 64 MB is enough at a
     # million duties, which the bench measures.

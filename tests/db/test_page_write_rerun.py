@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from dispatch_fn.db.sql import Connection
 from dispatch_fn.db.store import PageResult
 from dispatch_fn.planning.plan import Window
 from dispatch_fn.run import dispatch
+from dispatch_fn.run.runtime import Runtime
 from runtimes import runtime
 from support import NOW, cloned_database, duty, insert_duties, last_dispatched, task_rows
 
@@ -55,26 +57,22 @@ def _duties(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def _through(
-    monkeypatch: pytest.MonkeyPatch, probing: Callable[[Connection], bool]
-) -> list[PageResult]:
-    """Every page statement from here on runs the variant ``probing`` names for its connection.
+def _through(probing: Callable[[Connection], bool]) -> tuple[Runtime, list[PageResult]]:
+    """A runtime whose pages each run the variant ``probing`` names for its connection.
 
-    Returns the list the pages' results are appended to, in the order they ended.
+    Also returns the list the pages' results are appended to, in the order they ended.
     """
     seen: list[PageResult] = []
     lock = threading.Lock()
-    real = store.dispatch_page
 
     def dispatch_page(conn: Connection, *args: Any, probe: bool = False, **kwargs: Any) -> Any:
         del probe  # the planner's guess, overridden
-        result = real(conn, *args, probe=probing(conn), **kwargs)
+        result = store.dispatch_page(conn, *args, probe=probing(conn), **kwargs)
         with lock:
             seen.append(result)
         return result
 
-    monkeypatch.setattr(store, "dispatch_page", dispatch_page)
-    return seen
+    return replace(TUNING, dispatch_page=dispatch_page), seen
 
 
 @pytest.fixture
@@ -92,10 +90,9 @@ def _state(conn: Conn) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
     return task_rows(conn), last_dispatched(conn)
 
 
-def _run(conn: Conn, monkeypatch: pytest.MonkeyPatch, *, probe: bool, **request: Any) -> Any:
-    with monkeypatch.context() as patched:
-        pages = _through(patched, lambda _: probe)
-        report = dispatch.run([conn], dispatch.RunRequest(**{"now": NOW, **request}), TUNING)
+def _run(conn: Conn, *, probe: bool, **request: Any) -> Any:
+    through, pages = _through(lambda _: probe)
+    report = dispatch.run([conn], dispatch.RunRequest(**{"now": NOW, **request}), through)
     return pages, report.as_json()
 
 
@@ -105,12 +102,10 @@ def _set_up(twins: tuple[Conn, Conn], prepare: Callable[[Conn], None]) -> None:
         prepare(conn)
 
 
-def _compare(
-    twins: tuple[Conn, Conn], monkeypatch: pytest.MonkeyPatch, **request: Any
-) -> list[PageResult]:
+def _compare(twins: tuple[Conn, Conn], **request: Any) -> list[PageResult]:
     plain, probing = twins
-    plain_pages, plain_report = _run(plain, monkeypatch, probe=False, **request)
-    probe_pages, probe_report = _run(probing, monkeypatch, probe=True, **request)
+    plain_pages, plain_report = _run(plain, probe=False, **request)
+    probe_pages, probe_report = _run(probing, probe=True, **request)
     assert probe_pages == plain_pages
     assert probe_report == plain_report
     assert _state(probing) == _state(plain)
@@ -142,64 +137,58 @@ def _partly_dispatched(conn: Conn) -> None:
 
 
 def test_a_first_run_writes_the_same_rows_and_reports_the_same_pages(
-    twins: tuple[Conn, Conn], monkeypatch: pytest.MonkeyPatch
+    twins: tuple[Conn, Conn],
 ) -> None:
     _set_up(twins, _nothing)
-    pages = _compare(twins, monkeypatch)
+    pages = _compare(twins)
     assert sum(page.created for page in pages) == sum(page.owed for page in pages) > 0
 
 
 def test_a_re_run_writes_nothing_either_way_and_reports_the_same_pages(
-    twins: tuple[Conn, Conn], monkeypatch: pytest.MonkeyPatch
+    twins: tuple[Conn, Conn],
 ) -> None:
     _set_up(twins, _dispatched)
-    pages = _compare(twins, monkeypatch)
+    pages = _compare(twins)
     assert sum(page.created for page in pages) == 0 < sum(page.owed for page in pages)
 
 
 def test_a_partial_re_run_writes_the_same_missing_rows_and_advances_the_same_duties(
-    twins: tuple[Conn, Conn], monkeypatch: pytest.MonkeyPatch
+    twins: tuple[Conn, Conn],
 ) -> None:
     _set_up(twins, _partly_dispatched)
-    pages = _compare(twins, monkeypatch)
+    pages = _compare(twins)
     created = sum(page.created for page in pages)
     assert 0 < created < sum(page.owed for page in pages)
     assert sum(page.advanced for page in pages) > 0
 
 
 def test_a_later_clock_writes_the_same_new_rows_beside_those_that_exist(
-    twins: tuple[Conn, Conn], monkeypatch: pytest.MonkeyPatch
+    twins: tuple[Conn, Conn],
 ) -> None:
     _set_up(twins, _dispatched)
-    pages = _compare(twins, monkeypatch, now=NOW + timedelta(days=9))
+    pages = _compare(twins, now=NOW + timedelta(days=9))
     created = sum(page.created for page in pages)
     assert 0 < created < sum(page.owed for page in pages)
 
 
-def test_a_backfill_writes_the_same_rows_through_either_statement(
-    twins: tuple[Conn, Conn], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_backfill_writes_the_same_rows_through_either_statement(twins: tuple[Conn, Conn]) -> None:
     _set_up(twins, _partly_dispatched)
     window = Window(NOW.date() - timedelta(days=120), NOW.date())
-    pages = _compare(twins, monkeypatch, window=window)
+    pages = _compare(twins, window=window)
     assert sum(page.created for page in pages) > 0
 
 
 @pytest.mark.parametrize("head_start", ["plain first", "probing first"])
 def test_concurrent_runs_one_probing_one_not_write_each_task_once(
-    twins: tuple[Conn, Conn],
-    monkeypatch: pytest.MonkeyPatch,
-    db_url: str,
-    head_start: str,
+    twins: tuple[Conn, Conn], db_url: str, head_start: str
 ) -> None:
     # Two runs of the same clock over the same duties at once, one through
     # each statement, meet on the same rows; between them they write what one
     # run alone writes (twins[0]), each task once, whoever gets there first.
     alone, _ = twins
     insert_duties(alone, _duties(60))
-    with monkeypatch.context() as patched:
-        _through(patched, lambda _: False)
-        dispatch.run([alone], dispatch.RunRequest(now=NOW), TUNING)
+    plain, _ = _through(lambda _: False)
+    dispatch.run([alone], dispatch.RunRequest(now=NOW), plain)
     with psycopg.connect(db_url, autocommit=True) as setup:
         insert_duties(setup, _duties(60))
     with (
@@ -207,13 +196,13 @@ def test_concurrent_runs_one_probing_one_not_write_each_task_once(
         psycopg.connect(db_url, autocommit=True) as second,
     ):
         probing = second if head_start == "plain first" else first
-        pages = _through(monkeypatch, lambda conn: conn is probing)
+        shared, pages = _through(lambda conn: conn is probing)
         reports: list[dispatch.RunReport] = []
         start = threading.Barrier(2)
 
         def run(conn: Conn) -> None:
             start.wait()
-            reports.append(dispatch.run([conn], dispatch.RunRequest(now=NOW), TUNING))
+            reports.append(dispatch.run([conn], dispatch.RunRequest(now=NOW), shared))
 
         threads = [threading.Thread(target=run, args=(conn,)) for conn in (first, second)]
         for thread in threads:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from folders import holding_tests, needs_database
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -73,19 +75,11 @@ def test_every_script_is_reached_from_the_makefile() -> None:
         assert reached, f"scripts/{script.name} is run by no target"
 
 
-def test_the_pure_layers_collect_without_reaching_a_database() -> None:
+def test_the_database_free_folders_collect_without_reaching_a_database() -> None:
     # A server nobody listens on: any attempt to reach it fails the run.
     env = {**os.environ, "DATABASE_URL": "host=/nonexistent-duly-socket-dir connect_timeout=1"}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/engine",
-            "tests/planning",
-            "tests/runner",
-            "--collect-only",
-        ],
+        [sys.executable, "-m", "pytest", "--database-free", "--collect-only"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -96,6 +90,10 @@ def test_the_pure_layers_collect_without_reaching_a_database() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "database: DATABASE_URL" in done.stdout  # the header ran, and did not connect
     assert " collected" in done.stdout
+    collected = set(re.findall(r"^    <Dir ([a-z_]+)>$", done.stdout, re.MULTILINE))
+    free = {folder.name for folder in holding_tests() if not needs_database(folder)}
+    assert {"engine", "planning", "runner", "architecture"} <= free
+    assert collected == free
 
 
 def test_the_readme_and_docs_link_only_to_files_in_the_repository() -> None:
@@ -148,3 +146,33 @@ def test_code_and_docs_cite_the_contract_in_the_repository_by_anchors_it_has() -
         assert outside not in text, f"{path.relative_to(ROOT)} cites a document outside the repo"
         missing = _cited_anchors(text) - anchors
         assert not missing, f"{path.relative_to(ROOT)} cites missing anchors {sorted(missing)}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors a page of docs/ has: its ``<a id>`` tags and its headings' GitHub slugs."""
+    text = page.read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+    slugs = {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+    return set(re.findall(r'<a id="([a-z0-9-]+)"></a>', text)) | slugs
+
+
+def test_code_and_docs_cite_the_performance_pages_by_anchors_they_have() -> None:
+    pages = {name: ROOT / "docs" / name for name in ("performance.md", "performance-history.md")}
+    anchors = {name: _anchors(page) for name, page in pages.items()}
+    assert {"goals", "current-record", "what-make-bench-measures"} <= anchors["performance.md"]
+    sources = [
+        path
+        for folder in ("src", "tests", "bench", "docs", "scripts")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in {".py", ".sql", ".md", ".sh"} and "migrations" not in path.parts
+    ]
+    for name, page in pages.items():
+        within = set(re.findall(r"\]\(#([a-z0-9-]+)\)", page.read_text(encoding="utf-8")))
+        assert not within - anchors[name], f"{name} links to {sorted(within - anchors[name])}"
+    cited = 0
+    for path in [*sources, ROOT / "README.md", ROOT / "template.yaml", ROOT / "Makefile"]:
+        text = path.read_text(encoding="utf-8")
+        for name, anchor in re.findall(r"(performance(?:-history)?\.md)#([a-z0-9-]+)", text):
+            cited += 1
+            assert anchor in anchors[name], f"{path.relative_to(ROOT)} cites {name}#{anchor}"
+    assert cited > 10

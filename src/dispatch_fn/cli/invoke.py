@@ -30,6 +30,7 @@ from dispatch_fn.cli.summary import summary_lines
 from dispatch_fn.db.database import ConnectionCache
 from dispatch_fn.db.migrate import apply_migrations
 from dispatch_fn.run.progress import Progress
+from dispatch_fn.run.runtime import Runtime
 from dispatch_fn.settings import MAX_WORKERS, Settings
 
 # What each variable ``Settings.from_environ`` reads sets: the field it fills
@@ -205,11 +206,15 @@ def run(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    *,
+    adjust_runtime: Callable[[Runtime], Runtime] | None = None,
 ) -> int:
     """Run the command; return its ``ExitStatus``. Never raises for an expected failure.
 
     The report goes to ``stdout`` whatever the run's outcome; a status other
-    than ``OK`` is also said in one line on ``stderr``.
+    than ``OK`` is also said in one line on ``stderr``. ``adjust_runtime``
+    (a test's) changes the runtime the command builds before the run starts:
+    another time budget, another progress listener.
     """
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
     try:
@@ -219,7 +224,7 @@ def run(
         return ExitStatus.REFUSED
     try:
         event = with_overrides(event, dry_run=args.dry_run, now=args.now)
-        report = _invoke(event, args, stderr)
+        report = _invoke(event, args, stderr, adjust_runtime)
     except exit_status.EXPECTED as exc:
         return exit_status.say_failure(stderr, exc)
     if args.json or not stdout.isatty() or "mode" not in report:  # a query: JSON alone
@@ -232,7 +237,12 @@ def run(
     return status
 
 
-def _invoke(event: Any, args: argparse.Namespace, stderr: TextIO) -> dict[str, Any]:
+def _invoke(
+    event: Any,
+    args: argparse.Namespace,
+    stderr: TextIO,
+    adjust_runtime: Callable[[Runtime], Runtime] | None,
+) -> dict[str, Any]:
     settings = Settings.from_environ(os.environ)
     dsn = _prepare_database()
     connections = ConnectionCache()
@@ -252,6 +262,8 @@ def _invoke(event: Any, args: argparse.Namespace, stderr: TextIO) -> dict[str, A
                 clock=lambda: datetime.now(UTC),
                 on_progress=bar,
             )
+            if adjust_runtime is not None:
+                runtime = adjust_runtime(runtime)
             return handle(event, None, runtime)
     finally:
         connections.discard()

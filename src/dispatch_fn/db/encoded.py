@@ -4,7 +4,7 @@ A run binds the same schedules, periods and roll days to every one of its
 pages: thousands of array elements that psycopg would otherwise dump again
 for each page, in the one Python process whose threads share the
 interpreter lock while the run's connections wait on their pages
-(docs/performance.md#client-side has the figures). ``encode`` dumps a value
+(docs/performance-history.md#client-side has the figures). ``encode`` dumps a value
 once, in binary; the dumper registered here sends those bytes, typed as
 psycopg typed them, through a ``%s`` placeholder as through a ``%b`` one,
 so each statement casts what it binds (every page statement does).

@@ -111,7 +111,7 @@ def rows_mostly_present(owed: int, created: int) -> bool:
     unique index before inserting the absent ones, where the run's last page
     found more than two thirds of its owed rows present; otherwise
     page_write.sql, which inserts them all and lets the constraint refuse the
-    repeats. Measured on pages of 10,000 duties (docs/performance.md#server-cpu),
+    repeats. Measured on pages of 10,000 duties (docs/performance-history.md#server-cpu),
     the probe saves about a quarter of the server CPU of a page whose rows
     all exist and adds about an eighth to one whose rows are all new: it pays
     from about two thirds present. Pages of one run look alike (a re-run

@@ -25,7 +25,7 @@ from dispatch_fn.db.sql import Connection
 from dispatch_fn.db.store import PageStatement, Scope
 from dispatch_fn.planning.calendar_edge import Edge
 from dispatch_fn.run import settling
-from dispatch_fn.run.runtime import Deadline
+from dispatch_fn.run.runtime import Deadline, PageWriter
 from dispatch_fn.run.settling import (
     MAX_SET_ASIDE_PER_PAGE,
     Failure,
@@ -98,6 +98,8 @@ class Walk:
     rows: int | None = None
     deadline: Deadline | None = None
     timeouts: TimeoutAllowance = field(default_factory=TimeoutAllowance)
+    # What writes each page (Runtime.dispatch_page).
+    dispatch_page: PageWriter = store.dispatch_page
 
     def plan(self) -> settling.Walk:
         """What ``settling`` needs of the walk: the bounds, and which statements follow a page."""
@@ -157,7 +159,7 @@ def _dispatch(conn: Connection, walk: Walk, command: settling.Dispatch) -> settl
     if limit is not None and limit <= 0:
         return settling.DeadlineReached(None)
     try:
-        page = store.dispatch_page(
+        page = walk.dispatch_page(
             conn, walk.statement_of(command.target), command.after, command.upto, command.size,
             page_rows=command.rows, excluded=command.excluded, time_limit_ms=limit,
             probe=command.probe,

@@ -140,6 +140,7 @@ def run(
         rows=tuning.page_rows,
         deadline=runtime.budget.deadline(),
         timeouts=_pages.TimeoutAllowance(tuning.max_timeouts),
+        dispatch_page=runtime.dispatch_page,
     )
     meter = ProgressMeter(sum(group.duties for group, _ in ready), runtime.on_progress)
     source = runtime.connections

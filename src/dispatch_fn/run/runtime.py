@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
+from dispatch_fn.db import store
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.run import rules as run_rules
 from dispatch_fn.run.progress import Progress
@@ -24,6 +25,8 @@ type Clock = Callable[[], datetime]
 # Sends a continuation's event (docs/contract.md#ledger); raises ``continuation.HandOffError`` if
 # refused.
 type HandOff = Callable[[dict[str, Any]], None]
+# Writes one page and returns its result, called with ``store.dispatch_page``'s arguments.
+type PageWriter = Callable[..., store.PageResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +115,7 @@ class Runtime:
     # a test or a replay passes others to stand for a new tzdata or holidays
     # release without swapping the module's own.
     rules: Callable[[], str] = run_rules.current
+    # Writes each page (store.dispatch_page): a test passes a wrapper to choose
+    # the page's statement or to see each page's result, without swapping the
+    # module's own.
+    dispatch_page: PageWriter = store.dispatch_page

@@ -11,7 +11,7 @@
 -- hash_mem_multiplier: 8 MB by default since PostgreSQL 15, 4 MB before) it
 -- sorts every duty, on disk, for the sets it will not hash: 3.2 times the CPU
 -- of hashing them at 1,000,000 duties, 4 times at 10,000,000
--- (docs/performance.md#census-memory). 64 MB, so 128 MB of hash_mem, holds
+-- (docs/performance-history.md#census-memory). 64 MB, so 128 MB of hash_mem, holds
 -- those guesses several times over. The tables take what the values in use
 -- need, their bucket arrays sized from the guess, and a hash aggregate that
 -- outgrows its memory spills to disk rather than fail. SET LOCAL lasts the

@@ -19,7 +19,7 @@
 -- One scan, not one per set: the three sets used to be three statements, each
 -- reading every duty in scope (a duty's row is wide and the table half empty
 -- by its fillfactor), and the scan, not the hashing, was most of their cost
--- (docs/performance.md#census). As planned, it is one hash aggregate over a
+-- (docs/performance-history.md#census). As planned, it is one hash aggregate over a
 -- serial scan: grouping sets are never aggregated in parallel, so no workers
 -- read the table twice over. It stays one hash aggregate at every size
 -- measured, to 10,000,000 duties, because store.census runs census_plan.sql

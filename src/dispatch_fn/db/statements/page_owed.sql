@@ -110,7 +110,7 @@ placed AS (
     -- count towards the cursor and nothing else.
     -- The columns read after this CTE, not page.*: placed is stored once
     -- and read twice, and storing a row costs for each column it carries
-    -- (docs/performance.md#instructions).
+    -- (docs/performance-history.md#instructions).
     SELECT page.id, page.organization_id, page.owner_id, page.business_unit_id, page.name,
            page.source, page.effective_from, page.effective_to, page.due_anchor,
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
@@ -167,7 +167,7 @@ unrolled AS (
     -- first of the next month moved on, less a day), plus the days; not
     -- clamped. Months are counted on timestamp, never timestamptz: a date cast
     -- to timestamptz looks the session's zone up for each row, for dates that
-    -- have no zone (docs/performance.md#compliance-page).
+    -- have no zone (docs/performance-history.md#compliance-page).
     SELECT pl.*, p.period_key, p.first_day, p.last_day,
            CASE pl.due_anchor
                WHEN 'period_start' THEN least(greatest(

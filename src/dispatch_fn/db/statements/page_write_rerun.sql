@@ -7,7 +7,7 @@
 -- It differs in one place: before the INSERT, each owed row is looked up in
 -- duly_task_dispatch_identity and only those absent go on to be inserted, so
 -- a page that owes nothing new builds no tuple and makes no speculative
--- insertion (docs/performance.md#server-cpu has the figures). Idempotency
+-- insertion (docs/performance-history.md#server-cpu has the figures). Idempotency
 -- stays the constraint's: ON CONFLICT DO NOTHING still refuses what a
 -- concurrent run inserted since the probe looked. On a page whose rows are
 -- all new the probe finds nothing and only costs its lookups, so running this
