@@ -70,7 +70,7 @@ def _reset(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         "UPDATE duly_duty SET last_dispatched_period = NULL, dispatch_through = NULL,"
         " dispatch_paused_on = NULL, dispatch_changed_on = NULL,"
-        " dispatch_next = '0001-01-01'"
+        " dispatch_next = '0001-01-01', dispatch_next_at = '0001-01-01 00:00:00+00'"
     )
     vacuum(conn, DISPATCH_TABLES)
 

@@ -123,7 +123,10 @@ def _dispatched(conn: Conn) -> None:
     # migration 0012 over a table of tasks: the next run owes rows that exist,
     # the case the probing statement is for (a kept account owes none).
     dispatch.run([conn], dispatch.RunRequest(now=NOW), TUNING)
-    conn.execute("UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01'")
+    conn.execute(
+        "UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01',"
+        " dispatch_next_at = '0001-01-01 00:00:00+00'"
+    )
 
 
 def _partly_dispatched(conn: Conn) -> None:

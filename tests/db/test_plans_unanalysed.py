@@ -487,9 +487,14 @@ def test_no_statement_of_a_run_examines_a_product_of_tables_never_analysed(
     setting_aside = run({"now": _at(1)})
     holder.rollback()
     following = run({"now": _at(2)})
-    # The same clock again: its rows are present, so its pages probe for them.
-    rerun = run({"now": _at(2)})
+    # The same clock again, every duty read (as under new rules): its rows are
+    # present, so its pages probe for them, and a dry run counts them.
+    conn.execute(
+        "UPDATE duly_duty SET dispatch_next = '0001-01-01',"
+        " dispatch_next_at = '0001-01-01 00:00:00+00'"
+    )
     dry = run({"now": _at(2), "dry_run": True, "duty_ids": [*named, locked]})
+    rerun = run({"now": _at(2)})
     backfill = run(
         {"now": _at(2), "from": "2025-11-01", "to": "2026-11-30", "organization_id": BIG_ORG}
     )

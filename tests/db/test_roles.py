@@ -122,6 +122,7 @@ def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn, dispatcher_role
     assert sorted(tuple(row) for row in updates) == [
         ("duly_duty", "dispatch_changed_on"),
         ("duly_duty", "dispatch_next"),
+        ("duly_duty", "dispatch_next_at"),
         ("duly_duty", "dispatch_owed_between"),
         ("duly_duty", "dispatch_paused_on"),
         ("duly_duty", "dispatch_through"),

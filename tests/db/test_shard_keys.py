@@ -109,8 +109,8 @@ def test_the_migration_makes_the_duty_key_and_the_task_foreign_key_carry_the_org
             "SELECT indexname FROM pg_indexes WHERE tablename = 'duly_duty' ORDER BY 1"
         ).fetchall()
         assert [row[0] for row in indexes] == [
-            "duly_duty_dispatch_next",
             "duly_duty_left_out",
+            "duly_duty_next_at",
             "duly_duty_organization_key",
             "duly_duty_pkey",
         ]
@@ -285,8 +285,8 @@ def test_the_partitioned_layout_keeps_every_column_check_index_option_and_grant(
         _connect(server_dsn, layouts, PARTITIONED) as partitioned,
     ):
         expected = _shape(plain)
-        # duly_duty's 21 and its account's 6 (migrations 0012, 0014, 0016), duly_task's 13.
-        assert len(expected["columns"]) == 21 + 6 + 13
+        # duly_duty's 21 and its account's 7 (migrations 0012, 0014, 0016), duly_task's 13.
+        assert len(expected["columns"]) == 21 + 7 + 13
         assert {row[1] for row in expected["triggers"]} == {"duly_duty_account"}
         assert ("duly_duty", ["fillfactor=50"]) in expected["storage"]
         assert _shape(partitioned) == expected

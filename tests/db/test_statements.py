@@ -62,7 +62,10 @@ def test_a_re_run_at_a_clock_the_ledger_holds_sends_the_probing_page_statement(
     recorded.execute([conn], dispatch.RunRequest(now=NOW))
     # The accounts forgotten, as on the first run after migration 0012 over a
     # table of tasks: the re-run owes rows that exist (a kept account owes none).
-    conn.execute("UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01'")
+    conn.execute(
+        "UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01',"
+        " dispatch_next_at = '0001-01-01 00:00:00+00'"
+    )
     conn.execute("TRUNCATE seen")
     recorded.execute([conn], dispatch.RunRequest(now=NOW))
     seen = [str(row[0]) for row in conn.execute("SELECT query FROM seen")]
@@ -319,8 +322,8 @@ def _plan(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> s
 # A scan of the page's duly_duty d: of the table, or on the partitioned layout
 # (DULY_LAYOUT=partitioned) of one partition, aliased d or d_1, d_2, ...
 _DUTY_SCAN = re.compile(r" on duly_duty(_p[0-9]+)? [dk](_[0-9]+)?$")
-# The partial index the pages walk, or its partition's (duly_duty_dispatch_next_p3).
-_WALKED = re.compile(r" using duly_duty_dispatch_next(_p[0-9]+)? on ")
+# The partial index the pages walk, or its partition's (duly_duty_next_at_p3).
+_WALKED = re.compile(r" using duly_duty_next_at(_p[0-9]+)? on ")
 
 
 def _scans_of_duties(plan_text: str) -> list[tuple[str, str, str]]:
@@ -359,13 +362,12 @@ _PAGE_READERS = (
     "page_duty_rows",
     "any_dispatchable",
 )
-# A scheduled run's scope: it reads the duties whose next owed day has come.
-_OWED_BY = plan.latest_local_day(NOW)
-_CONTINUED = store.Scope(organization_id="org-1", resume_after="d010000", owed_by=_OWED_BY)
+# A scheduled run's scope: it reads the duties whose next owed day has begun.
+_CONTINUED = store.Scope(organization_id="org-1", resume_after="d010000", owed_at=NOW)
 
 
 @pytest.mark.parametrize(
-    "scope", [store.Scope(owed_by=_OWED_BY), _CONTINUED], ids=["unscoped", "continued"]
+    "scope", [store.Scope(owed_at=NOW), _CONTINUED], ids=["unscoped", "continued"]
 )
 def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
     conn: psycopg.Connection[Any], scope: store.Scope
@@ -376,15 +378,18 @@ def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
     # their null tests fold away, are the index's own conditions.
     _many_duties(conn, 20_000)
     # As on a day after the first run: most duties next owe on a later day.
-    conn.execute("UPDATE duly_duty SET dispatch_next = %s WHERE right(id, 1) <> '0'",
-                 (_OWED_BY + timedelta(days=10),))  # fmt: skip
+    conn.execute("UPDATE duly_duty SET dispatch_next_at = %s WHERE right(id, 1) <> '0'",
+                 (NOW + timedelta(days=10),))  # fmt: skip
     # And vacuumed since, as autovacuum leaves it (migration 0014's settings).
     conn.execute("VACUUM (ANALYZE) duly_duty")
     params = _monthly_page(scope)
     bounds = "(id > 'd011000'::text) AND (id <= 'd012000'::text)"
     resumed = " AND (id > 'd010000'::text)" if scope.resume_after else ""
-    # The next owed day is the index's second column: the index tests it.
-    resumed += f" AND (dispatch_next <= '{_OWED_BY.isoformat()}'::date)"
+    # The instant the next owed day begins is the index's second column: the
+    # index tests it.
+    owed_at = conn.execute("SELECT %s::timestamptz::text", (NOW,)).fetchone()
+    assert owed_at is not None
+    resumed += f" AND (dispatch_next_at <= '{owed_at[0]}'::timestamp with time zone)"
     kept = "Filter: (organization_id = 'org-1'::text)" if scope.organization_id else ""
     # Partitioned by organisation, an unscoped page reads every partition's
     # index; a page of one organisation reads its partition's alone.

@@ -114,3 +114,39 @@ def test_a_run_probes_from_its_first_page_only_at_a_clock_dispatched_already() -
     assert page_plan.probes_from_the_start(NOW + timedelta(days=1), NOW)
     assert not page_plan.probes_from_the_start(NOW - timedelta(days=1), NOW)
     assert not page_plan.probes_from_the_start(None, NOW)
+
+
+@given(
+    zone=st.sampled_from(
+        [
+            "UTC",
+            "America/Los_Angeles",
+            "America/Santiago",
+            "America/Havana",
+            "Antarctica/Troll",
+            "Australia/Lord_Howe",
+            "Pacific/Apia",
+            "Pacific/Kiritimati",
+            "Asia/Kathmandu",
+            "Europe/Berlin",
+        ]
+    ),
+    today=st.dates(date(1990, 1, 1), date(2060, 12, 31)),
+    ahead=st.integers(0, 400),
+)
+def test_a_day_begins_no_earlier_than_its_midnight_less_the_zones_widest_offset(
+    zone: str, today: date, ahead: int
+) -> None:
+    # The instant a scheduled run first reads a duty for its next owed day
+    # (migration 0016) must never come after the day begins in its zone.
+    offset, until = page_plan.widest_utc_offset(zone, today)
+    day = today + timedelta(days=ahead)
+    assert day <= until
+    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    assert midnight - timedelta(minutes=offset) <= periods.start_of_day(day, zone)
+
+
+def test_the_widest_offset_of_a_zone_is_its_summer_one() -> None:
+    assert page_plan.widest_utc_offset("America/Los_Angeles", date(2026, 11, 20))[0] == -7 * 60
+    assert page_plan.widest_utc_offset("Antarctica/Troll", date(2026, 1, 5))[0] == 2 * 60
+    assert page_plan.widest_utc_offset("Asia/Kathmandu", date(2026, 1, 5))[0] == 5 * 60 + 45

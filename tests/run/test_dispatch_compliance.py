@@ -213,7 +213,7 @@ def test_existing_tasks_get_late_after_from_their_due_date(server_dsn: str, db_u
                 "SELECT indexname FROM pg_indexes WHERE tablename IN ('duly_task', 'duly_duty')"
             )
         }
-        assert {"duly_task_open_late", "duly_duty_dispatch_next"} <= indexes
+        assert {"duly_task_open_late", "duly_duty_next_at"} <= indexes
         assert "duly_duty_dispatchable" not in indexes
         defaults = conn.execute(
             "SELECT review_status, grace_days, due_offset_months, due_roll, holiday_calendar"

@@ -202,6 +202,7 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
         "dispatch_owed_between": [],
         "next_owed": "2026-11-21",
         "dispatch_next": "2026-11-21",
+        "dispatch_next_at": "2026-11-21T00:00:00+00:00",
     }
     verdicts = {c["period_key"]: c["verdict"] for c in explained["explain"]["candidates"]}
     assert verdicts == {"2026-W47": "exists"}

@@ -146,7 +146,7 @@ def test_a_run_after_an_outage_creates_exactly_the_rows_of_the_daily_runs_it_rep
     conn.execute(
         "UPDATE duly_duty SET last_dispatched_period = NULL,"
         " dispatch_through = NULL, dispatch_paused_on = NULL, dispatch_changed_on = NULL,"
-        " dispatch_next = '0001-01-01'"
+        " dispatch_next = '0001-01-01', dispatch_next_at = '0001-01-01 00:00:00+00'"
     )
     # Daily runs each looking back no further than a day (a horizon of one day).
     invoke = partial(invoke, catch_up_days=0)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn.engine import periods
-from support import Conn, Invoke, duty, insert_duties
+from support import Conn, Invoke, duty, insert_duties, task_keys
 
 DAY = timedelta(days=1)
 FIRST = datetime(2026, 3, 1, 1, 0, tzinfo=UTC)
@@ -77,6 +77,26 @@ def test_a_lead_that_reaches_the_next_period_before_its_due_date_does_not_read_i
 
     assert [each["duties_read"] for each in week] == [0, 0, 0, 0, 1]
     assert [each["tasks_created"] for each in week] == [0, 0, 0, 0, 1]
+
+
+def test_a_duty_in_a_zone_behind_utc_is_not_read_before_its_day_begins_there(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # At 01:00 UTC on March 1 it is still February 28 in Los Angeles: the
+    # daily duty owes that day, and its next day begins at 08:00 UTC (PST).
+    insert_duties(
+        conn, [duty("la", frequency="daily", lead_days=0, timezone="America/Los_Angeles")]
+    )
+    first = invoke(_clock(FIRST))
+    again = invoke(_clock(FIRST))
+    # Read no earlier than its midnight less its zone's widest offset (PDT).
+    early = invoke(_clock(FIRST + timedelta(hours=5, minutes=59)))
+    begun = invoke(_clock(FIRST + timedelta(hours=7)))
+
+    assert (first["duties_read"], first["tasks_created"]) == (1, 1)
+    assert [each["duties_read"] for each in (again, early)] == [0, 0]
+    assert (begun["duties_read"], begun["tasks_created"]) == (1, 1)
+    assert task_keys(conn, "la") == ["2026-02-28", "2026-03-01"]
 
 
 def test_an_edit_sends_the_duty_back_to_the_next_run(conn: Conn, invoke: Invoke) -> None:
@@ -150,7 +170,10 @@ def test_a_duty_passed_over_gets_the_tasks_it_would_get_if_read_at_every_run(
     clock = FIRST
     for hours in steps:
         # b's duties are read by every run: their next day is always "now".
-        conn.execute("UPDATE duly_duty SET dispatch_next = '0001-01-01' WHERE id LIKE 'b-%'")
+        conn.execute(
+            "UPDATE duly_duty SET dispatch_next = '0001-01-01',"
+            " dispatch_next_at = '0001-01-01 00:00:00+00' WHERE id LIKE 'b-%'"
+        )
         invoke(_clock(clock))
         clock += timedelta(hours=hours * 6)
     tasks = conn.execute(

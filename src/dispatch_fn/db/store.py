@@ -42,7 +42,7 @@ def scope_params(scope: Scope) -> dict[str, Any]:
         "organization_id": scope.organization_id,
         "duty_ids": None if scope.duty_ids is None else list(scope.duty_ids),
         "resume_after": scope.resume_after,
-        "owed_by": scope.owed_by,
+        "owed_at": scope.owed_at,
     }
 
 
@@ -176,7 +176,7 @@ def census(conn: Connection, scope: Scope) -> Census:
             groups.append(Group(frequency, zone, int(bucket), int(dispatched), int(max_lead)))
         else:
             rules.append(DueRule(anchor, roll, calendar, int(dispatched), int(out_of_range)))
-    if scope.owed_by is not None:
+    if scope.owed_at is not None:
         # The census read only the duties owed; the rest of its 'form' set
         # comes from their index (duty_census_left_out.sql).
         left_out = conn.execute(statement("duty_census_left_out"), params, prepare=False)
@@ -399,7 +399,8 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         name: []
         for name in (
             "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
-            "c_origin", "c_first", "p_schedule", "p_key", "p_first", "p_last", "p_before",
+            "c_origin", "c_first", "c_offset", "c_offset_until", "p_schedule", "p_key",
+            "p_first", "p_last", "p_before",
         )
     }  # fmt: skip
     for group, schedule in ready:
@@ -425,6 +426,13 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_horizon"].append(schedule.horizon)
         arrays["c_origin"].append(schedule.origin)
         arrays["c_first"].append(schedule.periods[0].first_day if schedule.periods else None)
+        offset, until = (
+            (None, None)
+            if schedule.today is None
+            else page_plan.widest_utc_offset(group.timezone, schedule.today)
+        )
+        arrays["c_offset"].append(offset)
+        arrays["c_offset_until"].append(until)
     rolled = page_plan.rolled_days(arrays["p_first"], arrays["p_last"], rules.accepted)
     return {
         **arrays,

@@ -8,9 +8,10 @@ the engine's calendar.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Final, Protocol
 
 from dispatch_fn.engine import business_days, dates, periods
@@ -21,6 +22,13 @@ from dispatch_fn.planning.plan import Schedule
 _AFTER_PERIOD_REACH: Final = timedelta(
     days=periods.MAX_MONTHS_AFTER_PERIOD * 31 + periods.MAX_DAYS_AFTER_PERIOD
 )
+
+
+# How far ahead a zone's widest offset is worked out (widest_utc_offset): a
+# year and a month, past any next owed day but an annual duty's own.
+OFFSET_REACH: Final = timedelta(days=400)
+# UTC+14: no zone's day begins earlier, relative to its midnight.
+WIDEST_OFFSET_MINUTES: Final = 14 * 60
 
 
 class GroupKey(Protocol):
@@ -193,3 +201,41 @@ def _nearest(business: business_days.BusinessCalendar, day: date, step: int) -> 
         return business.next_business_day(day, step)
     except ValueError:
         return None
+
+
+def widest_utc_offset(zone: str, today: date) -> tuple[int, date]:
+    """The widest UTC offset ``zone`` has from ``today`` on, in minutes, and the day it holds to.
+
+    A local day then begins no earlier than its midnight less that offset:
+    the instant a scheduled run first owes a duty's next owed day, or before
+    it, never after (migration 0016's ``dispatch_next_at``). Past the day
+    returned, UTC+14's offset bounds every zone.
+    """
+    try:
+        until = today + OFFSET_REACH
+    except OverflowError:
+        until = date.max
+    years = range(today.year, min(until.year, dates.LAST_DAY.year) + 1)
+    return max(_widest_in_year(zone, year) for year in years), until
+
+
+@functools.cache
+def _widest_in_year(zone: str, year: int) -> int:
+    # Every day's offset at noon UTC: no zone keeps an offset for less than a
+    # day, so the widest of them is the year's. Cached per process: a run asks
+    # for each zone it plans again on every page.
+    tz = periods.zone(zone)
+    widest = -WIDEST_OFFSET_MINUTES
+    day = date(year, 1, 1)
+    while day.year == year:
+        try:
+            noon = datetime(day.year, day.month, day.day, 12, tzinfo=UTC).astimezone(tz)
+        except OverflowError:  # a local day past 9999-12-31: none to owe
+            break
+        offset = noon.utcoffset()
+        if offset is not None:
+            widest = max(widest, int(offset.total_seconds()) // 60)
+        if day == date.max:
+            break
+        day += timedelta(days=1)
+    return widest

@@ -13,7 +13,7 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
@@ -675,23 +675,6 @@ class Judgement:
 # The schedules judge_duty has planned, by frequency, zone and lead bucket: a
 # caller judging many duties passes one, so each is planned once.
 type ScheduleMemo = dict[tuple[str | None, str, int], Schedule | CadenceRefused]
-
-
-# The furthest any zone's clock runs ahead of UTC (Pacific/Kiritimati, +14:00).
-_LATEST_OFFSET: Final = timedelta(hours=14)
-
-
-def latest_local_day(now: datetime) -> date:
-    """The latest local date ``now`` has in any zone: no duty's today is later.
-
-    A scheduled run reads the duties whose next owed day is on or before it
-    (docs/contract.md#account); one whose zone is still on the day before
-    reads as owing nothing, which is what it owes.
-    """
-    try:
-        return (now.astimezone(UTC) + _LATEST_OFFSET).date()
-    except OverflowError:  # within a day of year 9999's end
-        return date.max
 
 
 def previous_clock(now: datetime, interval: timedelta) -> datetime:

@@ -8,7 +8,7 @@ imports it without the run loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
@@ -31,9 +31,9 @@ class Scope:
     # after it.
     resume_after: str | None = None
     # A scheduled run's reading (docs/contract.md#account): only the duties
-    # whose next owed day (``dispatch_next``) is on or before this local day.
-    # None: every duty in the scope.
-    owed_by: date | None = None
+    # whose next owed day has begun in their zone by this instant
+    # (``dispatch_next_at``). None: every duty in the scope.
+    owed_at: datetime | None = None
 
     @property
     def named(self) -> bool:

@@ -37,7 +37,6 @@ from dispatch_fn.planning.plan import (
     SkipReason,
     check_due_rule,
     classify,
-    latest_local_day,
     lead_bucket,
     previous_clock,
     unknown_form_detail,
@@ -109,8 +108,7 @@ def run(
     if request.window is None and not rejudge:
         # A scheduled run reads only the duties whose next owed day has come
         # (docs/contract.md#account); one whose rules changed reads them all.
-        owed_by = latest_local_day(request.now)
-        request = replace(request, scope=replace(request.scope, owed_by=owed_by))
+        request = replace(request, scope=replace(request.scope, owed_at=request.now))
     try:
         preamble, planned = _prepare(conns[0], request, (tuning.catch_up_days, origin))
         ready, rules = planned.ready, planned.rules
@@ -166,7 +164,7 @@ def run(
 
 def _not_read(conn: Connection, report: RunReport) -> RunReport:
     """The report with the estimate of the duties an owed-only run passed over."""
-    if report.request.scope.owed_by is None:
+    if report.request.scope.owed_at is None:
         return report
     try:
         estimate = store.estimated_duties(conn)

@@ -8,7 +8,7 @@ one look at which of the owed tasks already exist.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
 from psycopg.rows import dict_row
@@ -174,7 +174,8 @@ def _account(
     null when no candidate says (the next period lies past the lead's reach).
     ``dispatch_owed_between``: the spans a resume opened (migration 0016).
     ``dispatch_next``: the day a scheduled run next reads it, as the last run
-    that kept its account left it (0001-01-01: the next run).
+    that kept its account left it (0001-01-01: the next run), and
+    ``dispatch_next_at`` the instant a scheduled run's clock must reach.
     """
     account = Account.of(row)
     ahead = [
@@ -193,8 +194,10 @@ def _account(
             for first, end in account.owed_between
         ],
         "next_owed": _day(min(ahead, default=None) or _after_candidates(judgement)),
-        # The day from which a scheduled run reads the duty (migration 0014).
+        # The day from which a scheduled run reads the duty (migration 0014),
+        # and the instant its clock must reach (0016).
         "dispatch_next": _day(row.get("dispatch_next")),
+        "dispatch_next_at": _instant(row.get("dispatch_next_at")),
     }
 
 
@@ -233,6 +236,10 @@ def _local_day(instant: datetime, timezone: str) -> date | None:
         return None
 
 
+def _instant(instant: datetime | None) -> str | None:
+    return None if instant is None else instant.astimezone(UTC).isoformat()
+
+
 def _day(day: date | None) -> str | None:
     return None if day is None else day.isoformat()
 
@@ -260,7 +267,7 @@ def render(explained: dict[str, Any], clock: str) -> str:
         f"{account['dispatch_paused_on'] or '-'}, changed on "
         f"{account['dispatch_changed_on'] or '-'}{_spans(account['dispatch_owed_between'])}, "
         f"next owed {account['next_owed'] or '-'}, "
-        f"read from {account['dispatch_next'] or '-'}"
+        f"read from {account['dispatch_next'] or '-'} ({account['dispatch_next_at'] or '-'})"
     )
     skip = explained["skip"]
     if skip is not None:

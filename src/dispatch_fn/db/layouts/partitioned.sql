@@ -71,9 +71,9 @@ ALTER TABLE duly_task ADD CONSTRAINT duly_task_dispatch_identity
 ALTER TABLE duly_task ADD CONSTRAINT duly_task_duty FOREIGN KEY (organization_id, duty_id)
     REFERENCES duly_duty (organization_id, id);
 
--- The indexes the statements rely on, as migrations 0006 and 0014 define them.
-CREATE INDEX duly_duty_dispatch_next
-    ON duly_duty (id, dispatch_next) INCLUDE (organization_id)
+-- The indexes the statements rely on, as migrations 0006, 0014 and 0016 define them.
+CREATE INDEX duly_duty_next_at
+    ON duly_duty (id, dispatch_next_at) INCLUDE (organization_id)
     WHERE status = 'active' AND form = 'recurring' AND review_status = 'approved';
 CREATE INDEX duly_duty_left_out
     ON duly_duty (form, status, review_status) INCLUDE (organization_id, id)
@@ -84,7 +84,7 @@ CREATE INDEX duly_task_open_late
     WHERE status = 'open';
 
 -- Each partition's index is named after the index it belongs to
--- (duly_duty_dispatch_next_p3), so a plan or pg_stat_user_indexes
+-- (duly_duty_next_at_p3), so a plan or pg_stat_user_indexes
 -- reads back to the definition above.
 DO $$
 DECLARE
@@ -100,7 +100,7 @@ BEGIN
         JOIN pg_class partition ON partition.oid = x.indrelid
         WHERE parent.relkind = 'I'
           AND parent.relname IN (
-              'duly_duty_pkey', 'duly_duty_dispatch_next', 'duly_duty_left_out', 'duly_task_pkey',
+              'duly_duty_pkey', 'duly_duty_next_at', 'duly_duty_left_out', 'duly_task_pkey',
               'duly_task_dispatch_identity', 'duly_task_open_late')
     LOOP
         EXECUTE format('ALTER INDEX %I RENAME TO %I', part.name, part.parent_name || part.suffix);
@@ -115,7 +115,8 @@ DO $$
 BEGIN
     EXECUTE format('GRANT SELECT ON duly_duty TO %I', duly_dispatcher_role());
     EXECUTE format('GRANT UPDATE (last_dispatched_period, dispatch_through,'
-                   ' dispatch_paused_on, dispatch_changed_on, dispatch_next, dispatch_owed_between)'
+                   ' dispatch_paused_on, dispatch_changed_on, dispatch_next, dispatch_owed_between,'
+                   ' dispatch_next_at)'
                    ' ON duly_duty TO %I',
                    duly_dispatcher_role());
     EXECUTE format('GRANT SELECT, INSERT ON duly_task TO %I', duly_dispatcher_role());

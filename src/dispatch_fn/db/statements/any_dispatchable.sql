@@ -10,5 +10,5 @@ SELECT EXISTS (
       AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
       AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
-      AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
+      AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
 )

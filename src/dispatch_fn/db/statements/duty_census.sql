@@ -52,9 +52,9 @@ FROM (
       -- A scheduled run reads the dispatchable duties whose next owed day has
       -- come (docs/contract.md#account); it counts the rest of its 'form'
       -- set from an index (duty_census_left_out.sql).
-      AND (%(owed_by)s::date IS NULL
+      AND (%(owed_at)s::timestamptz IS NULL
            OR (duly_dispatchable(d.status, d.form, d.review_status)
-               AND d.dispatch_next <= %(owed_by)s::date))
+               AND d.dispatch_next_at <= %(owed_at)s::timestamptz))
     -- A fence: flattened, the FILTERs would evaluate the two tests again.
     OFFSET 0
 ) d

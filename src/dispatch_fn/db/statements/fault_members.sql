@@ -13,7 +13,7 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
   -- The duties a scheduled run reads (docs/contract.md#account).
-  AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
+  AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
   AND (EXISTS (
            SELECT 1
            FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],

@@ -52,12 +52,24 @@ advanced AS (
                              THEN CASE WHEN u.keep AND d.dispatch_changed_on > u.today
                                             AND d.dispatch_changed_on < date '9999-12-31'
                                        THEN date '0001-01-01' ELSE u.next END
-                             ELSE d.dispatch_next END
+                             ELSE d.dispatch_next END,
+        -- The instant that day begins, never later (migration 0016).
+        dispatch_next_at = CASE WHEN u.next IS NOT NULL AND u.version = d.dispatch_version
+                                THEN CASE WHEN u.keep AND d.dispatch_changed_on > u.today
+                                               AND d.dispatch_changed_on < date '9999-12-31'
+                                          THEN timestamptz '0001-01-01 00:00:00+00'
+                                          ELSE u.next_at END
+                                ELSE d.dispatch_next_at END
     FROM (SELECT coalesce(k.organization_id, i.organization_id) AS organization_id,
                  coalesce(k.id, i.duty_id) AS id, k.today, k.version,
                  coalesce(k.keep, false) AS keep, i.latest,
                  -- The next day, written with the account or alone when it moves.
-                 CASE WHEN k.keep OR k.next IS DISTINCT FROM k.next_was THEN k.next END AS next
+                 CASE WHEN k.keep OR k.next IS DISTINCT FROM k.next_was THEN k.next END AS next,
+                 -- Its midnight less the widest offset the zone has through
+                 -- offset_until; past it, less UTC+14's, the widest of all.
+                 to_timestamp((k.next - date '1970-01-01') * 86400.0
+                              - 60.0 * CASE WHEN k.next <= k.offset_until
+                                            THEN k.widest_offset ELSE 840 END) AS next_at
           FROM (SELECT * FROM keeping WHERE keep OR next IS DISTINCT FROM next_was) k
           FULL JOIN (SELECT organization_id, duty_id, max(period_key COLLATE "C") AS latest
                      FROM inserted GROUP BY organization_id, duty_id) i

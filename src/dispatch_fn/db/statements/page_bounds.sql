@@ -8,14 +8,14 @@ WITH RECURSIVE bound(id) AS (
             WHERE duly_dispatchable(d.status, d.form, d.review_status)
               AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                                 %(duty_ids)s::text[], %(resume_after)s::text)
-              AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
+              AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
             ORDER BY d.id OFFSET %(skip)s LIMIT 1)
     UNION ALL
     SELECT (SELECT d.id FROM duly_duty d
             WHERE duly_dispatchable(d.status, d.form, d.review_status)
               AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                                 %(duty_ids)s::text[], %(resume_after)s::text)
-              AND (%(owed_by)s::date IS NULL OR d.dispatch_next <= %(owed_by)s::date)
+              AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
               AND d.id > bound.id
             ORDER BY d.id OFFSET %(skip)s LIMIT 1)
     FROM bound

@@ -3,10 +3,10 @@
 -- say `-- duly:include page_keys`): the next %(size)s dispatchable duties in
 -- the page's keyset range and the run's scope, in id order, with every duty
 -- sharing the last one's id, each as its whole row d.
--- The page's keys first, from migration 0014's index alone (it holds the
--- id, the next owed day and the organisation: an index-only scan), then
--- each duty's row by its key: a duty the run passes over is never read,
--- whatever the planner makes of the heap's order.
+-- The page's keys first, from migration 0016's index alone (it holds the id,
+-- the instant the next owed day begins and the organisation: an index-only
+-- scan), then each duty's row by its key: a duty the run passes over is
+-- never read, whatever the planner makes of the heap's order.
 FROM (SELECT k.organization_id, k.id
       FROM duly_duty k
       WHERE duly_dispatchable(k.status, k.form, k.review_status)
@@ -15,9 +15,9 @@ FROM (SELECT k.organization_id, k.id
         AND (%(upto)s::text IS NULL OR k.id <= %(upto)s)
         AND duly_in_scope(k.id, k.organization_id, %(organization_id)s::text,
                           %(duty_ids)s::text[], %(resume_after)s::text)
-        -- A scheduled run reads the duties whose next owed day has come
-        -- (docs/contract.md#account); null: every one.
-        AND (%(owed_by)s::date IS NULL OR k.dispatch_next <= %(owed_by)s::date)
+        -- A scheduled run reads the duties whose next owed day has begun, in
+        -- their zone, by its clock (docs/contract.md#account); null: every one.
+        AND (%(owed_at)s::timestamptz IS NULL OR k.dispatch_next_at <= %(owed_at)s::timestamptz)
         -- Duties the run set aside while settling a failing page (ADR 0003).
         AND k.id <> ALL(%(excluded)s::text[])
       ORDER BY k.id

@@ -12,7 +12,10 @@ WITH cadence AS (
     -- zone and lead bucket): its schedule, today in its zone, the catch-up
     -- horizon, the local day of the scheduled clock before the run and the
     -- first day of its first candidate (plan.Schedule.horizon, .origin, the
-    -- first period's first day; null in a backfill). Each group's
+    -- first period's first day; null in a backfill), and the widest UTC
+    -- offset its zone has in minutes through offset_until
+    -- (page_plan.widest_utc_offset: a local day begins no earlier than its
+    -- midnight less it). Each group's
     -- weight, the candidate periods its schedule holds (summed over a catch-up
     -- statement's clocks, which add one cadence each), travels apart as
     -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
@@ -20,12 +23,14 @@ WITH cadence AS (
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
                 (SELECT %(c_today)b::date[]), (SELECT %(c_horizon)b::date[]),
-                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]))
-        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day)
+                (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]),
+                (SELECT %(c_offset)b::int[]), (SELECT %(c_offset_until)b::date[]))
+        AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day,
+             widest_offset, offset_until)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
-    -- the partial index duly_duty_dispatch_next (migration 0014) holds exactly them.
+    -- the partial index duly_duty_next_at (migration 0016) holds exactly them.
     -- The next %(size)s of them, in id order, with every duty sharing the
     -- last one's id: on a layout keyed by (organization_id, id) an id may
     -- repeat across organisations, and the next page starts after the id.
@@ -115,6 +120,7 @@ placed AS (
            page.source, page.effective_from, page.effective_to, page.due_anchor,
            page.due_offset_days, page.due_offset_months, page.due_roll, page.holiday_calendar,
            page.lead_days, page.grace_days, page.cut_after, c.schedule_no, c.today, c.horizon,
+           c.widest_offset, c.offset_until,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
            page.dispatch_owed_between AS owed_between,
            -- plan.owed_verdict's since: no account kept, the duty existed
@@ -300,6 +306,7 @@ keeping AS (
     -- are left out. A duty's today, version and days are its one row's there.
     SELECT organization_id, id, max(today) AS today, max(version) AS version,
            bool_or(keep) AS keep, bool_or(lags) AS lags, max(next_was) AS next_was,
+           max(widest_offset) AS widest_offset, max(offset_until) AS offset_until,
            -- Outside its window, the window's day; else the earliest day a
            -- later candidate becomes owed, or one after the candidates could:
            -- none starts before the day after the last candidate, nor becomes
@@ -313,7 +320,7 @@ keeping AS (
                  false AS lags, true AS judged, pl.next_was, NULL::date AS soon,
                  CASE WHEN pl.closed THEN date '9999-12-31'
                       WHEN pl.early THEN pl.effective_from END AS fixed,
-                 NULL::date AS bound
+                 NULL::date AS bound, pl.widest_offset, pl.offset_until
           FROM placed pl
           WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
@@ -325,7 +332,8 @@ keeping AS (
           SELECT o.organization_id, o.duty_id, NULL, NULL, o.owes OR o.lapsed, o.lapsed, false,
                  NULL, CASE WHEN o.later THEN o.became END, NULL,
                  CASE WHEN o.last_day >= o.today
-                      THEN o.last_day + 1 - greatest(o.lead_days, 0) END
+                      THEN o.last_day + 1 - greatest(o.lead_days, 0) END,
+                 NULL, NULL
           FROM owed o) k
     GROUP BY organization_id, id
     HAVING bool_or(judged)

@@ -7,7 +7,7 @@
 -- through psycopg as store.page_taken_ids does.
 WITH head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
-    -- the partial index duly_duty_dispatch_next (migration 0014) holds exactly them.
+    -- the partial index duly_duty_next_at (migration 0016) holds exactly them.
     -- The next %(size)s of them, in id order, with every duty sharing the
     -- last one's id: on a layout keyed by (organization_id, id) an id may
     -- repeat across organisations, and the next page starts after the id.
