@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -93,6 +94,33 @@ def test_a_private_module_is_imported_only_inside_its_own_package() -> None:
         and target.rsplit(".", 1)[0] != module.rsplit(".", 1)[0]
     ]
     assert not reached, "private modules imported from outside:\n" + "\n".join(reached)
+
+
+# What runs SQL on a psycopg connection or cursor: only the data layer calls these.
+_EXECUTING: Final = frozenset({"execute", "executemany", "copy", "cursor"})
+
+
+def _executing_calls(path: Path) -> Iterator[str]:
+    """Every call of a method named as one that runs SQL, as ``line: name``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _EXECUTING
+        ):
+            yield f"{node.lineno}: .{node.func.attr}(...)"
+
+
+def test_only_the_data_layer_executes_sql() -> None:
+    outside = [
+        f"{module}:{call}"
+        for module, path in _modules()
+        if _layer(module) != "db"
+        for call in _executing_calls(path)
+    ]
+    assert not outside, "SQL run outside dispatch_fn.db:\n" + "\n".join(outside)
+    # The check sees what it judges: the data layer's own calls.
+    assert list(_executing_calls(PACKAGE / "db" / "store.py"))
 
 
 def test_the_rules_above_see_the_imports_they_judge() -> None:

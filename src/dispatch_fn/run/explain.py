@@ -11,9 +11,8 @@ from collections.abc import Iterator, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
-from psycopg.rows import dict_row
-
-from dispatch_fn.db.sql import Connection, statement
+from dispatch_fn.db import lookups
+from dispatch_fn.db.sql import Connection
 from dispatch_fn.engine import periods
 from dispatch_fn.errors import PeriodError
 from dispatch_fn.planning.plan import (
@@ -32,6 +31,9 @@ from dispatch_fn.planning.plan import (
 
 # A dry run explains at most this many duties in its report (docs/contract.md#explain).
 MAX_EXPLAINED: Final = 100
+# A dry run's explanations grow with duties times periods (a daily duty over
+# five years is ~400 KB); Lambda refuses a response over 6 MB.
+EXPLAIN_BYTES: Final = 1_000_000
 
 
 def explain(
@@ -70,9 +72,7 @@ def explain_each(
     five years is 1,826 candidates.
     """
     wanted = list(dict.fromkeys(duty_ids))
-    with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(statement("explain_duties"), {"duty_ids": wanted})
-        rows = {str(row["id"]): row for row in cursor.fetchall()}
+    rows = lookups.duty_rows(conn, wanted)
     schedules: dict[Any, Any] = {}
     previous = previous_clock(now, interval)
     for duty_id in wanted:
@@ -83,31 +83,14 @@ def explain_each(
         judgement = judge_duty(
             row, now, window, schedules, previous=previous, catch_up_days=catch_up_days
         )
-        yield duty_id, _as_json(row, judgement, _existing_tasks(conn, row, judgement))
-
-
-def _existing_tasks(
-    conn: Connection, row: dict[str, Any], judgement: Judgement
-) -> dict[str, tuple[int, datetime]]:
-    keys = [candidate.period.key for candidate in judgement.candidates]
-    if not keys:
-        return {}
-    found = conn.execute(
-        statement("explain_tasks"),
-        {
-            "organization_ids": [row["organization_id"]] * len(keys),
-            "duty_ids": [judgement.duty_id] * len(keys),
-            "owner_ids": [row["owner_id"]] * len(keys),
-            "period_keys": keys,
-        },
-    ).fetchall()
-    return {str(k): (int(i), created) for _, k, i, created in found}
+        keys = [candidate.period.key for candidate in judgement.candidates]
+        yield duty_id, _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
 
 
 def _as_json(
     row: dict[str, Any],
     judgement: Judgement,
-    existing: dict[str, tuple[int, datetime]],
+    existing: dict[str, lookups.ExistingTask],
 ) -> dict[str, Any]:
     skip = judgement.skip
     cadence = judgement.cadence
@@ -117,8 +100,8 @@ def _as_json(
         if task is not None:
             verdict: dict[str, Any] = {
                 "verdict": "exists",
-                "task_id": task[0],
-                "created_at": task[1].isoformat(),
+                "task_id": task.task_id,
+                "created_at": task.created_at.isoformat(),
             }
         elif candidate.not_owed is None:
             verdict = {"verdict": "would_create"}

@@ -143,23 +143,23 @@ class Ending:
 
 @dataclass(frozen=True, slots=True)
 class Remarks:
-    """What the handler says about a run beside its report (docs/contract.md#invocation)."""
+    """What is said about a run beside its report (docs/contract.md#report): ``remarks``."""
 
     # Whether any duty matches the scope; None for an unscoped run, or unknown.
     scope_matched: bool | None
     # Why nothing was dispatched, when no duty matches.
     scope_note: str | None
-    # A dry run's explanations (``invocation._within_budget``); None for any other run.
+    # A dry run's explanations (``remarks._within_budget``); None for any other run.
     explained: dict[str, Any] | None
-    duration_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
     """A run's report with what the ledger and the handler add to it.
 
-    ``ending`` is None for a run that failed before the ledger ended it, and
-    ``remarks`` None until the handler has made them. ``new_faults`` counts
+    ``ending`` is None for a run that failed before the ledger ended it,
+    ``remarks`` None until they are made (``remarks.remarks_on``), and
+    ``duration_ms`` None until the handler has timed the invocation. ``new_faults`` counts
     the duties whose fault began in this run (db.faults); None where the run
     kept no account of its faults: a dry run, or one that failed.
     """
@@ -169,6 +169,7 @@ class RunOutcome:
     ending: Ending | None = None
     remarks: Remarks | None = None
     new_faults: int | None = None
+    duration_ms: int | None = None
 
     @property
     def handed_off(self) -> bool:
@@ -199,7 +200,8 @@ class RunOutcome:
             }
             if self.remarks.explained is not None:
                 result |= self.remarks.explained
-            result["duration_ms"] = self.remarks.duration_ms
+        if self.duration_ms is not None:
+            result["duration_ms"] = self.duration_ms
         return result
 
 
