@@ -88,7 +88,15 @@ class Server:
         rows = sum(self.weights.get(each, 1) for each in ids)
         n = len(ids)
         return settling.Committed(
-            PageResult(ids[-1] if ids else None, rows, n, 0, 0, n, n, n, cut=cut)
+            PageResult(
+                upto=ids[-1] if ids else None,
+                rows=rows,
+                duties=n,
+                owed=n,
+                created=n,
+                advanced=n,
+                cut=cut,
+            )
         )
 
     def _failure(self, target: Target, ids: set[str]) -> settling.Reply:

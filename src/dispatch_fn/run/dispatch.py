@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain
-from operator import attrgetter
 from typing import Final
 
 import psycopg
@@ -522,75 +521,30 @@ def _fold(
     finished or settled up to their stop (``agenda.SETTLED``), since a step
     done again finds them again.
     """
-    tally = _Tally.of(walked.outcomes)
+    pages = list(chain.from_iterable(outcome.pages for outcome in walked.outcomes))
+    counted: Counter[str] = Counter()
+    for page in pages:
+        counted.update(page.counts())
     set_aside = _settled_set_asides(walked.outcomes)
     refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
     faults, fault_counts = _faults(preamble, refused)
     return RunReport(
         request,
-        duties_read=preamble.duties_read + tally.duties + _uncounted(set_aside),
-        tasks_created=tally.created,
-        tasks_existing=tally.owed - tally.created,
-        duties_advanced=tally.advanced,
-        skipped=_skipped(preamble, tally),
+        duties_read=preamble.duties_read + counted["duties"] + _uncounted(set_aside),
+        counted=dict(counted),
+        skipped=_skipped(preamble, counted),
         faults=faults,
         fault_counts=fault_counts,
         # A duty whose statement timed out alone waits for the next run as a
         # locked one does: its values are fine, not a fault (docs/adr/0009).
         set_aside=tuple(each for each in set_aside if each.reason in _WAITING),
-        pages=tally.pages,
-        retries=tally.retries,
+        # Pages that held any candidate row.
+        pages=sum(bool(page.rows) for page in pages),
+        retries=sum(outcome.retries for outcome in walked.outcomes),
         complete=walked.complete,
         stopped_by=walked.stopped_by,
         last_duty_id=gapless_mark(ranges, walked.outcomes),
-        duties_owing=tally.owing,
-        beyond_horizon=tally.lapsed,
-        changed_while_owed=tally.changed,
-        accounts_kept=tally.kept,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _Tally:
-    """What the committed page statements of a run's steps add up to."""
-
-    pages: int  # pages that held any candidate row
-    duties: int
-    owed: int
-    created: int
-    advanced: int
-    outside_window: int
-    nothing_due: int
-    lapsed: int
-    changed: int
-    kept: int
-    retries: int
-
-    @property
-    def owing(self) -> int:
-        """Duties in their window that owed something: the rest owed nothing due."""
-        return self.duties - self.outside_window - self.nothing_due
-
-    @classmethod
-    def of(cls, outcomes: Sequence[_pages.Outcome]) -> _Tally:
-        pages = list(chain.from_iterable(outcome.pages for outcome in outcomes))
-        return cls(
-            pages=sum(map(bool, _counts(pages, "rows"))),
-            duties=sum(_counts(pages, "duties")),
-            owed=sum(_counts(pages, "owed")),
-            created=sum(_counts(pages, "created")),
-            advanced=sum(_counts(pages, "advanced")),
-            outside_window=sum(_counts(pages, "outside_window")),
-            nothing_due=sum(_counts(pages, "nothing_due")),
-            lapsed=sum(_counts(pages, "lapsed")),
-            changed=sum(_counts(pages, "changed")),
-            kept=sum(_counts(pages, "kept")),
-            retries=sum(outcome.retries for outcome in outcomes),
-        )
-
-
-def _counts(results: Iterable[store.PageResult], name: str) -> Iterable[int]:
-    return map(attrgetter(name), results)
 
 
 def _settled_set_asides(outcomes: Sequence[_pages.Outcome]) -> list[_pages.SetAside]:
@@ -622,10 +576,10 @@ def _faults(
     return tuple(faults), counts
 
 
-def _skipped(preamble: _Preamble, tally: _Tally) -> Counter[str]:
+def _skipped(preamble: _Preamble, counted: Mapping[str, int]) -> Counter[str]:
     skipped = Counter(preamble.skipped)
-    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += tally.outside_window
-    skipped[SkipReason.NOTHING_DUE] += tally.nothing_due
+    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += counted.get("outside_window", 0)
+    skipped[SkipReason.NOTHING_DUE] += counted.get("nothing_due", 0)
     return skipped
 
 

@@ -30,9 +30,9 @@ class RunReport:
 
     request: RunRequest
     duties_read: int = 0
-    tasks_created: int = 0
-    tasks_existing: int = 0
-    duties_advanced: int = 0
+    # What the page statements that committed counted, added up by name
+    # (``store.PageResult.counts``): the figures below read them by name.
+    counted: Mapping[str, int] = field(default_factory=dict)
     skipped: Mapping[str, int] = field(default_factory=dict)
     # Every duty the run faulted: the run keeps them all on account
     # (db.faults); the report lists the first hundred.
@@ -51,21 +51,48 @@ class RunReport:
     # ``statement_timeouts`` (more than the run's allowance); None if complete.
     stopped_by: str | None = None
     last_duty_id: str | None = None
-    # Duties whose account owed them something at this clock (docs/contract.md#account).
-    duties_owing: int = 0
-    # Duties with periods that became owed before the catch-up horizon and
-    # were over: counted here, never created.
-    beyond_horizon: int = 0
-    # Duties whose cadence, owner or state changed while periods after their
-    # account's day were owed: what the old one owed and the new one does
-    # not spell is not created, and counted here.
-    changed_while_owed: int = 0
-    # Duties whose account the run moved on (the same UPDATE as last_dispatched_period).
-    accounts_kept: int = 0
     # Roughly how many duties a scheduled run did not need to read, their next
     # owed day not yet come: the planner's estimate of the table's rows less
     # those read (a count would read them all). None: the run read its whole scope.
     duties_not_read: int | None = None
+
+    @property
+    def tasks_created(self) -> int:
+        """Tasks the run inserted (a dry run: would insert)."""
+        return self.counted.get("created", 0)
+
+    @property
+    def tasks_existing(self) -> int:
+        """Tasks owed that existed already."""
+        return self.counted.get("owed", 0) - self.tasks_created
+
+    @property
+    def duties_advanced(self) -> int:
+        """Duties whose ``last_dispatched_period`` the run moved on."""
+        return self.counted.get("advanced", 0)
+
+    @property
+    def duties_owing(self) -> int:
+        """Duties whose account owed them something at this clock (docs/contract.md#account)."""
+        counted = self.counted
+        duties = counted.get("duties", 0)
+        return duties - counted.get("outside_window", 0) - counted.get("nothing_due", 0)
+
+    @property
+    def beyond_horizon(self) -> int:
+        """Duties with periods over and owed before the catch-up horizon: counted, never created."""
+        return self.counted.get("lapsed", 0)
+
+    @property
+    def changed_while_owed(self) -> int:
+        """Duties whose cadence, owner or state changed while periods after their account's day
+        were owed: what the old one owed and the new one does not spell is not created."""
+        return self.counted.get("changed", 0)
+
+    @property
+    def accounts_kept(self) -> int:
+        """Duties whose account the run moved on (the same UPDATE as last_dispatched_period)."""
+        return self.counted.get("kept", 0)
 
     @property
     def fault_total(self) -> int:
