@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
 from dispatch_fn.db import store
-from dispatch_fn.db.encoded import Encoded, encode
+from dispatch_fn.db._encoded import Encoded, encode
 from dispatch_fn.planning import plan
 from support import NOW
 

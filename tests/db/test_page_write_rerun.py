@@ -18,11 +18,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.db import store
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.db.store import PageResult
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
-from dispatch_fn.run import dispatch
+from dispatch_fn.run import RunReport, _pages, dispatch
 from runtimes import runtime
 from support import NOW, cloned_database, duty, insert_duties, last_dispatched, task_rows
 
@@ -64,7 +64,7 @@ def _through(
     """
     seen: list[PageResult] = []
     lock = threading.Lock()
-    real = store.dispatch_page
+    real = _pages.dispatch_page
 
     def dispatch_page(conn: Connection, *args: Any, probe: bool = False, **kwargs: Any) -> Any:
         del probe  # the planner's guess, overridden
@@ -73,7 +73,8 @@ def _through(
             seen.append(result)
         return result
 
-    monkeypatch.setattr(store, "dispatch_page", dispatch_page)
+    # Where the step driver finds it.
+    monkeypatch.setattr(_pages, "dispatch_page", dispatch_page)
     return seen
 
 
@@ -95,7 +96,7 @@ def _state(conn: Conn) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
 def _run(conn: Conn, monkeypatch: pytest.MonkeyPatch, *, probe: bool, **request: Any) -> Any:
     with monkeypatch.context() as patched:
         pages = _through(patched, lambda _: probe)
-        report = dispatch.run([conn], dispatch.RunRequest(**{"now": NOW, **request}), TUNING)
+        report = dispatch([conn], RunRequest(**{"now": NOW, **request}), TUNING)
     return pages, report.as_json()
 
 
@@ -127,7 +128,7 @@ def _dispatched(conn: Conn) -> None:
     # Dispatched, then the accounts forgotten, as on the first run after
     # migration 0012 over a table of tasks: the next run owes rows that exist,
     # the case the probing statement is for (a kept account owes none).
-    dispatch.run([conn], dispatch.RunRequest(now=NOW), TUNING)
+    dispatch([conn], RunRequest(now=NOW), TUNING)
     conn.execute("UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01'")
 
 
@@ -199,7 +200,7 @@ def test_concurrent_runs_one_probing_one_not_write_each_task_once(
     insert_duties(alone, _duties(60))
     with monkeypatch.context() as patched:
         _through(patched, lambda _: False)
-        dispatch.run([alone], dispatch.RunRequest(now=NOW), TUNING)
+        dispatch([alone], RunRequest(now=NOW), TUNING)
     with psycopg.connect(db_url, autocommit=True) as setup:
         insert_duties(setup, _duties(60))
     with (
@@ -208,12 +209,12 @@ def test_concurrent_runs_one_probing_one_not_write_each_task_once(
     ):
         probing = second if head_start == "plain first" else first
         pages = _through(monkeypatch, lambda conn: conn is probing)
-        reports: list[dispatch.RunReport] = []
+        reports: list[RunReport] = []
         start = threading.Barrier(2)
 
         def run(conn: Conn) -> None:
             start.wait()
-            reports.append(dispatch.run([conn], dispatch.RunRequest(now=NOW), TUNING))
+            reports.append(dispatch([conn], RunRequest(now=NOW), TUNING))
 
         threads = [threading.Thread(target=run, args=(conn,)) for conn in (first, second)]
         for thread in threads:

@@ -15,8 +15,8 @@ from psycopg import sql
 from dispatch_fn.db import database, migrate, store
 from dispatch_fn.db.layout import PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.sql import statement, statement_text
-from dispatch_fn.planning import plan
-from dispatch_fn.run import dispatch, recorded
+from dispatch_fn.planning import RunRequest, plan
+from dispatch_fn.run import dispatch, dispatch_recorded
 from support import NOW, duty, insert_duties, session_layout
 
 _NAMED = re.compile(r"%\(\w+\)[sb]")
@@ -40,7 +40,7 @@ def _received(conn: psycopg.Connection[Any]) -> str:
         " EXECUTE FUNCTION remember()"
     )
     insert_duties(conn, [duty("d1")])
-    dispatch.run([conn], dispatch.RunRequest(now=NOW))
+    dispatch([conn], RunRequest(now=NOW))
     row = conn.execute("SELECT query FROM seen").fetchone()
     assert row is not None
     return str(row[0])
@@ -59,12 +59,12 @@ def test_a_re_run_at_a_clock_the_ledger_holds_sends_the_probing_page_statement(
     # The ledger's latest completed clock is this run's: its first page
     # probes (page_plan.probes_from_the_start), before any page has said so.
     _received(conn)
-    recorded.execute([conn], dispatch.RunRequest(now=NOW))
+    dispatch_recorded([conn], RunRequest(now=NOW))
     # The accounts forgotten, as on the first run after migration 0012 over a
     # table of tasks: the re-run owes rows that exist (a kept account owes none).
     conn.execute("UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01'")
     conn.execute("TRUNCATE seen")
-    recorded.execute([conn], dispatch.RunRequest(now=NOW))
+    dispatch_recorded([conn], RunRequest(now=NOW))
     seen = [str(row[0]) for row in conn.execute("SELECT query FROM seen")]
     assert [_placeholders_blank(each) for each in seen] == [
         _placeholders_blank(statement_text("page_write_rerun"))
@@ -261,7 +261,7 @@ def test_a_dry_page_turns_seq_scans_off_for_its_own_transaction_only(
     # page_dry_run_plan.sql is SET LOCAL: the warm connection's next statement
     # (a real run's page, on the same Lambda container) is planned as usual.
     insert_duties(conn, [duty("d1")])
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW, dry_run=True))
+    report = dispatch([conn], RunRequest(now=NOW, dry_run=True))
     assert report.tasks_created == 1
     assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
     assert statement_text("page_dry_run_plan").strip().endswith("SET LOCAL enable_seqscan = off")

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn.db.store import PageResult
-from dispatch_fn.run import agenda
-from dispatch_fn.run.agenda import Board, decide
-from dispatch_fn.run.settling import Failure, Job, Outcome
+from dispatch_fn.run import _agenda as agenda
+from dispatch_fn.run._agenda import Board, decide
+from dispatch_fn.run._settling import Failure, Job, Outcome
 
 RANGES = [(None, "b"), ("b", "d"), ("d", None)]
 

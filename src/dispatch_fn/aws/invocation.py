@@ -2,7 +2,7 @@
 
 ``handle`` translates an event into a run, and the run's report into JSON, log
 lines and metrics; what a run does, how it is recorded and continued, and
-what is said beside its report are the run layer's (``remarks.dispatch_remarked``).
+what is said beside its report are the run layer's (``run.dispatch_remarked``).
 ``runtime_for`` builds the run's ``Runtime`` from the settings, a connection
 cache, a clock and the Lambda context: ``app.lambda_handler`` from the
 function's environment; the CLI, the demo and the tests from their own.
@@ -26,13 +26,21 @@ from dispatch_fn.aws import queries
 from dispatch_fn.aws.events import is_query, parse_event, parse_query
 from dispatch_fn.aws.lambda_context import as_lambda_context
 from dispatch_fn.bounded import clip
-from dispatch_fn.db.sql import Connection
+from dispatch_fn.db import Connection
 from dispatch_fn.errors import ConfigurationError, EventError
-from dispatch_fn.run import continuation
-from dispatch_fn.run.outcome import RunFailedError, RunOutcome
-from dispatch_fn.run.progress import Progress, throttled
-from dispatch_fn.run.remarks import dispatch_remarked
-from dispatch_fn.run.runtime import Clock, ConnectionSource, Deadline, HandOff, Runtime
+from dispatch_fn.run import (
+    Clock,
+    ConnectionSource,
+    Deadline,
+    HandOff,
+    Progress,
+    RunFailedError,
+    RunOutcome,
+    Runtime,
+    continuation,
+    dispatch_remarked,
+    throttled,
+)
 from dispatch_fn.settings import Settings
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")

@@ -35,9 +35,18 @@ from typing import Any, Final
 
 import psycopg
 
-from dispatch_fn.db import database, logins
-from dispatch_fn.db.migrate import apply_migrations, schema_state
-from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.db import (
+    apply_migrations,
+    connect,
+    logins,
+    schema_state,
+    secret_fields,
+)
+from dispatch_fn.errors import (
+    ConfigurationError,
+    MigrationStepTimeoutError,
+    ResponseNotDeliveredError,
+)
 from dispatch_fn.settings import Settings
 
 # One schema per stack: the id never changes, so CloudFormation never reads an
@@ -79,14 +88,6 @@ type Connector = Callable[[], psycopg.Connection[Any]]
 type SecretReader = Callable[[str], object]
 
 _log = logging.getLogger("duly.migrations")
-
-
-class MigrationStepTimeoutError(RuntimeError):
-    """The migration step's work outlasted the time it had to answer CloudFormation."""
-
-
-class ResponseNotDeliveredError(RuntimeError):
-    """CloudFormation's response URL could not be reached; the answer is lost."""
 
 
 def handle(
@@ -333,7 +334,7 @@ def _requested_login(properties: Mapping[str, Any], read_secret: SecretReader | 
             raise ConfigurationError(
                 "DispatcherAuth='password' needs DispatcherSecretArn, the dispatcher's secret"
             )
-        secret = database.secret_fields(read_secret(secret_arn))
+        secret = secret_fields(read_secret(secret_arn))
         user, password = secret["username"], secret["password"]
     else:
         raise ConfigurationError(f"DispatcherAuth={str(auth)[:40]!r}; expected 'iam' or 'password'")
@@ -418,15 +419,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     budget_ms = None if remaining is None else max(remaining() - _TIMEOUT_MARGIN_MS, 1_000)
 
-    def connect() -> psycopg.Connection[Any]:
+    def owner_connection() -> psycopg.Connection[Any]:
         settings = Settings.from_environ(os.environ)
         if budget_ms is not None:
             settings = dataclasses.replace(settings, statement_timeout_ms=budget_ms)
-        return database.connect(settings)
+        return connect(settings)
 
     return handle(
         event,
-        connect=connect,
+        connect=owner_connection,
         send=send_to_presigned_url,
         read_secret=_read_secret,
         time_limit_s=None if budget_ms is None else budget_ms / 1000,

@@ -29,9 +29,7 @@ from typing import Any, Final
 
 import psycopg
 
-from dispatch_fn.db import logins
-from dispatch_fn.db.database import secret_fields
-from dispatch_fn.db.sql import Connection
+from dispatch_fn.db import Connection, logins, secret_fields
 from dispatch_fn.errors import RotationError
 
 STEPS: Final = ("createSecret", "setSecret", "testSecret", "finishSecret")

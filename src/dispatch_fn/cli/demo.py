@@ -25,13 +25,12 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 
-from dispatch_fn.aws.invocation import handle, logger, runtime_for
+from dispatch_fn.aws import handle, logger, runtime_for
 from dispatch_fn.cli import exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.summary import report_lines, table_lines
-from dispatch_fn.db import demo_data
-from dispatch_fn.db.database import ConnectionCache, url_conninfo
-from dispatch_fn.engine.periods import period_key_for
+from dispatch_fn.db import ConnectionCache, demo_data, url_conninfo
+from dispatch_fn.engine import period_key_for
 from dispatch_fn.settings import Settings
 
 ORGANIZATION = "org-demo"

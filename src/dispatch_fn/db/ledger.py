@@ -18,9 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from dispatch_fn.db.sql import Connection, named_row, statement
-from dispatch_fn.planning.request import MODES as MODES  # noqa: PLC0414 - the ledger's words
-from dispatch_fn.planning.request import SHOWN_STATUSES as SHOWN_STATUSES  # noqa: PLC0414
-from dispatch_fn.planning.request import STATUSES, RunRequest
+from dispatch_fn.planning import STATUSES, RunRequest
 
 # The function's Timeout in template.yaml (a template test holds them equal):
 # a run still 'running' after this long was killed, not slow.

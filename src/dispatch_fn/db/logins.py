@@ -15,7 +15,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import sql
 
-from dispatch_fn.db import scram
+from dispatch_fn.db import _scram
 from dispatch_fn.db.sql import named_row, statement
 from dispatch_fn.errors import ConfigurationError
 
@@ -112,7 +112,7 @@ def ensure_login(conn: AnyConnection, user: str, *, iam: bool, password: str | N
 
 def set_password(conn: AnyConnection, user: str, password: str) -> None:
     """Give login ``user`` this password: only its SCRAM verifier reaches the server."""
-    verifier = sql.Literal(scram.verifier(password))
+    verifier = sql.Literal(_scram.verifier(password))
     conn.execute(statement("login_password", login=sql.Identifier(user), verifier=verifier))
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from dispatch_fn.db.sql import Connection, named_row, named_rows, statement
-from dispatch_fn.db.store import Scope, scope_params
+from dispatch_fn.db.store import scope_params
+from dispatch_fn.planning import Scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,13 +24,9 @@ import psycopg
 import psycopg.rows
 from psycopg.types.json import Jsonb
 
-from dispatch_fn.db.encoded import encode
+from dispatch_fn.db._encoded import encode
 from dispatch_fn.db.sql import Connection, named_row, named_rows, statement
-from dispatch_fn.planning import page_plan
-from dispatch_fn.planning.plan import LEAD_THRESHOLDS, Schedule
-
-# Re-exported: the data layer's callers have always found the scope here.
-from dispatch_fn.planning.request import Scope as Scope  # noqa: PLC0414
+from dispatch_fn.planning import LEAD_THRESHOLDS, Schedule, Scope, page_plan
 
 _NO_WEIGHTS: Final = Jsonb({})
 

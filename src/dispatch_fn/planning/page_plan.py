@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Final, Protocol
 
-from dispatch_fn.engine import business_days, dates, periods
+from dispatch_fn.engine import (
+    LAST_DAY,
+    MAX_DAYS_AFTER_PERIOD,
+    MAX_MONTHS_AFTER_PERIOD,
+    BusinessCalendar,
+    business_calendar,
+)
 from dispatch_fn.planning.plan import Schedule
 
 # The days a due date can land on beyond its period's last day before the
 # roll: the most months and days after_period_end allows (periods.check_due_rule).
-_AFTER_PERIOD_REACH: Final = timedelta(
-    days=periods.MAX_MONTHS_AFTER_PERIOD * 31 + periods.MAX_DAYS_AFTER_PERIOD
-)
+_AFTER_PERIOD_REACH: Final = timedelta(days=MAX_MONTHS_AFTER_PERIOD * 31 + MAX_DAYS_AFTER_PERIOD)
 
 
 class GroupKey(Protocol):
@@ -170,12 +174,12 @@ def rolled_days(
         if rule.due_anchor == "after_period_end":
             # In ordinals: within the reach of 9999-12-31 the sum is no date.
             ordinal = last.toordinal() + _AFTER_PERIOD_REACH.days
-            reach = date.fromordinal(min(ordinal, dates.LAST_DAY.toordinal()))
+            reach = date.fromordinal(min(ordinal, LAST_DAY.toordinal()))
         low, high = spans.get(rule.holiday_calendar, (first, reach))
         spans[rule.holiday_calendar] = (low, max(high, reach))
     days: list[RolledDay] = []
     for code, (low, high) in spans.items():
-        business = business_days.business_calendar(code)
+        business = business_calendar(code)
         for ordinal in range(low.toordinal(), high.toordinal() + 1):
             day = date.fromordinal(ordinal)
             if business.is_business_day(day):
@@ -186,7 +190,7 @@ def rolled_days(
     return days
 
 
-def _nearest(business: business_days.BusinessCalendar, day: date, step: int) -> date | None:
+def _nearest(business: BusinessCalendar, day: date, step: int) -> date | None:
     try:
         return business.next_business_day(day, step)
     except ValueError:

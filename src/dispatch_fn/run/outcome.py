@@ -1,6 +1,6 @@
 """How a run ended: what it counted, and what the ledger and the handler add.
 
-``dispatch.run`` counts a ``RunReport``; ``recorded.execute`` adds the ledger's
+``dispatch`` counts a ``RunReport``; ``dispatch_recorded`` adds the ledger's
 side (its run id, how the run ended, whether it handed on, how many faults
 began in it) and returns a ``RunOutcome``; the handler adds what it learnt
 about the scope and the explanations of a dry run. Each stays typed until
@@ -16,9 +16,8 @@ from datetime import date
 from typing import Any, Final
 
 from dispatch_fn.bounded import fault_listing, scope_echo
-from dispatch_fn.planning.plan import FAULT_REASONS, SKIP_REASONS, Fault
-from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run.settling import SetAside
+from dispatch_fn.planning import FAULT_REASONS, SKIP_REASONS, Fault, RunRequest
+from dispatch_fn.run._settling import SetAside
 
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
@@ -235,24 +234,3 @@ class RunOutcome:
 def unreported(run_id: int | None) -> dict[str, Any]:
     """What is known of a run that ended before it had a report: it is not complete."""
     return {"complete": False, "run_id": run_id}
-
-
-class RunFailedError(RuntimeError):
-    """A run stopped on an unexpected error; ``outcome`` says how far it got.
-
-    The message carries that report too, so Lambda's on-failure destination
-    (which records only the error's type and message) tells an operator which
-    pages were committed before the failure.
-    """
-
-    def __init__(self, message: str, outcome: RunOutcome | None) -> None:
-        super().__init__(message)
-        # None: the run failed before it had a report (its ledger was unreachable).
-        self.outcome = outcome
-
-    @property
-    def report(self) -> dict[str, Any]:
-        """The outcome as JSON, as the failure's log line and ledger row say it."""
-        if self.outcome is None:
-            return unreported(None)
-        return self.outcome.as_json()

@@ -16,24 +16,23 @@ from typing import Any
 import psycopg
 
 from dispatch_fn.bounded import scope_echo
-from dispatch_fn.db import lookups
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.planning.request import RunRequest, Scope
-from dispatch_fn.run.explain import EXPLAIN_BYTES, MAX_EXPLAINED, explain_each
+from dispatch_fn.db import Connection, lookups
+from dispatch_fn.planning import RunRequest, Scope
+from dispatch_fn.run._explain import EXPLAIN_BYTES, MAX_EXPLAINED, explain_each
 from dispatch_fn.run.outcome import Remarks, RunOutcome
-from dispatch_fn.run.recorded import execute
+from dispatch_fn.run.recorded import dispatch_recorded
 from dispatch_fn.run.runtime import Runtime
 
 
 def dispatch_remarked(
     conns: Sequence[Connection], request: RunRequest, runtime: Runtime
 ) -> RunOutcome:
-    """An invocation's run: ``request`` run recorded (``recorded.execute``), then remarked on.
+    """An invocation's run: ``request`` run recorded (``dispatch_recorded``), then remarked on.
 
-    Raises ``RunFailedError`` as ``recorded.execute`` does; the remarks are
+    Raises ``RunFailedError`` as ``dispatch_recorded`` does; the remarks are
     made once the run has ended, and its ledger row with it.
     """
-    outcome = execute(conns, request, runtime)
+    outcome = dispatch_recorded(conns, request, runtime)
     said = remarks_on(conns[0], request, catch_up_days=runtime.tuning.catch_up_days)
     return replace(outcome, remarks=said)
 

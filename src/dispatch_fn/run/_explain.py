@@ -11,12 +11,17 @@ from collections.abc import Iterator, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
-from dispatch_fn.db import lookups
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.engine import periods
+from dispatch_fn.db import Connection, lookups
+from dispatch_fn.engine import (
+    local_date,
+    period_bounds,
+    period_days,
+    period_key_for,
+    start_of_day,
+    visible_from_for,
+)
 from dispatch_fn.errors import PeriodError
-from dispatch_fn.planning.plan import (
-    DEFAULT_CATCH_UP_DAYS,
+from dispatch_fn.planning import (
     FAULT_REASONS,
     SCHEDULE_INTERVAL,
     Account,
@@ -28,6 +33,7 @@ from dispatch_fn.planning.plan import (
     judge_duty,
     previous_clock,
 )
+from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 # A dry run explains at most this many duties in its report (docs/contract.md#explain).
 MAX_EXPLAINED: Final = 100
@@ -180,14 +186,14 @@ def _after_candidates(judgement: Judgement) -> date | None:
     frequency = str(cadence.frequency)
     try:
         last = judgement.candidates[-1].period
-        following = periods.period_key_for(
+        following = period_key_for(
             frequency,
-            periods.start_of_day(last.last_day + timedelta(days=1), cadence.timezone),
+            start_of_day(last.last_day + timedelta(days=1), cadence.timezone),
             cadence.timezone,
         )
-        first, last_day = periods.period_days(frequency, following)
+        first, last_day = period_days(frequency, following)
         period = Period(following, first, last_day, current=False)
-        visible = periods.visible_from_for(cadence.due_date(period), cadence.lead_days)
+        visible = visible_from_for(cadence.due_date(period), cadence.lead_days)
     except (PeriodError, OverflowError):  # past the calendar's last day
         return None
     return became_owed_on(period, visible, cadence.lead_days)
@@ -195,7 +201,7 @@ def _after_candidates(judgement: Judgement) -> date | None:
 
 def _local_day(instant: datetime, timezone: str) -> date | None:
     try:
-        return periods.local_date(instant, timezone)
+        return local_date(instant, timezone)
     except PeriodError:  # a zone the engine refused: the duty has no candidates then
         return None
 
@@ -206,13 +212,13 @@ def _day(day: date | None) -> str | None:
 
 def _bounds(frequency: str, key: str, timezone: str) -> dict[str, str | None]:
     try:
-        bounds = periods.period_bounds(frequency, key, timezone)
+        bounds = period_bounds(frequency, key, timezone)
     except PeriodError:  # the last period of year 9999 has no end instant
         return {"start": None, "end": None}
     return {"start": bounds.start.isoformat(), "end": bounds.end.isoformat()}
 
 
-def render(explained: dict[str, Any], clock: str) -> str:
+def render_explanation(explained: dict[str, Any], clock: str) -> str:
     """One duty's explanation as a readable table."""
     if not explained["found"]:
         return f"duty {explained['duty_id']!r} is unknown"
