@@ -215,7 +215,7 @@ def test_only_a_face_lists_names_it_does_not_define() -> None:
         if path.name == "__init__.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        listed = next(
+        listed: list[str] = next(
             (
                 ast.literal_eval(node.value)
                 for node in tree.body

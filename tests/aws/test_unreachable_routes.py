@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from dispatch_fn.aws import migrate_resource
-from dispatch_fn.aws.migrate_resource import ResponseNotDeliveredError, send_to_presigned_url
+from dispatch_fn.aws.migrate_resource import send_to_presigned_url
 from dispatch_fn.db import database
-from dispatch_fn.errors import ConfigurationError, HandOffError
+from dispatch_fn.errors import ConfigurationError, HandOffError, ResponseNotDeliveredError
 from dispatch_fn.run import continuation
 from dispatch_fn.settings import Settings
 from support import CLOCK, Conn, Invoke, duty, insert_duties

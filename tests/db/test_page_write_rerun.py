@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from dispatch_fn.db import dispatch_page as dispatch_page_of_the_data_layer
 from dispatch_fn.db.sql import Connection
 from dispatch_fn.db.store import PageResult
 from dispatch_fn.planning import RunRequest
@@ -64,7 +65,7 @@ def _through(
     """
     seen: list[PageResult] = []
     lock = threading.Lock()
-    real = _pages.dispatch_page
+    real = dispatch_page_of_the_data_layer
 
     def dispatch_page(conn: Connection, *args: Any, probe: bool = False, **kwargs: Any) -> Any:
         del probe  # the planner's guess, overridden

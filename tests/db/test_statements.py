@@ -15,7 +15,7 @@ from psycopg import sql
 from dispatch_fn.db import database, migrate, store
 from dispatch_fn.db.layout import PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.sql import statement, statement_text
-from dispatch_fn.planning import RunRequest, plan
+from dispatch_fn.planning import RunRequest, Scope, plan
 from dispatch_fn.run import dispatch, dispatch_recorded
 from support import NOW, duty, insert_duties, session_layout
 
@@ -279,7 +279,7 @@ def test_groups_with_equal_schedules_send_their_periods_once() -> None:
     first = ready[0][1]
     assert ready[1][1] == ready[2][1] == first != ready[3][1]
 
-    params = store.page_statement(store.Scope(), ready, store.Rules(), dry_run=False).params
+    params = store.page_statement(Scope(), ready, store.Rules(), dry_run=False).params
 
     assert params["c_schedule"] == [0, 0, 0, 1]
     assert len(params["p_key"]) == len(first.periods) + len(ready[3][1].periods)
@@ -299,7 +299,7 @@ def _many_duties(conn: psycopg.Connection[Any], count: int) -> None:
     conn.execute("ANALYZE duly_duty")
 
 
-def _monthly_page(scope: store.Scope) -> dict[str, Any]:
+def _monthly_page(scope: Scope) -> dict[str, Any]:
     # The parameters of one page of _many_duties' monthly duties, d011001 to
     # d012000: past a continued run's resume point (d010000), as its pages
     # are, since a page before it is empty and the planner may prove it so.
@@ -360,14 +360,14 @@ _PAGE_READERS = (
 )
 # A scheduled run's scope: it reads the duties whose next owed day has come.
 _OWED_BY = plan.latest_local_day(NOW)
-_CONTINUED = store.Scope(organization_id="org-1", resume_after="d010000", owed_by=_OWED_BY)
+_CONTINUED = Scope(organization_id="org-1", resume_after="d010000", owed_by=_OWED_BY)
 
 
 @pytest.mark.parametrize(
-    "scope", [store.Scope(owed_by=_OWED_BY), _CONTINUED], ids=["unscoped", "continued"]
+    "scope", [Scope(owed_by=_OWED_BY), _CONTINUED], ids=["unscoped", "continued"]
 )
 def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
-    conn: psycopg.Connection[Any], scope: store.Scope
+    conn: psycopg.Connection[Any], scope: Scope
 ) -> None:
     # duly_dispatchable, duly_in_scope and duly_due_rule_in_range are inlined
     # before planning: the partial index's predicate is proved from the
@@ -482,7 +482,7 @@ def test_the_advance_finds_each_duty_by_its_organisation_and_id(
     if session_layout() == PLAIN:
         apply_layout(conn, PARTITIONED)
     _many_duties(conn, 20_000)
-    params = _monthly_page(store.Scope())
+    params = _monthly_page(Scope())
     with conn.transaction(force_rollback=True):
         if name == "page_dry_run":
             # As store.dispatch_page plans a dry page: in its own transaction.
