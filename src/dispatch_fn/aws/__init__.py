@@ -14,8 +14,9 @@ neither the database driver nor the run loop.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from dispatch_fn.faces import lazy_face
 
 if TYPE_CHECKING:
     from dispatch_fn.aws.events import day_of, instant_of, parse_event
@@ -30,14 +31,4 @@ _HOME = {
 }
 
 if not TYPE_CHECKING:  # the type checker reads the imports above instead
-
-    def __getattr__(name: str) -> object:
-        """The face's ``name``, its module loaded on first use."""
-        if name not in _HOME:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(__all__)
+    __getattr__, __dir__ = lazy_face(__name__, _HOME)

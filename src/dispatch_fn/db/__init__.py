@@ -17,8 +17,9 @@ nor the planner behind it.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from dispatch_fn.faces import lazy_face
 
 if TYPE_CHECKING:
     from dispatch_fn.db import demo_data, faults, ledger, logins, lookups, runs_table
@@ -135,19 +136,4 @@ _HOME = {
 
 
 if not TYPE_CHECKING:  # the type checker reads the imports above instead
-
-    def __getattr__(name: str) -> object:
-        """The face's ``name``, its module loaded on first use (a namespace: the module)."""
-        if name not in _HOME:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        home = _HOME[name]
-        value = (
-            import_module(f"{__name__}.{name}")
-            if home is None
-            else getattr(import_module(f"{__name__}.{home}"), name)
-        )
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(__all__)
+    __getattr__, __dir__ = lazy_face(__name__, _HOME)
