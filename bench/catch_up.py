@@ -36,9 +36,9 @@ import psycopg
 from bench.dispatch.data import CLOCK, generate
 from bench.dispatch.mix import CLASSIC
 from bench.dispatch.server import DISPATCH_TABLES, fresh_database, server, vacuum
-from dispatch_fn.run import dispatch as core
-from dispatch_fn.run import recorded
-from dispatch_fn.run.runtime import Runtime
+from dispatch_fn import settings
+from dispatch_fn.planning import RunRequest
+from dispatch_fn.run import Runtime, dispatch_recorded
 from dispatch_fn.settings import Tuning
 
 
@@ -47,7 +47,7 @@ def _run(dsn: str, clock: Any, catch_up_days: int, workers: int) -> tuple[float,
     try:
         started = time.perf_counter()
         runtime = Runtime(tuning=Tuning(catch_up_days=catch_up_days))
-        report = recorded.execute(conns, core.RunRequest(now=clock), runtime).as_json()
+        report = dispatch_recorded(conns, RunRequest(now=clock), runtime).as_json()
         return time.perf_counter() - started, report
     finally:
         for conn in conns:
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duties", type=int, default=200_000)
     parser.add_argument("--missed", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=core.DEFAULT_WORKERS)
+    parser.add_argument("--workers", type=int, default=settings.DEFAULT_WORKERS)
     parser.add_argument("--database-url")
     args = parser.parse_args(argv)
     day = timedelta(days=1)

@@ -29,9 +29,9 @@ import psycopg
 
 from bench.dispatch.server import fresh_database, server, vacuum
 from dispatch_fn import settings
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.runtime import Runtime
+from dispatch_fn.run import RunReport, Runtime, dispatch
 
 LAST_DAY = date(2026, 8, 20)
 CLOCK = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
@@ -70,7 +70,7 @@ class Measured:
     """One backfill's figures."""
 
     seconds: float
-    report: dispatch.RunReport
+    report: RunReport
     pages: tuple[tuple[float, int], ...]
     tasks: int
     distinct: int
@@ -112,9 +112,9 @@ def backfill(  # noqa: PLR0917 - the bench's knobs
     window = Window(LAST_DAY - timedelta(days=days - 1), LAST_DAY)
     try:
         started = time.perf_counter()
-        report = dispatch.run(
+        report = dispatch(
             list(conns),
-            dispatch.RunRequest(now=CLOCK, window=window),
+            RunRequest(now=CLOCK, window=window),
             Runtime(tuning=settings.Tuning(chunk_size=chunk_size, page_rows=page_rows)),
         )
         seconds = time.perf_counter() - started
@@ -136,7 +136,7 @@ def _scheduled_seconds(dsn: str, duties: int, wild: int) -> float:
     conns = [psycopg.connect(dsn, autocommit=True) for _ in range(settings.DEFAULT_WORKERS)]
     try:
         started = time.perf_counter()
-        dispatch.run(conns, dispatch.RunRequest(now=CLOCK))
+        dispatch(conns, RunRequest(now=CLOCK))
         return time.perf_counter() - started
     finally:
         for each in conns:

@@ -21,7 +21,7 @@ from psycopg.conninfo import make_conninfo
 
 if TYPE_CHECKING:  # the pure layers import this module without the run loop
     from dispatch_fn.planning.plan import Plan
-    from dispatch_fn.run.dispatch import RunReport
+    from dispatch_fn.run import RunReport
 
 EVENTS_DIR = Path(__file__).resolve().parent.parent / "events"
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dispatch_fn.run.runtime import Deadline
+from dispatch_fn.run import Deadline
 
 
 @dataclass(frozen=True, slots=True)

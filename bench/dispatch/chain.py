@@ -1,6 +1,6 @@
 """A run as a chain of simulated Lambda invocations, each handing the rest on to the next.
 
-Each link is a child process running ``recorded.execute`` with an invocation's
+Each link is a child process running ``run.dispatch_recorded`` with an invocation's
 deadline (``ChildSpec.budget_ms``): the run stops taking pages when less than
 the reserve is left, records itself incomplete, and hands the continuation's
 event (``resume_after``, the next ``continuation`` number) to a callable that

@@ -36,10 +36,8 @@ from bench.dispatch.counting import CountingConnection, protocol_trace
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
 from dispatch_fn.planning.plan import Window
-from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import dispatch, recorded
-from dispatch_fn.run.outcome import RunFailedError
-from dispatch_fn.run.runtime import Runtime
+from dispatch_fn.planning.request import RunRequest, Scope
+from dispatch_fn.run import RunFailedError, Runtime, dispatch, dispatch_recorded
 from dispatch_fn.settings import Tuning
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +61,7 @@ class ChildSpec:
     pause_s: float = 0.0  # sleep before each page
     dry_run: bool = False
     duty_ids: tuple[str, ...] | None = None
-    # Through recorded.execute: a ledger row before the first page and after the last.
+    # Through run.dispatch_recorded: a ledger row before the first page and after the last.
     recorded: bool = False
     request_id: str | None = None  # the ledger row's, so a test can find the run
     statement_timeout_ms: int = 300_000
@@ -71,7 +69,7 @@ class ChildSpec:
     # without ANALYZE so timing is not perturbed), and EXPLAIN one the server cancelled.
     slow_ms: int | None = None
     # A simulated Lambda invocation: the run has this long (less the reserve) before
-    # it stops by its deadline, through recorded.execute, and the continuation's
+    # it stops by its deadline, through run.dispatch_recorded, and the continuation's
     # event it would hand off is printed with its figures instead of being sent.
     budget_ms: int | None = None
     reserve_ms: int = 30_000
@@ -156,11 +154,11 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:12]
 
 
-def _request(spec: ChildSpec) -> dispatch.RunRequest:
+def _request(spec: ChildSpec) -> RunRequest:
     window = None
     if spec.window is not None:
         window = Window(date.fromisoformat(spec.window[0]), date.fromisoformat(spec.window[1]))
-    return dispatch.RunRequest(
+    return RunRequest(
         now=datetime.fromisoformat(spec.now),
         window=window,
         dry_run=spec.dry_run,
@@ -176,7 +174,7 @@ def _request(spec: ChildSpec) -> dispatch.RunRequest:
 def _dispatch(
     spec: ChildSpec, conns: Sequence[CountingConnection], should_stop: Callable[[], bool]
 ) -> dict[str, Any]:
-    """The run's report: as ``dispatch.run`` returns it, or as the ledger records it."""
+    """The run's report: as ``dispatch`` returns it, or as the ledger records it."""
     request = _request(spec)
     if spec.budget_ms is not None:
         return _invocation(spec, conns, request)
@@ -186,12 +184,12 @@ def _dispatch(
         request_id=spec.request_id,
     )
     if not spec.recorded:
-        return dispatch.run(conns, request, runtime).as_json()
-    return recorded.execute(conns, request, runtime).as_json()
+        return dispatch(conns, request, runtime).as_json()
+    return dispatch_recorded(conns, request, runtime).as_json()
 
 
 def _invocation(
-    spec: ChildSpec, conns: Sequence[CountingConnection], request: dispatch.RunRequest
+    spec: ChildSpec, conns: Sequence[CountingConnection], request: RunRequest
 ) -> dict[str, Any]:
     """One link of a chain: a recorded run with an invocation's deadline; its hand-off kept."""
     assert spec.budget_ms is not None  # noqa: S101 - only called with a budget
@@ -204,7 +202,7 @@ def _invocation(
         request_id=spec.request_id,
         hand_off=handed.append,
     )
-    result = recorded.execute(conns, request, runtime).as_json()
+    result = dispatch_recorded(conns, request, runtime).as_json()
     result["handed_off_event"] = handed[0] if handed else None
     return result
 

@@ -54,8 +54,8 @@ from bench.dispatch.server import (
     vacuum,
 )
 from bench.dispatch.week import SCHEDULE_INTERVAL
+from dispatch_fn import settings
 from dispatch_fn.db.layout import PLAIN
-from dispatch_fn.run import dispatch
 
 DEFAULT_HISTORY_DUTIES: Final = 200_000
 DEFAULT_FACTOR: Final = 34
@@ -114,8 +114,8 @@ class HistoryOptions:
     factor: int = DEFAULT_FACTOR
     mix: str = CLASSIC.name
     layout: str = PLAIN
-    chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
-    workers: int = dispatch.DEFAULT_WORKERS
+    chunk_size: int = settings.DEFAULT_CHUNK_SIZE
+    workers: int = settings.DEFAULT_WORKERS
     json_path: Path | None = None
     database_url: str | None = None
 
@@ -302,10 +302,10 @@ def parse_history_options(argv: Sequence[str]) -> HistoryOptions:
     parser.add_argument("--mix", choices=sorted(MIXES), default=CLASSIC.name)
     parser.add_argument("--layout", choices=EVERY_LAYOUT, default=PLAIN)
     parser.add_argument(
-        "--chunk-size", type=positive_int, default=dispatch.DEFAULT_CHUNK_SIZE, metavar="C"
+        "--chunk-size", type=positive_int, default=settings.DEFAULT_CHUNK_SIZE, metavar="C"
     )
     parser.add_argument(
-        "--workers", type=positive_int, default=dispatch.DEFAULT_WORKERS, metavar="W"
+        "--workers", type=positive_int, default=settings.DEFAULT_WORKERS, metavar="W"
     )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL") or None)

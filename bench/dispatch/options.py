@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Final
 
 from bench.dispatch.mix import CLASSIC, MIXES
+from dispatch_fn import settings
 from dispatch_fn.db.layout import LAYOUTS, PLAIN
-from dispatch_fn.run import dispatch
 
 BENCH_DIR: Final = Path(__file__).resolve().parent.parent
 
@@ -38,8 +38,8 @@ class Options:
 
     duties: int = DEFAULT_DUTIES
     backfill_duties: int = DEFAULT_DUTIES // BACKFILL_SHARE
-    chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
-    workers: int = dispatch.DEFAULT_WORKERS
+    chunk_size: int = settings.DEFAULT_CHUNK_SIZE
+    workers: int = settings.DEFAULT_WORKERS
     naive_sample: int = DEFAULT_NAIVE_SAMPLE
     noop_rounds: int = DEFAULT_NOOP_ROUNDS
     # Each pass ends with the week: the daily runs at the seven clocks after
@@ -113,16 +113,16 @@ def parse_options(argv: Sequence[str] | None, description: str | None = None) ->
     parser.add_argument(
         "--chunk-size",
         type=positive_int,
-        default=dispatch.DEFAULT_CHUNK_SIZE,
+        default=settings.DEFAULT_CHUNK_SIZE,
         metavar="C",
-        help=f"the dispatcher's page size (default {dispatch.DEFAULT_CHUNK_SIZE:,})",
+        help=f"the dispatcher's page size (default {settings.DEFAULT_CHUNK_SIZE:,})",
     )
     parser.add_argument(
         "--workers",
         type=positive_int,
-        default=dispatch.DEFAULT_WORKERS,
+        default=settings.DEFAULT_WORKERS,
         metavar="W",
-        help=f"connections the dispatcher shares pages among (default {dispatch.DEFAULT_WORKERS})",
+        help=f"connections the dispatcher shares pages among (default {settings.DEFAULT_WORKERS})",
     )
     parser.add_argument(
         "--mix",

@@ -43,8 +43,8 @@ from bench.dispatch.dispatcher import ChildRun, run_child
 from bench.dispatch.mix import CLASSIC, MIXES
 from bench.dispatch.options import BACKFILL_SHARE, positive_int
 from bench.dispatch.server import DISPATCH_TABLES, BenchError, fresh_database, server, vacuum
+from dispatch_fn import settings
 from dispatch_fn.db.layout import LAYOUTS, PLAIN
-from dispatch_fn.run import dispatch
 
 DEFAULT_PAIR_DUTIES = 200_000
 DEFAULT_ROUNDS = 6
@@ -59,8 +59,8 @@ class PairOptions:
     mix: str = CLASSIC.name
     layout: str = PLAIN
     rounds: int = DEFAULT_ROUNDS
-    chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
-    workers: int = dispatch.DEFAULT_WORKERS
+    chunk_size: int = settings.DEFAULT_CHUNK_SIZE
+    workers: int = settings.DEFAULT_WORKERS
     database_url: str | None = None
 
 
@@ -176,8 +176,8 @@ def parse_pair_options(argv: Sequence[str]) -> PairOptions:
     parser.add_argument("--mix", choices=sorted(MIXES), default=CLASSIC.name)
     parser.add_argument("--layout", choices=LAYOUTS, default=PLAIN)
     parser.add_argument("--rounds", type=positive_int, default=DEFAULT_ROUNDS)
-    parser.add_argument("--chunk-size", type=positive_int, default=dispatch.DEFAULT_CHUNK_SIZE)
-    parser.add_argument("--workers", type=positive_int, default=dispatch.DEFAULT_WORKERS)
+    parser.add_argument("--chunk-size", type=positive_int, default=settings.DEFAULT_CHUNK_SIZE)
+    parser.add_argument("--workers", type=positive_int, default=settings.DEFAULT_WORKERS)
     parser.add_argument(
         "--database-url", default=os.environ.get("DATABASE_URL") or None, metavar="DSN"
     )

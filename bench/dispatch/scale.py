@@ -67,7 +67,7 @@ from bench.dispatch.scale_results import (
 )
 from bench.dispatch.server import DISPATCH_TABLES, fresh_database, scalar, server, vacuum
 from bench.dispatch.week import run_week
-from dispatch_fn.run import dispatch
+from dispatch_fn import settings
 
 
 def measure_at(server_dsn: str, duties: int, options: ScaleOptions) -> AtN:
@@ -226,10 +226,10 @@ def parse_scale_options(argv: Sequence[str]) -> ScaleOptions:
     )
     parser.add_argument("--duties", type=positive_int, default=DEFAULT_SCALE_DUTIES, metavar="N")
     parser.add_argument(
-        "--chunk-size", type=positive_int, default=dispatch.DEFAULT_CHUNK_SIZE, metavar="C"
+        "--chunk-size", type=positive_int, default=settings.DEFAULT_CHUNK_SIZE, metavar="C"
     )
     parser.add_argument(
-        "--workers", type=positive_int, default=dispatch.DEFAULT_WORKERS, metavar="W"
+        "--workers", type=positive_int, default=settings.DEFAULT_WORKERS, metavar="W"
     )
     parser.add_argument("--mix", choices=sorted(MIXES), default=CLASSIC.name)
     parser.add_argument(

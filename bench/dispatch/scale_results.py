@@ -13,7 +13,7 @@ from bench.dispatch.judging import LAMBDA_TIMEOUT_S
 from bench.dispatch.mix import CLASSIC
 from bench.dispatch.options import BENCH_DIR
 from bench.dispatch.week import Week
-from dispatch_fn.run import dispatch
+from dispatch_fn import settings
 
 DEFAULT_SCALE_DUTIES: Final = 10_000_000
 
@@ -23,8 +23,8 @@ class ScaleOptions:
     """What one scale run measures."""
 
     duties: int = DEFAULT_SCALE_DUTIES
-    chunk_size: int = dispatch.DEFAULT_CHUNK_SIZE
-    workers: int = dispatch.DEFAULT_WORKERS
+    chunk_size: int = settings.DEFAULT_CHUNK_SIZE
+    workers: int = settings.DEFAULT_WORKERS
     mix: str = CLASSIC.name
     invocation_ms: int = int(LAMBDA_TIMEOUT_S * 1000)
     reserve_ms: int = DEFAULT_RESERVE_MS

@@ -1,7 +1,8 @@
 """Every exception the dispatcher raises on purpose, in one place.
 
-All but one: ``outcome.RunFailedError`` carries a run's outcome, so it lives
-beside it, in the run layer, and this module stays importable by every layer.
+All but one: ``run.errors.RunFailedError`` carries a run's outcome, so it
+lives in the run layer, and this module stays importable by every layer. The
+contract lists them (docs/contract.md#errors).
 
 Input the project refuses derives from ``ValueError``; callers route on the
 exception *type*, never on its message.
@@ -96,3 +97,24 @@ class LayoutNotEmptyError(RuntimeError):
 
 class RotationError(RuntimeError):
     """A step of the database secret's rotation cannot proceed; the message says why."""
+
+
+class CadenceRefused(ValueError):  # noqa: N818 - reads as the outcome it is
+    """The engine refused a cadence; ``reason`` is the fault to record."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class HandOffError(RuntimeError):
+    """The continuation could not be handed off; the chain ends incomplete."""
+
+
+class MigrationStepTimeoutError(RuntimeError):
+    """The migration step's work outlasted the time it had to answer CloudFormation."""
+
+
+class ResponseNotDeliveredError(RuntimeError):
+    """CloudFormation's response URL could not be reached; the answer is lost."""

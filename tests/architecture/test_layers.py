@@ -1,27 +1,33 @@
-"""The package's layers, and which way their imports point.
+"""The package's layers, which way their imports point, and the face each one shows.
 
 From the bottom up: ``engine`` (periods), ``planning`` (what a run owes),
 ``db`` (PostgreSQL), ``run`` (one run), ``aws`` (what AWS calls), ``cli``
 (the command line). A layer imports only those below it; ``errors``,
-``settings`` and ``bounded`` stand beside them all and import no layer. A
+``settings``, ``bounded`` and ``faces`` stand beside them all and import no layer. A
 module whose name starts with ``_`` is private to its package: no other
-package imports it.
+package imports it. Each layer's ``__init__`` is its face: its ``__all__``
+names what other packages use, and they import it from there. Only ``db``
+executes SQL; the exceptions live in ``errors`` (and the run layer's, which
+carries a run's outcome, in ``run.errors``).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import subprocess
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "dispatch_fn"
 LAYERS = ("engine", "planning", "db", "run", "aws", "cli")
-SHARED = frozenset({"errors", "settings", "bounded"})
+SHARED = frozenset({"errors", "settings", "bounded", "faces"})
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -46,6 +52,12 @@ def _imported(path: Path) -> Iterator[str]:
 def _layer(module: str) -> str | None:
     parts = module.split(".")
     return parts[1] if len(parts) > 2 and parts[1] in LAYERS else None
+
+
+def _package(module: str) -> str:
+    """The package ``module`` belongs to: a package's face belongs to the package itself."""
+    is_face = (PACKAGE.parent / module.replace(".", "/") / "__init__.py").is_file()
+    return module if is_face else module.rsplit(".", 1)[0]
 
 
 def _edges() -> list[tuple[str, str]]:
@@ -90,15 +102,177 @@ def test_a_private_module_is_imported_only_inside_its_own_package() -> None:
         for module, target in _edges()
         if target.rsplit(".", 1)[-1].startswith("_")
         and not target.endswith("__init__")
-        and target.rsplit(".", 1)[0] != module.rsplit(".", 1)[0]
+        and target.rsplit(".", 1)[0] != _package(module)
     ]
     assert not reached, "private modules imported from outside:\n" + "\n".join(reached)
+
+
+# What runs SQL on a psycopg connection or cursor: only the data layer calls these.
+_EXECUTING: Final = frozenset({"execute", "executemany", "copy", "cursor"})
+
+
+def _executing_calls(path: Path) -> Iterator[str]:
+    """Every call of a method named as one that runs SQL, as ``line: name``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _EXECUTING
+        ):
+            yield f"{node.lineno}: .{node.func.attr}(...)"
+
+
+def test_only_the_data_layer_executes_sql() -> None:
+    outside = [
+        f"{module}:{call}"
+        for module, path in _modules()
+        if _layer(module) != "db"
+        for call in _executing_calls(path)
+    ]
+    assert not outside, "SQL run outside dispatch_fn.db:\n" + "\n".join(outside)
+    # The check sees what it judges: the data layer's own calls.
+    assert list(_executing_calls(PACKAGE / "db" / "store.py"))
+
+
+def _imports(path: Path) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Every dispatch_fn import of ``path``: the module named, and the names taken from it."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("dispatch_fn"):
+                    yield alias.name, ()
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dispatch_fn"):
+            yield node.module or "", tuple(alias.name for alias in node.names)
+
+
+def _face(layer: str) -> list[str]:
+    names: list[str] = importlib.import_module(f"dispatch_fn.{layer}").__all__
+    return names
+
+
+def test_other_packages_import_a_layer_through_its_face() -> None:
+    # ``from dispatch_fn.run import dispatch``, never ``from dispatch_fn.run._dispatch import``.
+    faces = {layer: set(_face(layer)) for layer in LAYERS}
+    around = [
+        f"{module}: from {imported} import {', '.join(names) or '(the module)'}"
+        for module, path in _modules()
+        for imported, names in _imports(path)
+        if (there := imported.split(".")[1] if imported.count(".") else None) in faces
+        and _package(module).split(".")[:2] != ["dispatch_fn", there]
+        and (imported != f"dispatch_fn.{there}" or not set(names) <= faces[there])
+    ]
+    assert not around, "imports past a layer's face:\n" + "\n".join(around)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_face_names_each_of_its_names_once_and_every_one_resolves(layer: str) -> None:
+    package = importlib.import_module(f"dispatch_fn.{layer}")
+    names = _face(layer)
+    assert names == sorted(set(names), key=names.index), "a name listed twice"
+    for name in names:
+        value = getattr(package, name)
+        submodule = (PACKAGE / layer / f"{name}.py").is_file()
+        if hasattr(package, "_HOME"):
+            # A face that loads on first use finds a loaded submodule before its own
+            # name: a namespace is its module, and no other name is a module's namesake.
+            assert isinstance(value, types.ModuleType) == submodule, name
+        assert not isinstance(value, types.ModuleType) or value.__name__.endswith(f".{name}")
+
+
+@pytest.mark.parametrize("layer", ["db", "run", "aws"])
+def test_a_face_that_loads_on_first_use_says_where_each_name_lives(layer: str) -> None:
+    # The face imports its names for the type checker and loads them from _HOME at run time:
+    # the two must agree, name by name.
+    package = importlib.import_module(f"dispatch_fn.{layer}")
+    path = PACKAGE / layer / "__init__.py"
+    checked = {
+        name: imported.removeprefix(f"dispatch_fn.{layer}").removeprefix(".") or None
+        for imported, names in _imports(path)
+        if imported.startswith(f"dispatch_fn.{layer}")
+        for name in names
+    }
+    homes = {name: None if home is None else home for name, home in package._HOME.items()}
+    assert checked == homes
+    assert set(homes) == set(_face(layer))
+
+
+def test_no_module_re_exports_a_name_under_its_own_alias() -> None:
+    # ``from x import y as y`` (or ``import x as x``) re-exports for callers; a face names them.
+    aliased = [
+        f"{module}: {alias.name}"
+        for module, path in _modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+        if alias.asname is not None and alias.asname == alias.name.rsplit(".", 1)[-1]
+    ]
+    assert not aliased, "\n".join(aliased)
+
+
+def test_only_a_face_lists_names_it_does_not_define() -> None:
+    # A module's own __all__ (the contract's ``periods``) lists what it defines.
+    borrowed = []
+    for module, path in _modules():
+        if path.name == "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        listed: list[str] = next(
+            (
+                ast.literal_eval(node.value)
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            ),
+            [],
+        )
+        imported = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        borrowed += [f"{module}: {name}" for name in listed if name in imported]
+    assert not borrowed, "\n".join(borrowed)
+
+
+def _top_level_names(path: Path) -> Iterator[str]:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+
+
+def test_no_two_modules_of_the_run_layer_give_one_name_to_two_things() -> None:
+    homes: dict[str, list[str]] = {}
+    for module, path in _modules():
+        if _layer(module) == "run" and path.name != "__init__.py":
+            for name in _top_level_names(path):
+                homes.setdefault(name, []).append(module)
+    shared = {name: where for name, where in homes.items() if len(where) > 1}
+    assert not shared, shared
+
+
+def test_the_exceptions_live_in_the_errors_modules() -> None:
+    homes = {"dispatch_fn.errors", "dispatch_fn.run.errors"}
+    elsewhere = []
+    for module, _ in _modules():
+        if module.endswith("__main__"):
+            continue
+        loaded = importlib.import_module(module)
+        elsewhere += [
+            f"{module}.{name}"
+            for name, value in vars(loaded).items()
+            if isinstance(value, type)
+            and issubclass(value, BaseException)
+            and value.__module__ == module
+            and module not in homes
+        ]
+    assert not elsewhere, elsewhere
 
 
 def test_the_rules_above_see_the_imports_they_judge() -> None:
     # A parser that found nothing would pass every rule above.
     edges = _edges()
-    assert ("dispatch_fn.run.dispatch", "dispatch_fn.db.store") in edges
+    assert ("dispatch_fn.run._dispatch", "dispatch_fn.db") in edges
     assert ("dispatch_fn.engine.periods", "dispatch_fn.engine._keys") in edges
     assert ("dispatch_fn.cli.main", "dispatch_fn.cli.invoke") in edges
 
@@ -124,7 +298,7 @@ def test_parsing_events_and_reading_settings_load_no_database_driver_and_no_run_
 def test_the_run_loop_loads_no_event_parser_and_no_holiday_tables() -> None:
     # The Lambda loads the parser anyway; a run made from the CLI, the bench or
     # a test does not need it, and a run without calendars needs no holidays.
-    loaded = _modules_after_importing("dispatch_fn.run.dispatch")
+    loaded = _modules_after_importing("dispatch_fn.run._dispatch")
     assert "pydantic" not in loaded
     assert "dispatch_fn.aws.events" not in loaded
     assert "holidays" not in loaded

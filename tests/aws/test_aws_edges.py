@@ -22,9 +22,8 @@ from dispatch_fn.db.database import (
     conninfo_from_secret,
 )
 from dispatch_fn.errors import ConfigurationError
-from dispatch_fn.run.dispatch import DEFAULT_WORKERS
-from dispatch_fn.run.outcome import RunFailedError
-from dispatch_fn.settings import Settings
+from dispatch_fn.run import RunFailedError
+from dispatch_fn.settings import DEFAULT_WORKERS, Settings
 from support import CLOCK, Conn, Invoke, duty, insert_duties, task_count
 
 SECRET_PASSWORD = "s3cr3t-never-logged"  # noqa: S105 - a test value; trust auth ignores it

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from dispatch_fn.aws.invocation import EXPLAIN_BYTES
 from dispatch_fn.errors import EventError
-from dispatch_fn.run.dispatch import FAULT_LIST_LIMIT
+from dispatch_fn.run import EXPLAIN_BYTES, FAULT_LIST_LIMIT
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 # CloudWatch Logs takes events of at most 256 KB; Lambda answers at most 6 MB.

@@ -11,7 +11,7 @@ import pytest
 from samtranslator.yaml_helper import yaml_parse
 
 from dispatch_fn.errors import EventError
-from dispatch_fn.run.outcome import RunFailedError
+from dispatch_fn.run import RunFailedError
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"

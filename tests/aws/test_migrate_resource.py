@@ -40,7 +40,7 @@ from dispatch_fn.aws.events import parse_event
 from dispatch_fn.aws.invocation import handle as run_handler
 from dispatch_fn.aws.invocation import runtime_for
 from dispatch_fn.aws.migrate_resource import PHYSICAL_ID, handle, send_to_presigned_url
-from dispatch_fn.db import scram
+from dispatch_fn.db import _scram as scram
 from dispatch_fn.db.database import ConnectionCache
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations
 from dispatch_fn.run import dispatch
@@ -458,7 +458,7 @@ def test_an_upgrade_moves_a_login_out_of_the_cluster_wide_role(empty_url: str, l
     with psycopg.connect(empty_url, autocommit=True) as owner:
         assert _memberships(owner, login) == [_database_role(owner)]
     with _as(empty_url, login) as dispatcher:
-        dispatch.run([dispatcher], parse_event({"now": CLOCK}, current_time=datetime.now(UTC)))
+        dispatch([dispatcher], parse_event({"now": CLOCK}, current_time=datetime.now(UTC)))
     with psycopg.connect(empty_url, autocommit=True) as owner:
         assert task_keys(owner) == ["2026-08"]
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from dispatch_fn.aws import migrate_resource
-from dispatch_fn.aws.migrate_resource import ResponseNotDeliveredError, send_to_presigned_url
+from dispatch_fn.aws.migrate_resource import send_to_presigned_url
 from dispatch_fn.db import database
-from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.errors import ConfigurationError, HandOffError, ResponseNotDeliveredError
 from dispatch_fn.run import continuation
 from dispatch_fn.settings import Settings
 from https_route import route_https
@@ -163,7 +163,7 @@ def test_a_hand_off_without_a_route_fails_within_seconds_naming_the_lambda_route
 ) -> None:
     client = continuation.lambda_client_for(lambda_without_a_route)
     started = time.monotonic()
-    with pytest.raises(continuation.HandOffError) as failed:
+    with pytest.raises(HandOffError) as failed:
         continuation.hand_off(client, lambda_without_a_route, {"now": CLOCK, "continuation": 1})
     elapsed = time.monotonic() - started
     attempts = continuation.HAND_OFF_ATTEMPTS

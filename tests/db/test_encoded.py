@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
 from dispatch_fn.db import store
-from dispatch_fn.db.encoded import Encoded, encode
-from dispatch_fn.planning import plan
+from dispatch_fn.db._encoded import Encoded, encode
+from dispatch_fn.planning import Scope, plan
 from support import NOW
 
 _ARRAYS = st.one_of(
@@ -82,7 +82,7 @@ def test_an_encoded_array_binds_through_an_automatic_placeholder_as_its_cast_rea
 def test_every_page_of_a_run_binds_the_arrays_the_run_dumped_once() -> None:
     group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
     page = store.page_statement(
-        store.Scope(),
+        Scope(),
         [(group, plan.schedule_for("monthly", "UTC", NOW))],
         store.Rules(),
         dry_run=False,

@@ -25,8 +25,8 @@ from dispatch_fn.cli.main import main
 from dispatch_fn.db import ledger
 from dispatch_fn.db.sql import statement_text
 from dispatch_fn.errors import EventError
-from dispatch_fn.run import dispatch, recorded
-from dispatch_fn.run.outcome import RunFailedError
+from dispatch_fn.planning import RunRequest
+from dispatch_fn.run import RunFailedError, dispatch_recorded
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -237,8 +237,8 @@ def test_the_ledger_statements_are_files_a_dba_can_read() -> None:
 def test_a_run_needs_autocommit_connections_so_its_ledger_rows_commit_alone(db_url: str) -> None:
     with psycopg.connect(db_url) as in_transaction:
         with pytest.raises(ValueError, match="autocommit"):
-            recorded.execute(
+            dispatch_recorded(
                 [in_transaction],
-                dispatch.RunRequest(now=datetime.fromisoformat(CLOCK)),
+                RunRequest(now=datetime.fromisoformat(CLOCK)),
             )
         assert in_transaction.info.transaction_status == psycopg.pq.TransactionStatus.IDLE

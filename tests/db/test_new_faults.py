@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from psycopg import errors as pg_errors
 
 from dispatch_fn.db import faults, ledger
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import FAULT_REASONS, Fault
 from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import dispatch, recorded
-from dispatch_fn.run.dispatch import FAULT_LIST_LIMIT
+from dispatch_fn.run import FAULT_LIST_LIMIT, dispatch_recorded
 from runtimes import runtime
 from support import Conn, Invoke, duty, insert_duties
 
@@ -190,7 +190,7 @@ def test_when_the_account_cannot_be_kept_every_fault_counts_as_new_and_a_warning
 
 def _run(conn: Conn, day: int, **request: Any) -> int | None:
     """A recorded run at day ``day``'s clock; the faults that began in it."""
-    outcome = recorded.execute([conn], dispatch.RunRequest(now=_at(day), **request))
+    outcome = dispatch_recorded([conn], RunRequest(now=_at(day), **request))
     return outcome.new_faults
 
 
@@ -265,9 +265,9 @@ def test_a_run_stopped_early_removes_only_the_faults_up_to_its_gapless_mark_and_
         pages.append(True)
         return len(pages) > 1
 
-    first = recorded.execute(
+    first = dispatch_recorded(
         [conn],
-        dispatch.RunRequest(now=_at(1)),
+        RunRequest(now=_at(1)),
         runtime(chunk_size=2, workers=1, should_stop=after_one_page),
     )
     assert (first.report.complete, first.report.last_duty_id) == (False, "d001")
@@ -291,7 +291,7 @@ def _judged(faulted: list[str], *, set_aside: tuple[str, ...] = ()) -> faults.Ju
 
 
 def _ledger_run(conn: Conn) -> int:
-    request = dispatch.RunRequest(now=_DAY_1)
+    request = RunRequest(now=_DAY_1)
     return ledger.start(conn, request, request_id=None, continues_run=None)
 
 

@@ -19,12 +19,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.db import store
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.db.store import PageResult
+from dispatch_fn.db import Connection, PageResult
+from dispatch_fn.db import dispatch_page as write_page
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.runtime import Runtime
+from dispatch_fn.run import RunReport, Runtime, dispatch
 from runtimes import runtime
 from support import NOW, cloned_database, duty, insert_duties, last_dispatched, task_rows
 
@@ -67,7 +66,7 @@ def _through(probing: Callable[[Connection], bool]) -> tuple[Runtime, list[PageR
 
     def dispatch_page(conn: Connection, *args: Any, probe: bool = False, **kwargs: Any) -> Any:
         del probe  # the planner's guess, overridden
-        result = store.dispatch_page(conn, *args, probe=probing(conn), **kwargs)
+        result = write_page(conn, *args, probe=probing(conn), **kwargs)
         with lock:
             seen.append(result)
         return result
@@ -92,7 +91,7 @@ def _state(conn: Conn) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
 
 def _run(conn: Conn, *, probe: bool, **request: Any) -> Any:
     through, pages = _through(lambda _: probe)
-    report = dispatch.run([conn], dispatch.RunRequest(**{"now": NOW, **request}), through)
+    report = dispatch([conn], RunRequest(**{"now": NOW, **request}), through)
     return pages, report.as_json()
 
 
@@ -122,7 +121,7 @@ def _dispatched(conn: Conn) -> None:
     # Dispatched, then the accounts forgotten, as on the first run after
     # migration 0012 over a table of tasks: the next run owes rows that exist,
     # the case the probing statement is for (a kept account owes none).
-    dispatch.run([conn], dispatch.RunRequest(now=NOW), TUNING)
+    dispatch([conn], RunRequest(now=NOW), TUNING)
     conn.execute(
         "UPDATE duly_duty SET dispatch_through = NULL, dispatch_next = '0001-01-01',"
         " dispatch_next_at = '0001-01-01 00:00:00+00'"
@@ -191,7 +190,7 @@ def test_concurrent_runs_one_probing_one_not_write_each_task_once(
     alone, _ = twins
     insert_duties(alone, _duties(60))
     plain, _ = _through(lambda _: False)
-    dispatch.run([alone], dispatch.RunRequest(now=NOW), plain)
+    dispatch([alone], RunRequest(now=NOW), plain)
     with psycopg.connect(db_url, autocommit=True) as setup:
         insert_duties(setup, _duties(60))
     with (
@@ -200,12 +199,12 @@ def test_concurrent_runs_one_probing_one_not_write_each_task_once(
     ):
         probing = second if head_start == "plain first" else first
         shared, pages = _through(lambda conn: conn is probing)
-        reports: list[dispatch.RunReport] = []
+        reports: list[RunReport] = []
         start = threading.Barrier(2)
 
         def run(conn: Conn) -> None:
             start.wait()
-            reports.append(dispatch.run([conn], dispatch.RunRequest(now=NOW), shared))
+            reports.append(dispatch([conn], RunRequest(now=NOW), shared))
 
         threads = [threading.Thread(target=run, args=(conn,)) for conn in (first, second)]
         for thread in threads:

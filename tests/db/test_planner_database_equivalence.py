@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn.engine.periods import ANCHORS, FREQUENCIES, ROLLS
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import (
     FORMS,
     Account,
@@ -196,9 +197,9 @@ def test_database_path_inserts_exactly_the_planned_rows(  # noqa: PLR0917 - hypo
     _set_accounts(conn, duties)
     plan = plan_dispatch(duties, now, window, interval=interval)
 
-    report = dispatch.run(
+    report = dispatch(
         [conn, *helpers[: workers - 1]],
-        dispatch.RunRequest(now=now, window=window, interval=interval),
+        RunRequest(now=now, window=window, interval=interval),
         runtime(chunk_size=chunk, page_rows=page_rows),
     )
 
@@ -260,7 +261,7 @@ def test_database_due_dates_clamp_like_the_engine_at_every_offset_extreme(
     now = datetime(2028, 3, 1, 12, tzinfo=UTC)
     window = Window(date(2027, 12, 20), date(2028, 3, 10))  # a leap February inside
     plan = plan_dispatch(duties, now, window)
-    dispatch.run([conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=50))
+    dispatch([conn], RunRequest(now=now, window=window), runtime(chunk_size=50))
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert len(plan.drafts) > len(duties)
 
@@ -292,7 +293,7 @@ def test_database_due_dates_after_the_period_keep_month_ends_and_roll_like_the_e
     now = datetime(2028, 3, 1, 12, tzinfo=UTC)
     window = Window(date(2027, 11, 25), date(2028, 5, 5))  # 30- and 31-day months, a leap February
     plan = plan_dispatch(duties, now, window)
-    dispatch.run([conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=50))
+    dispatch([conn], RunRequest(now=now, window=window), runtime(chunk_size=50))
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
     due_dates = {draft["due_date"] for draft in plan.drafts}
     month_ends = {day for day in due_dates if (day + timedelta(days=1)).day == 1}
@@ -334,5 +335,5 @@ def test_past_periods_are_owed_alike_on_both_paths(
     insert_duties(conn, duties)
     interval = timedelta(hours=hours)
     plan = plan_dispatch(duties, clock, interval=interval)
-    report = dispatch.run([conn], dispatch.RunRequest(now=clock, interval=interval))
+    report = dispatch([conn], RunRequest(now=clock, interval=interval))
     assert_run_is_the_plan(conn, report, plan)

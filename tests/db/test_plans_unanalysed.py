@@ -41,7 +41,7 @@ from bench.dispatch.server import leaves
 from dispatch_fn.db import ledger
 from dispatch_fn.db.database import ConnectionCache
 from dispatch_fn.db.sql import Connection, statement_text
-from dispatch_fn.run import rules
+from dispatch_fn.run import _rules as rules
 from dispatch_fn.settings import Settings
 from support import Conn, Invoke
 

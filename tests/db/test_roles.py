@@ -31,7 +31,7 @@ def as_dispatcher(dispatcher_url: str) -> Iterator[Conn]:
 def _run_one(conn: Conn, as_dispatcher: Conn) -> None:
     insert_duties(conn, [duty("d1"), duty("d2", frequency="weekly")])
     request = parse_event({"now": CLOCK}, current_time=datetime.now(UTC))
-    dispatch.run([as_dispatcher], request)
+    dispatch([as_dispatcher], request)
 
 
 def test_the_login_is_the_dispatcher_role_and_nothing_more(

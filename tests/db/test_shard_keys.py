@@ -17,6 +17,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from dispatch_fn.db.layout import LAYOUTS, PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations, split_statements
 from dispatch_fn.errors import LayoutNotEmptyError, MigrationError, UnknownLayoutError
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
 from dispatch_fn.run import dispatch
 from runtimes import runtime
@@ -340,10 +341,10 @@ def _dispatch(conn: Conn, helper: Conn) -> tuple[list[tuple[Any, ...]], dict[str
     insert_duties(conn, _duties())
     # Small pages, shared by two connections: many pages, each reaching several partitions.
     small = runtime(chunk_size=50)
-    dispatch.run([conn, helper], dispatch.RunRequest(now=NOW), small)
-    dispatch.run(
+    dispatch([conn, helper], RunRequest(now=NOW), small)
+    dispatch(
         [conn, helper],
-        dispatch.RunRequest(now=datetime(2026, 8, 22, 1, tzinfo=UTC), window=BACKFILL),
+        RunRequest(now=datetime(2026, 8, 22, 1, tzinfo=UTC), window=BACKFILL),
         small,
     )
     rows = conn.execute(
@@ -397,9 +398,7 @@ def test_pages_lose_no_duty_whose_id_repeats_in_another_organisation(
             conn,
             [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
         )
-        report = dispatch.run(
-            [conn, helper][:connections], dispatch.RunRequest(now=NOW), runtime(**tuning)
-        )
+        report = dispatch([conn, helper][:connections], RunRequest(now=NOW), runtime(**tuning))
         written = conn.execute(
             "SELECT DISTINCT organization_id, duty_id FROM duly_task ORDER BY 1, 2"
         ).fetchall()

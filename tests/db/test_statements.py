@@ -15,8 +15,8 @@ from psycopg import sql
 from dispatch_fn.db import database, migrate, store
 from dispatch_fn.db.layout import PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.sql import statement, statement_text
-from dispatch_fn.planning import plan
-from dispatch_fn.run import dispatch, recorded
+from dispatch_fn.planning import RunRequest, Scope, plan
+from dispatch_fn.run import dispatch, dispatch_recorded
 from support import NOW, duty, insert_duties, session_layout
 
 _NAMED = re.compile(r"%\(\w+\)[sb]")
@@ -40,7 +40,7 @@ def _received(conn: psycopg.Connection[Any]) -> str:
         " EXECUTE FUNCTION remember()"
     )
     insert_duties(conn, [duty("d1")])
-    dispatch.run([conn], dispatch.RunRequest(now=NOW))
+    dispatch([conn], RunRequest(now=NOW))
     row = conn.execute("SELECT query FROM seen").fetchone()
     assert row is not None
     return str(row[0])
@@ -59,7 +59,7 @@ def test_a_re_run_at_a_clock_the_ledger_holds_sends_the_probing_page_statement(
     # The ledger's latest completed clock is this run's: its first page
     # probes (page_plan.probes_from_the_start), before any page has said so.
     _received(conn)
-    recorded.execute([conn], dispatch.RunRequest(now=NOW))
+    dispatch_recorded([conn], RunRequest(now=NOW))
     # The accounts forgotten, as on the first run after migration 0012 over a
     # table of tasks: the re-run owes rows that exist (a kept account owes none).
     conn.execute(
@@ -67,7 +67,7 @@ def test_a_re_run_at_a_clock_the_ledger_holds_sends_the_probing_page_statement(
         " dispatch_next_at = '0001-01-01 00:00:00+00'"
     )
     conn.execute("TRUNCATE seen")
-    recorded.execute([conn], dispatch.RunRequest(now=NOW))
+    dispatch_recorded([conn], RunRequest(now=NOW))
     seen = [str(row[0]) for row in conn.execute("SELECT query FROM seen")]
     assert [_placeholders_blank(each) for each in seen] == [
         _placeholders_blank(statement_text("page_write_rerun"))
@@ -264,7 +264,7 @@ def test_a_dry_page_turns_seq_scans_off_for_its_own_transaction_only(
     # page_dry_run_plan.sql is SET LOCAL: the warm connection's next statement
     # (a real run's page, on the same Lambda container) is planned as usual.
     insert_duties(conn, [duty("d1")])
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW, dry_run=True))
+    report = dispatch([conn], RunRequest(now=NOW, dry_run=True))
     assert report.tasks_created == 1
     assert conn.execute("SHOW enable_seqscan").fetchone() == ("on",)
     assert statement_text("page_dry_run_plan").strip().endswith("SET LOCAL enable_seqscan = off")
@@ -282,7 +282,7 @@ def test_groups_with_equal_schedules_send_their_periods_once() -> None:
     first = ready[0][1]
     assert ready[1][1] == ready[2][1] == first != ready[3][1]
 
-    params = store.page_statement(store.Scope(), ready, store.Rules(), dry_run=False).params
+    params = store.page_statement(Scope(), ready, store.Rules(), dry_run=False).params
 
     assert params["c_schedule"] == [0, 0, 0, 1]
     # Each schedule's periods, then the period after them (plan.Schedule.after).
@@ -303,7 +303,7 @@ def _many_duties(conn: psycopg.Connection[Any], count: int) -> None:
     conn.execute("ANALYZE duly_duty")
 
 
-def _monthly_page(scope: store.Scope) -> dict[str, Any]:
+def _monthly_page(scope: Scope) -> dict[str, Any]:
     # The parameters of one page of _many_duties' monthly duties, d011001 to
     # d012000: past a continued run's resume point (d010000), as its pages
     # are, since a page before it is empty and the planner may prove it so.
@@ -363,14 +363,12 @@ _PAGE_READERS = (
     "any_dispatchable",
 )
 # A scheduled run's scope: it reads the duties whose next owed day has begun.
-_CONTINUED = store.Scope(organization_id="org-1", resume_after="d010000", owed_at=NOW)
+_CONTINUED = Scope(organization_id="org-1", resume_after="d010000", owed_at=NOW)
 
 
-@pytest.mark.parametrize(
-    "scope", [store.Scope(owed_at=NOW), _CONTINUED], ids=["unscoped", "continued"]
-)
+@pytest.mark.parametrize("scope", [Scope(owed_at=NOW), _CONTINUED], ids=["unscoped", "continued"])
 def test_the_page_statements_walk_the_partial_index_with_their_rules_inlined(
-    conn: psycopg.Connection[Any], scope: store.Scope
+    conn: psycopg.Connection[Any], scope: Scope
 ) -> None:
     # duly_dispatchable, duly_in_scope and duly_due_rule_in_range are inlined
     # before planning: the partial index's predicate is proved from the
@@ -488,7 +486,7 @@ def test_the_advance_finds_each_duty_by_its_organisation_and_id(
     if session_layout() == PLAIN:
         apply_layout(conn, PARTITIONED)
     _many_duties(conn, 20_000)
-    params = _monthly_page(store.Scope())
+    params = _monthly_page(Scope())
     with conn.transaction(force_rollback=True):
         if name == "page_dry_run":
             # As store.dispatch_page plans a dry page: in its own transaction.

@@ -13,9 +13,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import FaultReason, Window, plan_dispatch
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.explain import explain
+from dispatch_fn.run import dispatch, explain
 from runtimes import runtime
 from support import assert_run_is_the_plan, duty, insert_duties, refuse_tasks, task_rows
 
@@ -89,9 +89,7 @@ def test_the_database_path_refuses_what_the_planner_refuses_at_the_calendar_edge
     assert {f.duty_id for f in plan.faults} == refused
     assert {f.reason for f in plan.faults} == {FaultReason.INVALID_CADENCE}
 
-    report = dispatch.run(
-        [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=2)
-    )
+    report = dispatch([conn], RunRequest(now=now, window=window), runtime(chunk_size=2))
 
     assert_run_is_the_plan(conn, report, plan)
     assert report.degraded
@@ -108,7 +106,7 @@ def test_explain_gives_the_fault_the_run_reports_at_the_calendar_edge(
     duties, (now, window), refused = _CASES["lead before 1583"]
     insert_duties(conn, duties)
     explained = explain(conn, [d["id"] for d in duties], now, window)
-    report = dispatch.run([conn], dispatch.RunRequest(now=now, window=window))
+    report = dispatch([conn], RunRequest(now=now, window=window))
     faults = {f["duty_id"]: f for f in report.as_json()["faults"]}
     assert set(faults) == refused
     for duty_id, fault in faults.items():
@@ -133,8 +131,8 @@ def test_a_duty_refused_behind_pages_the_row_budget_cut_is_set_aside_once_and_no
     insert_duties(conn, duties)
     refuse_tasks(conn, "NEW.duty_id = 'd2'")
 
-    report = dispatch.run(
-        [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
+    report = dispatch(
+        [conn], RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
     )
 
     assert [f.duty_id for f in report.faults] == ["d2"]
@@ -154,8 +152,8 @@ def test_a_duty_the_edge_refuses_past_a_failing_page_is_counted_once(
     insert_duties(conn, duties)
     refuse_tasks(conn, "NEW.duty_id = 'd1'")
 
-    report = dispatch.run(
-        [conn], dispatch.RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
+    report = dispatch(
+        [conn], RunRequest(now=now, window=window), runtime(chunk_size=10, page_rows=3)
     )
 
     assert sorted(f.duty_id for f in report.faults) == ["d1", "graced"]

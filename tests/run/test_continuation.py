@@ -26,10 +26,11 @@ from moto import mock_aws
 from dispatch_fn.aws import app
 from dispatch_fn.aws.events import parse_event
 from dispatch_fn.bounded import MAX_EVENT_BYTES
-from dispatch_fn.errors import EventError
+from dispatch_fn.errors import EventError, HandOffError
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window, plan_dispatch
 from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import continuation, dispatch, recorded
+from dispatch_fn.run import STOPPED_BY_DEADLINE, RunReport, continuation, dispatch_recorded
 from runtimes import runtime
 from support import (
     CLOCK,
@@ -263,14 +264,14 @@ def test_resume_after_limits_the_run_to_the_duties_after_it(conn: Conn, invoke: 
 
 
 def test_a_continuation_carries_the_window_scope_and_dry_run_of_the_run_it_continues() -> None:
-    request = dispatch.RunRequest(
+    request = RunRequest(
         now=_clock(),
         window=Window(date(2026, 1, 1), None),
         dry_run=True,
         scope=Scope(organization_id="org-1", duty_ids=("a", "b"), resume_after="a"),
         continuation=3,
     )
-    report = dispatch.RunReport(request, complete=False, last_duty_id="b")
+    report = RunReport(request, complete=False, last_duty_id="b")
     assert continuation.next_event(request, report) == {
         "now": "2026-08-21T01:00:00+00:00",
         "continuation": 4,
@@ -286,8 +287,8 @@ def test_a_local_run_without_a_function_arn_ends_incomplete_without_a_hand_off(
     conn: Conn,
 ) -> None:
     insert_duties(conn, _duties(4))
-    report = recorded.execute(
-        [conn], dispatch.RunRequest(now=_clock()), runtime(chunk_size=2, should_stop=lambda: True)
+    report = dispatch_recorded(
+        [conn], RunRequest(now=_clock()), runtime(chunk_size=2, should_stop=lambda: True)
     ).as_json()
     assert (report["complete"], report["handed_off"]) == (False, False)
 
@@ -343,9 +344,9 @@ def test_the_ledger_row_is_final_before_the_continuation_is_sent(conn: Conn) -> 
         seen.append((*row, event["resume_after"]))
 
     checks = iter([False, True])
-    recorded.execute(
+    dispatch_recorded(
         [conn],
-        dispatch.RunRequest(now=_clock()),
+        RunRequest(now=_clock()),
         runtime(chunk_size=2, should_stop=lambda: next(checks), hand_off=hand_off),
     )
     assert seen == [("incomplete", "d001", "d001")]
@@ -353,9 +354,9 @@ def test_the_ledger_row_is_final_before_the_continuation_is_sent(conn: Conn) -> 
 
 def test_a_request_resuming_after_a_duty_limits_every_statement_of_its_run(conn: Conn) -> None:
     insert_duties(conn, [duty("a"), duty("b", timezone="Mars/Olympus"), duty("c")])
-    request = dispatch.RunRequest(now=_clock(), scope=Scope(resume_after="a"))
+    request = RunRequest(now=_clock(), scope=Scope(resume_after="a"))
     assert request.scope.resume_after == "a"
-    report = recorded.execute([conn], request).as_json()
+    report = dispatch_recorded([conn], request).as_json()
     assert {row["duty_id"] for row in task_rows(conn)} == {"c"}
     assert [fault["duty_id"] for fault in report["faults"]] == ["b"]
     assert (report["duties_read"], report["resume_after"]) == (2, "a")
@@ -423,13 +424,13 @@ def test_a_deadline_stop_that_made_progress_hands_off(
 
 def test_a_continuation_event_stays_within_the_asynchronous_payload_limit() -> None:
     many = tuple(f"duty-{n:06}-{'x' * 30}" for n in range(10_000))
-    request = dispatch.RunRequest(now=_clock(), scope=Scope(duty_ids=many))
-    report = dispatch.RunReport(
-        request, complete=False, stopped_by=dispatch.STOPPED_BY_DEADLINE, last_duty_id=many[10]
+    request = RunRequest(now=_clock(), scope=Scope(duty_ids=many))
+    report = RunReport(
+        request, complete=False, stopped_by=STOPPED_BY_DEADLINE, last_duty_id=many[10]
     )
-    with pytest.raises(continuation.HandOffError, match="at most 262144"):
+    with pytest.raises(HandOffError, match="at most 262144"):
         continuation.next_event(request, report)
-    fitting = dispatch.RunRequest(now=_clock(), scope=Scope(duty_ids=many[:5_000]))
+    fitting = RunRequest(now=_clock(), scope=Scope(duty_ids=many[:5_000]))
     event = continuation.next_event(fitting, replace(report, request=fitting))
     assert len(json.dumps(event).encode()) <= MAX_EVENT_BYTES
 

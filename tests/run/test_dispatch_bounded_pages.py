@@ -11,9 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dispatch_fn.db import store
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window, plan_dispatch
 from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import dispatch
+from dispatch_fn.run import RunReport, dispatch
 from dispatch_fn.run.runtime import Deadline
 from runtimes import runtime
 from support import (
@@ -55,9 +56,9 @@ def test_a_backfill_over_the_row_budget_is_split_into_pages_within_it(
     insert_duties(conn, duties)
     statement_rows = record_statement_rows(conn)
 
-    report = dispatch.run(
+    report = dispatch(
         [conn, helpers[0]],
-        dispatch.RunRequest(now=NOW, window=FIFTY_DAYS),
+        RunRequest(now=NOW, window=FIFTY_DAYS),
         runtime(page_rows=page_rows),
     )
 
@@ -102,9 +103,9 @@ def test_pages_a_little_smaller_than_the_chunk_keep_within_the_budget_unweighed(
     statement_rows = record_statement_rows(conn)
 
     # Four duties of 50 rows would pass 160; three never can, so pages take three.
-    report = dispatch.run(
+    report = dispatch(
         [conn, helpers[0]],
-        dispatch.RunRequest(now=NOW, window=FIFTY_DAYS),
+        RunRequest(now=NOW, window=FIFTY_DAYS),
         runtime(chunk_size=4, page_rows=160),
     )
 
@@ -146,11 +147,11 @@ def test_past_the_timeouts_a_run_may_spend_it_stops_where_it_settled_and_the_nex
     # half stored, and the second half's timeout ends the run there; each
     # continuation resumes from the run's mark.
     marks: list[str | None] = []
-    reports: list[dispatch.RunReport] = []
+    reports: list[RunReport] = []
     resume = None
     while (not reports or not reports[-1].complete) and len(reports) < 8:
-        request = dispatch.RunRequest(now=NOW, scope=Scope(resume_after=resume))
-        reports.append(dispatch.run([conn], request, runtime(max_timeouts=1)))
+        request = RunRequest(now=NOW, scope=Scope(resume_after=resume))
+        reports.append(dispatch([conn], request, runtime(max_timeouts=1)))
         resume = reports[-1].last_duty_id
         marks.append(resume)
 
@@ -182,9 +183,9 @@ def test_a_duty_made_dispatchable_inside_a_settled_page_that_the_budget_ends_on_
             insert_duties(helpers[0], [duty("a2")])
         return 60_000
 
-    report = dispatch.run(
+    report = dispatch(
         [conn],
-        dispatch.RunRequest(now=NOW, window=window),
+        RunRequest(now=NOW, window=window),
         runtime(page_rows=6, deadline=Deadline(time_left_ms, statement_timeout_ms=300_000)),
     )
 
@@ -207,9 +208,9 @@ def test_the_deadline_cancels_a_long_page_and_the_run_ends_incomplete_at_an_exac
         asked += 1
         return 60_000 if asked == 1 else 250
 
-    report = dispatch.run(
+    report = dispatch(
         [conn],
-        dispatch.RunRequest(now=NOW),
+        RunRequest(now=NOW),
         runtime(chunk_size=2, deadline=Deadline(time_left_ms, statement_timeout_ms=300_000)),
     )
 
@@ -217,6 +218,6 @@ def test_the_deadline_cancels_a_long_page_and_the_run_ends_incomplete_at_an_exac
     assert task_count(conn) == 2
     # The lowered timeout was the page's alone; the next run picks up the rest.
     assert conn.execute("SHOW statement_timeout").fetchone() == ("0",)
-    rest = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=2))
+    rest = dispatch([conn], RunRequest(now=NOW), runtime(chunk_size=2))
     assert (rest.tasks_created, task_count(conn)) == (4, 6)
     assert multiset(task_rows(conn)) == multiset(plan_dispatch(duties, NOW).drafts)

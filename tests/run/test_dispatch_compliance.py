@@ -10,6 +10,7 @@ import pytest
 from psycopg import sql
 
 from dispatch_fn.db.migrate import apply_migrations
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window, plan_dispatch
 from dispatch_fn.run import dispatch
 from support import CLOCK, NOW, Invoke, duty, insert_duties, multiset, task_keys, task_rows
@@ -18,7 +19,7 @@ BACKFILL = Window(date(2026, 1, 1), date(2026, 12, 31))
 
 
 def _run(conn: psycopg.Connection[Any], now: datetime = NOW, window: Window | None = None) -> Any:
-    return dispatch.run([conn], dispatch.RunRequest(now=now, window=window)).as_json()
+    return dispatch([conn], RunRequest(now=now, window=window)).as_json()
 
 
 # --- the review gate ---

@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.run import dispatch
 from runtimes import runtime
 from support import NOW, duty, insert_duties, task_count
@@ -31,9 +32,9 @@ def test_a_deadline_after_a_last_page_exactly_full_still_reports_the_run_complet
     conn: Conn, helpers: list[Conn], connections: int
 ) -> None:
     insert_duties(conn, [duty(f"d{n:02}") for n in range(14)])
-    report = dispatch.run(
+    report = dispatch(
         [conn, *helpers][:connections],
-        dispatch.RunRequest(now=NOW),
+        RunRequest(now=NOW),
         runtime(chunk_size=7, should_stop=_stop_after(2)),
     )
     assert task_count(conn) == 14
@@ -46,9 +47,9 @@ def test_a_deadline_before_the_last_duties_reports_the_run_incomplete(
     conn: Conn, helpers: list[Conn], connections: int
 ) -> None:
     insert_duties(conn, [duty(f"d{n:02}") for n in range(15)])
-    report = dispatch.run(
+    report = dispatch(
         [conn, *helpers][:connections],
-        dispatch.RunRequest(now=NOW),
+        RunRequest(now=NOW),
         runtime(chunk_size=7, should_stop=_stop_after(2)),
     )
     assert task_count(conn) == 14

@@ -8,8 +8,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.outcome import RunFailedError
+from dispatch_fn import settings
+from dispatch_fn.planning import RunRequest
+from dispatch_fn.run import RunFailedError, dispatch
 from runtimes import runtime
 from support import NOW, duty, insert_duties, task_count
 
@@ -29,7 +30,7 @@ def _oversized(duty_id: str) -> dict[str, Any]:
     return duty(duty_id, organization_id=_incompressible(1400), owner_id=_incompressible(1400))
 
 
-@pytest.mark.parametrize("chunk_size", [10, dispatch.DEFAULT_CHUNK_SIZE])
+@pytest.mark.parametrize("chunk_size", [10, settings.DEFAULT_CHUNK_SIZE])
 def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
     conn: Conn, chunk_size: int
 ) -> None:
@@ -37,7 +38,7 @@ def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
     duties[17] = _oversized("d17")
     insert_duties(conn, duties)
 
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=chunk_size))
+    report = dispatch([conn], RunRequest(now=NOW), runtime(chunk_size=chunk_size))
 
     assert task_count(conn) == 29
     assert conn.execute("SELECT count(*) FROM duly_task WHERE duty_id = 'd17'").fetchone() == (0,)
@@ -47,7 +48,7 @@ def test_one_oversized_duty_is_a_fault_and_every_other_duty_is_dispatched(
     assert (report.tasks_created, report.degraded, report.complete) == (29, True, True)
     assert report.last_duty_id == "d29"
 
-    again = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=chunk_size))
+    again = dispatch([conn], RunRequest(now=NOW), runtime(chunk_size=chunk_size))
     # The others' accounts are kept; the broken duty's is not, so it faults again.
     assert (again.tasks_created, again.tasks_existing, again.duties_owing) == (0, 0, 0)
     assert [f.duty_id for f in again.faults] == ["d17"]
@@ -60,7 +61,7 @@ def test_a_duty_that_breaks_a_constraint_on_its_task_is_a_fault_and_the_rest_is_
     # A rule added to duly_task later (here: a CHECK) that one duty's row breaks.
     conn.execute("ALTER TABLE duly_task ADD CONSTRAINT no_d05 CHECK (subject <> 'Duty d05')")
 
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=16))
+    report = dispatch([conn, *helpers], RunRequest(now=NOW), runtime(chunk_size=16))
 
     assert task_count(conn) == 39
     assert [(f.duty_id, f.reason) for f in report.faults] == [("d05", "invalid_cadence")]
@@ -75,7 +76,7 @@ def test_an_error_every_row_causes_fails_the_run_instead_of_taking_the_page_apar
     conn.execute("ALTER TABLE duly_task ADD CONSTRAINT nothing_fits CHECK (false)")
 
     with pytest.raises(RunFailedError, match="CheckViolation") as failed:
-        dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=200))
+        dispatch([conn], RunRequest(now=NOW), runtime(chunk_size=200))
 
     assert task_count(conn) == 0
     assert failed.value.report["complete"] is False
@@ -97,7 +98,7 @@ def test_every_page_that_fails_is_named_in_the_runs_error(conn: Conn, helpers: l
     )
 
     with pytest.raises(RunFailedError) as failed:
-        dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=10))
+        dispatch([conn, *helpers], RunRequest(now=NOW), runtime(chunk_size=10))
 
     message = str(failed.value)
     # Three connections took the three ranges at once; each failure is named.
@@ -113,13 +114,11 @@ def test_a_dry_run_cannot_know_the_index_will_refuse_an_oversized_task_and_count
     duties[17] = _oversized("d17")
     insert_duties(conn, duties)
 
-    report = dispatch.run(
-        [conn], dispatch.RunRequest(now=NOW, dry_run=True), runtime(chunk_size=10)
-    )
+    report = dispatch([conn], RunRequest(now=NOW, dry_run=True), runtime(chunk_size=10))
 
     assert (report.tasks_created, report.degraded, task_count(conn)) == (30, False, 0)
 
 
 def test_a_run_needs_at_least_one_connection() -> None:
     with pytest.raises(ValueError, match="at least one connection"):
-        dispatch.run([], dispatch.RunRequest(now=NOW))
+        dispatch([], RunRequest(now=NOW))

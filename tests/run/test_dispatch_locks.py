@@ -10,6 +10,7 @@ import pytest
 
 from dispatch_fn.db import database
 from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.run import dispatch
 from dispatch_fn.settings import Settings
 from runtimes import runtime
@@ -55,7 +56,7 @@ def test_duties_locked_by_another_session_are_set_aside_and_the_rest_is_dispatch
     holder.execute(HOLDS[hold], (list(LOCKED),))
 
     conns = dispatcher[:connections]
-    report = dispatch.run(conns, dispatch.RunRequest(now=NOW), runtime(chunk_size=8))
+    report = dispatch(conns, RunRequest(now=NOW), runtime(chunk_size=8))
 
     assert task_count(conn) == 17
     assert (report.set_aside_ids, len(report.set_aside)) == (LOCKED, 3)
@@ -64,7 +65,7 @@ def test_duties_locked_by_another_session_are_set_aside_and_the_rest_is_dispatch
     assert [each["duty_id"] for each in report.as_json()["set_aside"]] == list(LOCKED)
 
     holder.rollback()
-    rest = dispatch.run(conns, dispatch.RunRequest(now=NOW), runtime(chunk_size=8))
+    rest = dispatch(conns, RunRequest(now=NOW), runtime(chunk_size=8))
     # The others' accounts say their periods are dispatched: only the three are read as owing.
     assert (rest.tasks_created, rest.tasks_existing, rest.set_aside) == (3, 0, ())
     assert rest.duties_owing == 3
@@ -106,8 +107,8 @@ def test_a_page_whose_lock_is_released_meanwhile_is_dispatched_when_tried_again(
             holder.rollback()
         return False
 
-    report = dispatch.run(
-        dispatcher[:1], dispatch.RunRequest(now=NOW), runtime(chunk_size=8, should_stop=should_stop)
+    report = dispatch(
+        dispatcher[:1], RunRequest(now=NOW), runtime(chunk_size=8, should_stop=should_stop)
     )
 
     assert asked == 4

@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import plan_dispatch
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.outcome import RunFailedError
+from dispatch_fn.run import CONNECTION_ATTEMPTS, RunFailedError, dispatch
 from runtimes import runtime
 from support import NOW, duty, insert_duties, multiset, task_count, task_rows
 
@@ -71,7 +71,7 @@ def test_a_run_that_loses_a_helper_goes_on_with_the_others_and_writes_every_row(
     insert_duties(conn, duties)
     _terminate_inserting_backends(conn, statements=(3,))
 
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
+    report = dispatch([conn, *helpers], RunRequest(now=NOW), runtime(chunk_size=7))
 
     assert sum(each.broken for each in (conn, *helpers)) == 1
     with psycopg.connect(db_url) as reader:
@@ -97,9 +97,7 @@ def test_a_page_whose_only_connection_dies_is_done_again_on_a_fresh_one(
         opened.append(fresh)
         return fresh
 
-    report = dispatch.run(
-        [only], dispatch.RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect)
-    )
+    report = dispatch([only], RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect))
 
     assert len(opened) == 3  # the first connection and one fresh one per death
     assert multiset(task_rows(conn)) == _planned(duties)
@@ -125,20 +123,18 @@ def test_a_run_whose_every_connection_dies_fails_and_keeps_its_committed_pages(
         return fresh
 
     with pytest.raises(RunFailedError, match="terminating connection") as failed:
-        dispatch.run(
-            [only], dispatch.RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect)
-        )
+        dispatch([only], RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect))
 
     written = task_count(conn)
     assert failed.value.report["tasks_created"] == written > 0
     assert failed.value.report["complete"] is False
-    assert len(opened) <= 1 + dispatch.CONNECTION_ATTEMPTS  # bounded, not a reconnect storm
+    assert len(opened) <= 1 + CONNECTION_ATTEMPTS  # bounded, not a reconnect storm
     # Only whole pages: every duty has all of its rows or none of them.
     wanted = Counter(draft["duty_id"] for draft in plan_dispatch(duties, NOW).drafts)
     per_duty = conn.execute("SELECT duty_id, count(*) FROM duly_task GROUP BY duty_id").fetchall()
     assert all(count == wanted[duty_id] for duty_id, count in per_duty)
     conn.execute("DROP TRIGGER terminate_some_inserts ON duly_task")  # the server is back
-    rerun = dispatch.run([conn], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
+    rerun = dispatch([conn], RunRequest(now=NOW), runtime(chunk_size=7))
     assert rerun.tasks_created == len(plan_dispatch(duties, NOW).drafts) - written
 
 
@@ -155,8 +151,8 @@ def test_a_run_that_cannot_reconnect_goes_on_with_the_connections_it_has(
         tried += 1
         raise psycopg.OperationalError("connection refused: the server is at max_connections")
 
-    report = dispatch.run(
-        [conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect)
+    report = dispatch(
+        [conn, *helpers], RunRequest(now=NOW), runtime(chunk_size=7, reconnect=reconnect)
     )
 
     assert tried == 1

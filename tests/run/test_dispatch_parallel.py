@@ -1,4 +1,4 @@
-"""One run's pages shared among several connections (``dispatch.run([conn, *helpers], ...)``)."""
+"""One run's pages shared among several connections (``dispatch([conn, *helpers], ...)``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, overload
 import psycopg
 import pytest
 
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import plan_dispatch
 from dispatch_fn.run import dispatch
 from runtimes import runtime
@@ -106,7 +107,7 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
 ) -> None:
     duties = _duties(60)
     insert_duties(conn, duties)
-    report = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
+    report = dispatch([conn, *helpers], RunRequest(now=NOW), runtime(chunk_size=7))
     plan = plan_dispatch(duties, NOW)
     assert multiset(task_rows(conn)) == multiset(plan.drafts)
     assert (report.tasks_created, report.tasks_existing) == (len(plan.drafts), 0)
@@ -119,7 +120,7 @@ def test_connections_share_the_pages_and_insert_exactly_what_one_connection_woul
     assert None not in latest.values()  # every duty was owed a task
     assert last_dispatched(conn) == latest
 
-    again = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
+    again = dispatch([conn, *helpers], RunRequest(now=NOW), runtime(chunk_size=7))
     assert (again.tasks_created, again.tasks_existing, again.duties_owing) == (0, 0, 0)
 
 
@@ -138,9 +139,9 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
             asked += 1
             return asked > pages_allowed
 
-    report = dispatch.run(
+    report = dispatch(
         [conn, *helpers],
-        dispatch.RunRequest(now=NOW),
+        RunRequest(now=NOW),
         runtime(chunk_size=7, should_stop=should_stop),
     )
     assert len(pages_seen) == min(pages_allowed, 9)
@@ -150,7 +151,7 @@ def test_a_stopped_run_reports_an_id_below_which_no_duty_was_left_behind(
     assert behind <= dispatched
     assert report.complete is (pages_allowed >= 9)
 
-    rest = dispatch.run([conn, *helpers], dispatch.RunRequest(now=NOW), runtime(chunk_size=7))
+    rest = dispatch([conn, *helpers], RunRequest(now=NOW), runtime(chunk_size=7))
     assert rest.complete
     assert rest.tasks_created + report.tasks_created == task_count(conn)
     # The duties the stopped run dispatched have their accounts kept: not owed again.
@@ -162,4 +163,4 @@ def test_a_run_refuses_a_helper_that_would_make_it_one_long_transaction(
     conn: Conn, db_url: str
 ) -> None:
     with psycopg.connect(db_url) as manual, pytest.raises(ValueError, match="autocommit"):
-        dispatch.run([conn, manual], dispatch.RunRequest(now=NOW))
+        dispatch([conn, manual], RunRequest(now=NOW))

@@ -7,8 +7,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.outcome import RunFailedError
+from dispatch_fn.planning import RunRequest
+from dispatch_fn.run import RunFailedError, dispatch
 from support import NOW, duty, insert_duties, task_count
 
 
@@ -40,7 +40,7 @@ def test_a_page_aborted_by_a_transient_conflict_is_retried_and_the_run_succeeds(
 ) -> None:
     insert_duties(conn, [duty("d1"), duty("d2")])
     _fail_inserts(conn, sqlstate, times=2)
-    report = dispatch.run([conn], dispatch.RunRequest(now=NOW))
+    report = dispatch([conn], RunRequest(now=NOW))
     assert (report.retries, report.tasks_created) == (2, 2)
     assert task_count(conn) == 2
 
@@ -51,10 +51,10 @@ def test_a_conflict_that_persists_fails_the_run_and_writes_nothing(
     insert_duties(conn, [duty("d1")])
     _fail_inserts(conn, "40P01", times=100)
     with pytest.raises(RunFailedError, match="DeadlockDetected"):
-        dispatch.run([conn], dispatch.RunRequest(now=NOW))
+        dispatch([conn], RunRequest(now=NOW))
     assert task_count(conn) == 0
 
 
 def test_a_run_refuses_a_connection_that_would_make_it_one_long_transaction(db_url: str) -> None:
     with psycopg.connect(db_url) as manual, pytest.raises(ValueError, match="autocommit"):
-        dispatch.run([manual], dispatch.RunRequest(now=NOW))
+        dispatch([manual], RunRequest(now=NOW))

@@ -6,9 +6,10 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn.planning import plan
-from dispatch_fn.planning.plan import DEFAULT_CATCH_UP_DAYS, plan_dispatch
+from dispatch_fn.planning import RunRequest, plan
+from dispatch_fn.planning.plan import plan_dispatch
 from dispatch_fn.run import dispatch
+from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 from runtimes import runtime
 from support import NOW, duty, insert_duties, multiset, record_statement_rows, task_rows
 
@@ -31,9 +32,7 @@ def test_one_wild_lead_does_not_widen_the_schedule_of_the_other_duties(conn: Con
     # the wild duty (its own 3,669 days) the next. Planned for the wild lead,
     # each tame duty would weigh 3,669 and fill a page alone: 101 pages.
     tame_weight = DEFAULT_CATCH_UP_DAYS + 10
-    report = dispatch.run(
-        [conn], dispatch.RunRequest(now=NOW), runtime(page_rows=100 * tame_weight)
-    )
+    report = dispatch([conn], RunRequest(now=NOW), runtime(page_rows=100 * tame_weight))
 
     assert statement_rows() == [100 * 8, WILD_LEAD + 1]
     planned = plan_dispatch([*tame, wild], NOW)

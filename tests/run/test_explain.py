@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from dispatch_fn.cli.main import main
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.explain import explain
+from dispatch_fn.run import dispatch, explain
 from support import NOW, Invoke, duty, insert_duties
 
 DUTIES = [
@@ -39,10 +39,10 @@ def test_explain_verdicts_are_what_a_real_run_then_does(
 ) -> None:
     insert_duties(conn, DUTIES)
     # Some tasks already there: an earlier scheduled run, a week before.
-    dispatch.run([conn], dispatch.RunRequest(now=datetime(2026, 8, 14, 1, tzinfo=UTC)))
+    dispatch([conn], RunRequest(now=datetime(2026, 8, 14, 1, tzinfo=UTC)))
     before = _tasks(conn)
     explained = explain(conn, [d["id"] for d in DUTIES], NOW, window)
-    dispatch.run([conn], dispatch.RunRequest(now=NOW, window=window))
+    dispatch([conn], RunRequest(now=NOW, window=window))
     created = _tasks(conn) - before
 
     def having(verdict: str) -> set[tuple[str, str]]:
@@ -61,7 +61,7 @@ def test_explain_verdicts_are_what_a_real_run_then_does(
 
 def test_explain_names_each_kind_of_verdict_and_skip(conn: psycopg.Connection[Any]) -> None:
     insert_duties(conn, DUTIES)
-    dispatch.run([conn], dispatch.RunRequest(now=NOW))
+    dispatch([conn], RunRequest(now=NOW))
     explained = explain(conn, [d["id"] for d in DUTIES] + ["nobody"], NOW)
     assert explained["nobody"] == {"duty_id": "nobody", "found": False}
     assert explained["paused"]["skip"] == {"reason": "not_active", "detail": "", "fault": False}

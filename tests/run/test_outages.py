@@ -29,8 +29,9 @@ from typing import Any
 import psycopg
 
 from dispatch_fn.db import ledger
+from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import plan_dispatch
-from dispatch_fn.run import dispatch, recorded
+from dispatch_fn.run import dispatch, dispatch_recorded
 from runtimes import runtime
 from support import (
     CLOCK,
@@ -282,7 +283,7 @@ def test_a_failed_run_leaves_the_accounts_it_did_not_reach(conn: Conn, invoke: I
     invoke({"now": "2026-08-18T01:00:00Z"})
     failed = ledger.start(
         conn,
-        dispatch.RunRequest(now=_at("2026-08-20T01:00:00Z")),
+        RunRequest(now=_at("2026-08-20T01:00:00Z")),
         request_id=None,
         continues_run=None,
     )
@@ -348,7 +349,7 @@ def test_two_runs_at_once_after_an_outage_leave_exactly_the_expected_rows(
     insert_duties(conn, duties)
     earlier = _at("2026-08-27T01:00:00Z")
     now = _at("2026-09-02T01:00:00Z")
-    recorded.execute([conn], dispatch.RunRequest(now=earlier))
+    dispatch_recorded([conn], RunRequest(now=earlier))
     barrier = threading.Barrier(2)
     reports: list[dict[str, Any]] = []
 
@@ -359,8 +360,8 @@ def test_two_runs_at_once_after_an_outage_leave_exactly_the_expected_rows(
         ):
             barrier.wait()
             reports.append(
-                recorded.execute(
-                    [own, helper], dispatch.RunRequest(now=now), runtime(chunk_size=7)
+                dispatch_recorded(
+                    [own, helper], RunRequest(now=now), runtime(chunk_size=7)
                 ).as_json()
             )
 
@@ -389,7 +390,7 @@ def test_a_run_after_an_outage_killed_mid_run_and_rerun_leaves_exactly_the_expec
     duties = [duty(f"d{n:03}", frequency="daily", lead_days=n % 3) for n in range(120)]
     insert_duties(conn, duties)
     earlier, now = _at("2026-08-16T01:00:00Z"), _at("2026-08-21T01:00:00Z")
-    recorded.execute([conn], dispatch.RunRequest(now=earlier))
+    dispatch_recorded([conn], RunRequest(now=earlier))
     conn.execute("CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS"
                  " $$ BEGIN PERFORM pg_sleep(0.002); RETURN NEW; END $$")  # fmt: skip
     conn.execute(
@@ -420,7 +421,7 @@ def test_a_run_after_an_outage_killed_mid_run_and_rerun_leaves_exactly_the_expec
     killed = len(_stored(conn))
     assert before + 150 <= killed < len(expected)
     conn.execute("DROP TRIGGER slow ON duly_task")
-    rerun = recorded.execute([conn], dispatch.RunRequest(now=now)).as_json()
+    rerun = dispatch_recorded([conn], RunRequest(now=now)).as_json()
     # Changed (docs/contract.md#account): the killed run's committed pages
     # moved their duties' accounts with their rows, so the rerun owes exactly
     # the rest, and none of it lay beyond the horizon.
@@ -433,11 +434,11 @@ def test_a_missed_day_refused_for_one_duty_redoes_nothing_and_reports_that_duty_
 ) -> None:
     insert_duties(conn, [duty(f"d{n}", frequency="daily", lead_days=0) for n in range(1, 4)])
     now = _at(CLOCK)
-    dispatch.run([conn], dispatch.RunRequest(now=now - timedelta(days=2)))
+    dispatch([conn], RunRequest(now=now - timedelta(days=2)))
     # d1's task of the missed day is refused.
     refuse_tasks(conn, "NEW.duty_id = 'd1' AND NEW.period_key = '2026-08-20'")
 
-    report = dispatch.run([conn], dispatch.RunRequest(now=now))
+    report = dispatch([conn], RunRequest(now=now))
 
     assert [f.duty_id for f in report.faults] == ["d1"]
     # Changed (docs/contract.md#account, #faults): one statement writes a
@@ -453,7 +454,7 @@ def test_a_missed_day_refused_for_one_duty_redoes_nothing_and_reports_that_duty_
     # Once the refusal is lifted, the next run owes d1 its two days and
     # redoes nothing for the others.
     conn.execute("DROP TRIGGER refuse_task ON duly_task")
-    again = dispatch.run([conn], dispatch.RunRequest(now=now))
+    again = dispatch([conn], RunRequest(now=now))
     assert (again.tasks_created, again.tasks_existing, again.faults) == (2, 0, ())
     assert task_keys(conn, "d1") == _daily("2026-08-19", "2026-08-21")
 

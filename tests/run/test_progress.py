@@ -80,7 +80,7 @@ def test_the_run_reports_after_each_committed_page(
     )
     request = parse_event({"now": CLOCK}, current_time=datetime.now().astimezone())
     seen: list[Progress] = []
-    report = dispatch.run(
+    report = dispatch(
         [conn, *helpers[: workers - 1]], request, runtime(chunk_size=2, on_progress=seen.append)
     )
     # The total is what the run dispatches: neither the faulty nor the paused duty.
@@ -98,7 +98,7 @@ def test_the_run_reports_after_each_committed_page(
 def test_a_run_with_nothing_to_dispatch_reports_nothing(conn: Conn) -> None:
     request = parse_event({"now": CLOCK}, current_time=datetime.now().astimezone())
     seen: list[Progress] = []
-    dispatch.run([conn], request, runtime(on_progress=seen.append))
+    dispatch([conn], request, runtime(on_progress=seen.append))
     assert seen == []
 
 

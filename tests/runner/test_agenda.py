@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn.db.store import PageResult
-from dispatch_fn.run import agenda
-from dispatch_fn.run.agenda import Board, decide
-from dispatch_fn.run.settling import Failure, Job, Outcome
+from dispatch_fn.run import _agenda as agenda
+from dispatch_fn.run._agenda import Board, decide
+from dispatch_fn.run._settling import Failure, Job, Outcome
 
 RANGES = [(None, "b"), ("b", "d"), ("d", None)]
 
@@ -76,9 +76,9 @@ def test_work_left_with_every_connection_dead_fails_the_run_with_the_last_lost_p
 
 
 def test_what_a_failed_step_committed_still_counts_towards_the_progress() -> None:
-    page = PageResult("a", rows=3, duties=3, outside_window=0, nothing_due=0, owed=3,
+    page = PageResult(upto="a", rows=3, duties=3, outside_window=0, nothing_due=0, owed=3,
                       created=2, advanced=3)  # fmt: skip
-    caught = PageResult("a", 1, 1, 0, 0, 1, 1, 0)
+    caught = PageResult(upto="a", rows=1, duties=1, owed=1, created=1)
     board = Board(RANGES)
     board.record(Outcome(board.agenda.take(), pages=(page,), caught=(caught,),
                          failure=Failure.ERROR))  # fmt: skip
@@ -107,7 +107,9 @@ def test_every_range_is_finished_once_unless_the_run_fails(script: list[str]) ->
 
 
 def _page(owed: int, created: int) -> PageResult:
-    return PageResult("a", owed, owed, 0, 0, owed, created, created)
+    return PageResult(
+        upto="a", rows=owed, duties=owed, owed=owed, created=created, advanced=created
+    )
 
 
 def test_the_board_hands_out_jobs_that_probe_first_once_a_page_found_its_rows_present() -> None:

@@ -21,14 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn.db.store import PageResult
-from dispatch_fn.run import settling
-from dispatch_fn.run.settling import (
+from dispatch_fn.run import _settling as settling
+from dispatch_fn.run._settling import (
     Failure,
     Job,
     Outcome,
+    PageShape,
     SetAsideReason,
     Target,
-    Walk,
 )
 
 CATCH_UP = Target(0)
@@ -88,7 +88,15 @@ class Server:
         rows = sum(self.weights.get(each, 1) for each in ids)
         n = len(ids)
         return settling.Committed(
-            PageResult(ids[-1] if ids else None, rows, n, 0, 0, n, n, n, cut=cut)
+            PageResult(
+                upto=ids[-1] if ids else None,
+                rows=rows,
+                duties=n,
+                owed=n,
+                created=n,
+                advanced=n,
+                cut=cut,
+            )
         )
 
     def _failure(self, target: Target, ids: set[str]) -> settling.Reply:
@@ -142,7 +150,7 @@ class Server:
         return self.committed.get(None, [])
 
 
-def drive(walk: Walk, job: Job, server: Server) -> Outcome:
+def drive(walk: PageShape, job: Job, server: Server) -> Outcome:
     steps = settling.settle(walk, job)
     try:
         command = next(steps)
@@ -153,7 +161,7 @@ def drive(walk: Walk, job: Job, server: Server) -> Outcome:
         return outcome
 
 
-def walk_range(walk: Walk, server: Server, *, limit: int = 500) -> list[Outcome]:
+def walk_range(walk: PageShape, server: Server, *, limit: int = 500) -> list[Outcome]:
     """The steps of one open range, as the scheduler takes them, until it ends or one fails."""
     outcomes: list[Outcome] = []
     job = Job(0, None, None)
@@ -197,31 +205,31 @@ def set_aside(outcomes: Iterable[Outcome]) -> list[str]:
 
 def test_a_full_page_commits_its_duties_in_one_statement_and_says_the_range_goes_on() -> None:
     server = Server(ids(10))
-    outcome = drive(Walk(size=4), Job(0, None, None), server)
+    outcome = drive(PageShape(size=4), Job(0, None, None), server)
     assert (outcome.reached, outcome.more, outcome.failure) == ("d003", True, None)
     assert server.page_ids() == ids(4)
     assert len(server.commands) == 1
 
 
 def test_a_page_short_of_its_size_ends_the_range() -> None:
-    outcome = drive(Walk(size=4), Job(0, "d007", None), Server(ids(10)))
+    outcome = drive(PageShape(size=4), Job(0, "d007", None), Server(ids(10)))
     assert (outcome.reached, outcome.more) == ("d009", False)
 
 
 def test_a_page_that_reaches_its_ranges_bound_ends_the_range_though_full() -> None:
-    outcome = drive(Walk(size=4), Job(0, None, "d003"), Server(ids(10)))
+    outcome = drive(PageShape(size=4), Job(0, None, "d003"), Server(ids(10)))
     assert (outcome.reached, outcome.more) == ("d003", False)
 
 
 def test_a_page_the_row_budget_cuts_short_says_the_range_goes_on() -> None:
     server = Server(ids(10), weights={"d001": 5})
-    outcome = drive(Walk(size=4, rows=5), Job(0, None, None), server)
+    outcome = drive(PageShape(size=4, rows=5), Job(0, None, None), server)
     assert (outcome.reached, outcome.more) == ("d000", True)
 
 
 def test_each_statement_after_the_page_runs_over_exactly_the_duties_it_covered() -> None:
     server = Server(ids(10))
-    outcome = drive(Walk(size=4, extras=(CATCH_UP, REPAY)), Job(0, "d001", None), server)
+    outcome = drive(PageShape(size=4, extras=(CATCH_UP, REPAY)), Job(0, "d001", None), server)
     assert server.committed == {None: ids(6)[2:], 0: ids(6)[2:], 1: ids(6)[2:]}
     assert (len(outcome.pages), len(outcome.caught), len(outcome.repaid)) == (1, 1, 1)
     extras = [c for c in server.commands if isinstance(c, settling.Dispatch) and c.target.extra]
@@ -232,7 +240,7 @@ def test_a_probing_job_probes_with_every_page_statement_and_with_none_after_the_
     # The page is split around the duty the server refuses: each half probes too.
     server = Server(ids(10), refuses={None: {"d002"}})
     job = Job(0, None, None, probe=True)
-    outcome = drive(Walk(size=8, extras=(CATCH_UP,)), job, server)
+    outcome = drive(PageShape(size=8, extras=(CATCH_UP,)), job, server)
     assert [each.duty_id for each in outcome.set_aside] == ["d002"]
     dispatched = [c for c in server.commands if isinstance(c, settling.Dispatch)]
     pages = [c for c in dispatched if c.target.extra is None]
@@ -242,13 +250,13 @@ def test_a_probing_job_probes_with_every_page_statement_and_with_none_after_the_
     assert all(c.probe for c in pages)
     assert not any(c.probe for c in extras)
     plain = Server(ids(10))
-    drive(Walk(size=8), Job(0, None, None), plain)
+    drive(PageShape(size=8), Job(0, None, None), plain)
     assert not any(c.probe for c in plain.commands if isinstance(c, settling.Dispatch))
 
 
 def test_an_empty_page_runs_nothing_after_it() -> None:
     server = Server([])
-    outcome = drive(Walk(size=4, extras=(CATCH_UP,)), Job(0, None, None), server)
+    outcome = drive(PageShape(size=4, extras=(CATCH_UP,)), Job(0, None, None), server)
     assert (outcome.reached, outcome.more, len(server.commands)) == (None, False, 1)
 
 
@@ -257,7 +265,7 @@ def test_an_empty_page_runs_nothing_after_it() -> None:
 
 def test_a_duty_the_server_refuses_is_set_aside_alone_and_the_rest_of_its_page_dispatched() -> None:
     server = Server(ids(16), refuses={None: {"d005"}})
-    outcome = drive(Walk(size=16), Job(0, None, None), server)
+    outcome = drive(PageShape(size=16), Job(0, None, None), server)
     assert server.page_ids() == [each for each in ids(16) if each != "d005"]
     assert [(each.duty_id, each.reason) for each in outcome.set_aside] == [
         ("d005", SetAsideReason.REFUSED)
@@ -271,13 +279,13 @@ def test_a_duty_the_server_refuses_is_set_aside_alone_and_the_rest_of_its_page_d
 @pytest.mark.parametrize("size", [2, 16, 64, 256])
 def test_one_bad_duty_costs_about_two_log2_n_statements(size: int) -> None:
     server = Server(ids(size), refuses={None: {ids(size)[size // 3]}})
-    drive(Walk(size=size), Job(0, None, None), server)
+    drive(PageShape(size=size), Job(0, None, None), server)
     assert server.statements <= 2 * size.bit_length() + 1
 
 
 def test_past_the_limit_of_duties_set_aside_the_step_fails_instead() -> None:
     bad = set(ids(40)[:33])
-    outcome = drive(Walk(size=40), Job(0, None, None), Server(ids(40), refuses={None: bad}))
+    outcome = drive(PageShape(size=40), Job(0, None, None), Server(ids(40), refuses={None: bad}))
     assert outcome.failure is Failure.ERROR
     assert len(outcome.set_aside) == settling.MAX_SET_ASIDE_PER_PAGE
 
@@ -286,7 +294,7 @@ def test_a_duty_a_catch_up_statement_refuses_is_set_aside_as_counted_and_its_pag
     None
 ):
     server = Server(ids(8), refuses={0: {"d002"}})
-    outcome = drive(Walk(size=8, extras=(CATCH_UP,)), Job(0, None, None), server)
+    outcome = drive(PageShape(size=8, extras=(CATCH_UP,)), Job(0, None, None), server)
     assert server.page_ids() == ids(8)
     assert server.committed[0] == [each for each in ids(8) if each != "d002"]
     assert [(each.duty_id, each.counted) for each in outcome.set_aside] == [("d002", True)]
@@ -298,7 +306,7 @@ def test_a_duty_a_catch_up_statement_refuses_is_set_aside_as_counted_and_its_pag
 
 def test_a_page_locked_on_its_first_try_is_put_back_without_a_statement_committed() -> None:
     server = Server(ids(8), locked={"d003"})
-    outcome = drive(Walk(size=8), Job(0, None, None), server)
+    outcome = drive(PageShape(size=8), Job(0, None, None), server)
     assert (outcome.failure, outcome.pages, server.page_ids()) == (Failure.LOCKED, (), [])
 
 
@@ -306,7 +314,7 @@ def test_on_its_second_try_the_locked_duties_are_set_aside_untried_and_the_rest_
     None
 ):
     server = Server(ids(8), locked={"d003", "d006"})
-    outcome = drive(Walk(size=8), Job(0, None, None, deferred=1), server)
+    outcome = drive(PageShape(size=8), Job(0, None, None, deferred=1), server)
     assert [(each.duty_id, each.reason) for each in outcome.set_aside] == [
         ("d003", SetAsideReason.LOCKED),
         ("d006", SetAsideReason.LOCKED),
@@ -321,25 +329,25 @@ def test_on_its_second_try_the_locked_duties_are_set_aside_untried_and_the_rest_
 
 def test_a_deadlock_is_tried_again_after_a_pause_and_counted_as_a_retry() -> None:
     server = Server(ids(4), conflicts=2)
-    outcome = drive(Walk(size=4), Job(0, None, None), server)
+    outcome = drive(PageShape(size=4), Job(0, None, None), server)
     waits = [c.seconds for c in server.commands if isinstance(c, settling.Wait)]
     assert (outcome.failure, outcome.retries, waits) == (None, 2, [0.05, 0.1])
 
 
 def test_a_statement_that_deadlocks_on_every_attempt_fails_the_step() -> None:
     server = Server(ids(4), conflicts=settling.ATTEMPTS)
-    outcome = drive(Walk(size=4), Job(0, None, None), server)
+    outcome = drive(PageShape(size=4), Job(0, None, None), server)
     assert (outcome.failure, outcome.retries) == (Failure.ERROR, settling.ATTEMPTS - 1)
 
 
 def test_a_connection_lost_under_a_statement_ends_the_step_as_lost() -> None:
-    outcome = drive(Walk(size=4), Job(0, None, None), Server(ids(4), lost_at=1))
+    outcome = drive(PageShape(size=4), Job(0, None, None), Server(ids(4), lost_at=1))
     assert (outcome.failure, outcome.reached) == (Failure.LOST, None)
 
 
 def test_a_statement_the_deadline_cancels_ends_the_step_where_it_began() -> None:
     server = Server(ids(16), refuses={None: {"d009"}}, deadline_after=3)
-    outcome = drive(Walk(size=16), Job(0, "a", None), server)
+    outcome = drive(PageShape(size=16), Job(0, "a", None), server)
     assert (outcome.failure, outcome.reached, outcome.more) == (Failure.DEADLINE, "a", False)
     assert isinstance(server.replies[-1], settling.DeadlineReached)
     assert len(outcome.pages) == 1  # the half committed before it still counts
@@ -350,7 +358,7 @@ def test_a_statement_the_deadline_cancels_ends_the_step_where_it_began() -> None
 
 def test_a_page_past_statement_timeout_is_split_and_its_slow_duty_set_aside_as_timed_out() -> None:
     server = Server(ids(8), slow={"d004"})
-    outcome = drive(Walk(size=8), Job(0, None, None), server)
+    outcome = drive(PageShape(size=8), Job(0, None, None), server)
     assert [(each.duty_id, each.reason) for each in outcome.set_aside] == [
         ("d004", SetAsideReason.TIMED_OUT)
     ]
@@ -359,14 +367,16 @@ def test_a_page_past_statement_timeout_is_split_and_its_slow_duty_set_aside_as_t
 
 def test_one_timeout_past_the_allowance_stops_the_step_where_its_duties_are_settled() -> None:
     server = Server(ids(8), slow={"d004"}, allowance=2)
-    outcome = drive(Walk(size=8), Job(0, None, None), server)
+    outcome = drive(PageShape(size=8), Job(0, None, None), server)
     assert (outcome.failure, outcome.more) == (Failure.TIMEOUTS, True)
     # d000-d003 committed in the first half; the rest is the next run's.
     assert (outcome.reached, server.page_ids()) == ("d003", ids(4))
 
 
 def test_with_no_allowance_a_timed_out_page_stops_where_the_step_began() -> None:
-    outcome = drive(Walk(size=8), Job(0, "a", None), Server(ids(8), slow={"d004"}, allowance=0))
+    outcome = drive(
+        PageShape(size=8), Job(0, "a", None), Server(ids(8), slow={"d004"}, allowance=0)
+    )
     assert (outcome.failure, outcome.reached, outcome.more) == (Failure.TIMEOUTS, "a", True)
 
 
@@ -376,7 +386,7 @@ def test_with_no_allowance_a_timed_out_page_stops_where_the_step_began() -> None
 def test_at_the_edge_the_duties_the_planner_refuses_are_set_aside_and_never_dispatched() -> None:
     judge = Judge({"d002", "d005"})
     server = Server(ids(10))
-    outcome = drive(Walk(size=8, edge=judge), Job(0, None, None), server)
+    outcome = drive(PageShape(size=8, edge=judge), Job(0, None, None), server)
     assert judge.judged == ids(8)
     assert server.page_ids() == ["d000", "d001", "d003", "d004", "d006", "d007"]
     assert set_aside([outcome]) == ["d002", "d005"]
@@ -388,7 +398,7 @@ def test_at_the_edge_the_duties_the_planner_refuses_are_set_aside_and_never_disp
 def test_at_the_edge_a_timeout_stop_drops_the_refusals_past_where_it_settled() -> None:
     judge = Judge({"d001", "d006"})
     server = Server(ids(8), slow={"d004"}, weights={"d002": 9}, allowance=0)
-    outcome = drive(Walk(size=8, rows=4, edge=judge), Job(0, None, None), server)
+    outcome = drive(PageShape(size=8, rows=4, edge=judge), Job(0, None, None), server)
     assert (outcome.failure, outcome.reached) == (Failure.TIMEOUTS, "d002")
     assert set_aside([outcome]) == ["d001"]  # d006 is judged again by the next run
 
@@ -396,7 +406,7 @@ def test_at_the_edge_a_timeout_stop_drops_the_refusals_past_where_it_settled() -
 def test_at_the_edge_a_lock_met_after_pages_committed_is_split_rather_than_put_back() -> None:
     # Put back, the step would do its committed pages again.
     server = Server(ids(8), locked={"d005"})
-    outcome = drive(Walk(size=8, rows=2, edge=Judge(())), Job(0, None, None), server)
+    outcome = drive(PageShape(size=8, rows=2, edge=Judge(())), Job(0, None, None), server)
     assert outcome.failure is None
     assert [(each.duty_id, each.reason) for each in outcome.set_aside] == [
         ("d005", SetAsideReason.LOCKED)
@@ -408,7 +418,7 @@ def test_at_the_edge_a_lock_met_after_pages_committed_is_split_rather_than_put_b
 
 
 @st.composite
-def pages(draw: st.DrawFn, *, extras: bool = False) -> tuple[Walk, Server]:
+def pages(draw: st.DrawFn, *, extras: bool = False) -> tuple[PageShape, Server]:
     duties = sorted(set(draw(st.lists(st.integers(0, 99), max_size=40))))
     names = [f"d{n:03d}" for n in duties]
     some = st.sets(st.sampled_from(names), max_size=4) if names else st.just(set[str]())
@@ -423,7 +433,7 @@ def pages(draw: st.DrawFn, *, extras: bool = False) -> tuple[Walk, Server]:
         weights={name: draw(st.integers(1, 4)) for name in names},
     )
     edge = draw(st.none() | st.builds(Judge, some))
-    walk = Walk(
+    walk = PageShape(
         size=draw(st.integers(1, 12)),
         rows=draw(st.none() | st.integers(1, 12)),
         extras=(CATCH_UP, REPAY) if extras else (),
@@ -434,7 +444,7 @@ def pages(draw: st.DrawFn, *, extras: bool = False) -> tuple[Walk, Server]:
 
 @given(pages())
 @settings(max_examples=300, deadline=None)
-def test_walking_a_range_settles_every_duty_exactly_once(drawn: tuple[Walk, Server]) -> None:
+def test_walking_a_range_settles_every_duty_exactly_once(drawn: tuple[PageShape, Server]) -> None:
     """Whatever fails where, each duty ends dispatched or set aside, once, never both."""
     walk, server = drawn
     outcomes = walk_range(walk, server)
@@ -445,7 +455,7 @@ def test_walking_a_range_settles_every_duty_exactly_once(drawn: tuple[Walk, Serv
 
 @given(pages())
 @settings(max_examples=300, deadline=None)
-def test_a_duty_is_set_aside_for_what_it_alone_met(drawn: tuple[Walk, Server]) -> None:
+def test_a_duty_is_set_aside_for_what_it_alone_met(drawn: tuple[PageShape, Server]) -> None:
     walk, server = drawn
     refused_by_edge = set() if walk.edge is None else walk.edge.refused_ids  # type: ignore[attr-defined]
     for each in (e for outcome in walk_range(walk, server) for e in outcome.set_aside):
@@ -460,7 +470,7 @@ def test_a_duty_is_set_aside_for_what_it_alone_met(drawn: tuple[Walk, Server]) -
 @given(pages(extras=True))
 @settings(max_examples=200, deadline=None)
 def test_every_statement_after_the_page_covers_each_dispatched_duty_once_or_sets_it_aside(
-    drawn: tuple[Walk, Server],
+    drawn: tuple[PageShape, Server],
 ) -> None:
     walk, server = drawn
     outcomes = walk_range(walk, server)
@@ -475,7 +485,7 @@ def test_every_statement_after_the_page_covers_each_dispatched_duty_once_or_sets
 @given(pages(), st.integers(0, 3))
 @settings(max_examples=300, deadline=None)
 def test_the_timeout_allowance_is_never_exceeded(
-    drawn: tuple[Walk, Server], allowance: int
+    drawn: tuple[PageShape, Server], allowance: int
 ) -> None:
     """Each timeout is paid for before its page is split; one unpaid ends the step there."""
     walk, server = drawn
@@ -495,7 +505,7 @@ def test_the_timeout_allowance_is_never_exceeded(
 @given(pages(), st.integers(0, 3))
 @settings(max_examples=300, deadline=None)
 def test_a_step_stopped_by_timeouts_has_settled_every_duty_up_to_where_it_stopped(
-    drawn: tuple[Walk, Server], allowance: int
+    drawn: tuple[PageShape, Server], allowance: int
 ) -> None:
     walk, server = drawn
     server.allowance = allowance
@@ -512,7 +522,7 @@ def test_a_step_stopped_by_timeouts_has_settled_every_duty_up_to_where_it_stoppe
 @given(pages(), st.integers(0, 6))
 @settings(max_examples=300, deadline=None)
 def test_after_the_deadline_cancels_a_statement_the_step_asks_nothing_more(
-    drawn: tuple[Walk, Server], statements: int
+    drawn: tuple[PageShape, Server], statements: int
 ) -> None:
     walk, server = drawn
     server.deadline_after = statements
@@ -523,7 +533,7 @@ def test_after_the_deadline_cancels_a_statement_the_step_asks_nothing_more(
 
 
 def test_settling_loads_no_database_driver() -> None:
-    probe = "import json, sys, dispatch_fn.run.settling; print(json.dumps(sorted(sys.modules)))"
+    probe = "import json, sys, dispatch_fn.run._settling; print(json.dumps(sorted(sys.modules)))"
     completed = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )

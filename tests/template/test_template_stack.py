@@ -27,8 +27,13 @@ from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
-from dispatch_fn.run.dispatch import DEFAULT_CHUNK_SIZE, DEFAULT_PAGE_ROWS, DEFAULT_WORKERS
-from dispatch_fn.settings import DEFAULT_MAX_WINDOW_DAYS, MAX_WORKERS
+from dispatch_fn.settings import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_WINDOW_DAYS,
+    DEFAULT_PAGE_ROWS,
+    DEFAULT_WORKERS,
+    MAX_WORKERS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "eu-west-1"

@@ -19,13 +19,11 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from dispatch_fn.aws import rotation
 from dispatch_fn.aws.invocation import SERVICE, failed_before_run, handle, logger, runtime_for
 from dispatch_fn.aws.lambda_context import as_lambda_context
-from dispatch_fn.db import database
-from dispatch_fn.db.database import ConnectionCache
-from dispatch_fn.db.sql import Connection
+from dispatch_fn.db import Connection, ConnectionCache, connect, conninfo_with_secret
 from dispatch_fn.errors import ConfigurationError
 from dispatch_fn.settings import Settings
 
-__all__ = ["lambda_handler", "logger", "metrics"]
+__all__ = ["lambda_handler", "metrics"]
 
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Duly"), service=SERVICE)
 # A warm container's connections, checked and replaced as needed on each run.
@@ -67,12 +65,12 @@ def _rotated(event: Any, settings: Settings) -> dict[str, Any]:
 
     secrets = boto3.client("secretsmanager", region_name=settings.aws_region)
 
-    def connect(fields: Any) -> Connection:
-        return database.connect(settings, database.conninfo_with_secret(settings, fields))
+    def signed_in(fields: Any) -> Connection:
+        return connect(settings, conninfo_with_secret(settings, fields))
 
     step = str(event.get("Step"))
     try:
-        done = rotation.rotate(event, secrets=secrets, connect=connect)
+        done = rotation.rotate(event, secrets=secrets, connect=signed_in)
     except Exception:
         # Secrets Manager retries the step, and marks the rotation failed at last.
         logger.exception("rotation step failed", extra={"step": step})

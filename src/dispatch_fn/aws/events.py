@@ -18,10 +18,9 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from dispatch_fn.bounded import MAX_EVENT_BYTES, quote
-from dispatch_fn.engine.dates import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
+from dispatch_fn.engine import LAST_DAY, MAX_YEAR, MIN_YEAR, YEAR_RANGE
 from dispatch_fn.errors import EventError
-from dispatch_fn.planning.plan import SCHEDULE_INTERVAL, Window
-from dispatch_fn.planning.request import MODES, SHOWN_STATUSES, RunRequest, Scope
+from dispatch_fn.planning import MODES, SCHEDULE_INTERVAL, SHOWN_STATUSES, RunRequest, Scope, Window
 from dispatch_fn.settings import DEFAULT_MAX_DUTY_IDS, DEFAULT_MAX_WINDOW_DAYS
 
 # A run that keeps stopping for its deadline hands off at most 20 times

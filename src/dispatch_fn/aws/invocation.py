@@ -1,8 +1,8 @@
 """One invocation of the dispatcher, with its dependencies passed in.
 
 ``handle`` translates an event into a run, and the run's report into JSON, log
-lines and metrics; what a run does is ``dispatch.run``'s business, and how it
-is recorded and continued is ``recorded.execute``'s.
+lines and metrics; what a run does, how it is recorded and continued, and
+what is said beside its report are the run layer's (``run.dispatch_remarked``).
 ``runtime_for`` builds the run's ``Runtime`` from the settings, a connection
 cache, a clock and the Lambda context: ``app.lambda_handler`` from the
 function's environment; the CLI, the demo and the tests from their own.
@@ -10,12 +10,11 @@ function's environment; the CLI, the demo and the tests from their own.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
@@ -26,16 +25,22 @@ from aws_lambda_powertools.metrics import MetricUnit
 from dispatch_fn.aws import queries
 from dispatch_fn.aws.events import is_query, parse_event, parse_query
 from dispatch_fn.aws.lambda_context import as_lambda_context
-from dispatch_fn.bounded import clip, scope_echo
-from dispatch_fn.db.sql import Connection, statement
-from dispatch_fn.db.store import scope_params
+from dispatch_fn.bounded import clip
+from dispatch_fn.db import Connection
 from dispatch_fn.errors import ConfigurationError, EventError
-from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import continuation, recorded
-from dispatch_fn.run.explain import MAX_EXPLAINED, explain_each
-from dispatch_fn.run.outcome import Remarks, RunFailedError, RunOutcome
-from dispatch_fn.run.progress import Progress, throttled
-from dispatch_fn.run.runtime import Clock, ConnectionSource, Deadline, HandOff, Runtime
+from dispatch_fn.run import (
+    Clock,
+    ConnectionSource,
+    Deadline,
+    HandOff,
+    Progress,
+    RunFailedError,
+    RunOutcome,
+    Runtime,
+    continuation,
+    dispatch_remarked,
+    throttled,
+)
 from dispatch_fn.settings import Settings
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
@@ -44,9 +49,6 @@ SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "duly-dispatcher")
 # The process's own stderr, not whatever ``sys.stderr`` is replaced with later.
 logger = Logger(service=SERVICE, stream=sys.__stderr__)
 
-# A dry run's explanations grow with duties times periods (a daily duty over
-# five years is ~400 KB); Lambda refuses a response over 6 MB.
-EXPLAIN_BYTES: Final = 1_000_000
 # A long run logs a "run progress" line at most this often (and its first and last page).
 PROGRESS_EVERY_S: Final = 5.0
 # Raised while opening connections: the secret, the server, the credentials.
@@ -144,29 +146,15 @@ def handle(
             extra={"connections": len(conns), "workers": tuning.workers},
         )
     try:
-        outcome = recorded.execute(conns, request, runtime)
+        outcome = dispatch_remarked(conns, request, runtime)
     except RunFailedError as failed:
         # The connection may be mid-transaction or dead; a warm retry starts clean.
         connections.discard()
         _add(metrics, "FailedRuns", MetricUnit.Count, 1)
         logger.exception("run failed", extra={"report": failed.report})
         raise
-    matched, note = _scope_matched(conns[0], request.scope)
-    explained = None
-    duty_ids = request.scope.duty_ids
-    if request.dry_run and duty_ids is not None and len(duty_ids) <= MAX_EXPLAINED:
-        # A console user's "why": the planner's verdict per candidate period.
-        each = explain_each(
-            conns[0],
-            duty_ids,
-            request.now,
-            request.window,
-            interval=request.interval,
-            catch_up_days=tuning.catch_up_days,
-        )
-        explained = _within_budget(each, len(set(duty_ids)))
     duration_ms = round((time.monotonic() - started) * 1000)
-    outcome = replace(outcome, remarks=Remarks(matched, note, explained, duration_ms))
+    outcome = replace(outcome, duration_ms=duration_ms)
     if request.dry_run:
         # A dry run moves no alarm (docs/contract.md#metrics): none watches this count, and the
         # run metrics the alarms watch are real runs' alone.
@@ -255,58 +243,6 @@ def _both(
         second(progress)
 
     return report
-
-
-def _within_budget(explained: Iterator[tuple[str, dict[str, Any]]], named: int) -> dict[str, Any]:
-    """The explanations that fit the response, whole duties in order, and how many did not.
-
-    ``explained`` is consumed only until the budget is spent: the duties past
-    it are never computed, so the run's memory holds the budget, not every
-    duty's candidates (``named`` counts them all).
-    """
-    kept: dict[str, dict[str, Any]] = {}
-    used = 0
-    for duty_id, explanation in explained:
-        size = len(json.dumps(explanation))
-        if used + size > EXPLAIN_BYTES:
-            break
-        kept[duty_id] = explanation
-        used += size
-    omitted = named - len(kept)
-    return {
-        "explain": kept,
-        "explain_omitted": omitted,
-        "explain_hint": None
-        if omitted == 0
-        else (
-            f"{omitted} duties' explanations did not fit in the response; "
-            "`python -m dispatch_fn explain DUTY_ID` explains one, or narrow the window"
-        ),
-    }
-
-
-def _scope_matched(conn: Connection, scope: Scope) -> tuple[bool | None, str | None]:
-    """Whether any duty matches ``scope`` (None: unscoped, or unknown) and if none, a note."""
-    if not scope.named:
-        return None, None
-    # The scope as the event named it: a continuation's resume point may pass every duty.
-    named = Scope(organization_id=scope.organization_id, duty_ids=scope.duty_ids)
-    try:
-        row = conn.execute(statement("scope_matches"), scope_params(named)).fetchone()
-    except psycopg.Error:
-        # The run is over and recorded; only this remark about it is unknown.
-        return None, None
-    if row and row[0]:
-        return True, None
-    echo = scope_echo(scope.organization_id, scope.duty_ids)
-    parts = []
-    if echo["organization_id"] is not None:
-        parts.append(f"organization_id {echo['organization_id']!r}")
-    if echo["duty_ids"] is not None:
-        more = echo["duty_ids_count"] - len(echo["duty_ids"])
-        ids = ", ".join(map(repr, echo["duty_ids"])) + (f" and {more} more" if more else "")
-        parts.append(f"duty_ids {ids}")
-    return False, f"no duty matches the scope ({' and '.join(parts)}): nothing was dispatched"
 
 
 def _request_id(context: Any) -> str | None:

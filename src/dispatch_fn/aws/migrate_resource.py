@@ -34,21 +34,24 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import psycopg
-from psycopg import sql
 
-from dispatch_fn.db import database, scram
-from dispatch_fn.db.migrate import apply_migrations, schema_state
-from dispatch_fn.db.sql import statement
-from dispatch_fn.errors import ConfigurationError
+from dispatch_fn.db import (
+    apply_migrations,
+    connect,
+    logins,
+    schema_state,
+    secret_fields,
+)
+from dispatch_fn.errors import (
+    ConfigurationError,
+    MigrationStepTimeoutError,
+    ResponseNotDeliveredError,
+)
 from dispatch_fn.settings import Settings
 
 # One schema per stack: the id never changes, so CloudFormation never reads an
 # Update as a replacement (which would send a Delete for the "old" resource).
 PHYSICAL_ID: Final = "duly-schema"
-# Migration 0005's cluster-wide role: a login still in it is taken out of it.
-SHARED_DISPATCHER_ROLE: Final = "duly_dispatcher"
-# Membership that makes a login accept IAM tokens; it exists only on RDS and Aurora.
-RDS_IAM_ROLE: Final = "rds_iam"
 # CloudFormation's limits: the whole response body, and the physical id in it.
 RESPONSE_LIMIT_BYTES: Final = 4096
 PHYSICAL_ID_LIMIT_BYTES: Final = 1024
@@ -72,8 +75,6 @@ _RESPONSE_PAUSE_S: Final = 1.0
 _SECRET_CONNECT_TIMEOUT_S: Final = 3
 _SECRET_READ_TIMEOUT_S: Final = 10
 _SECRET_CLIENT_ATTEMPTS: Final = 3
-# Role attributes that are more than a dispatcher needs, by pg_roles column.
-_PRIVILEGED_ATTRIBUTES: Final = ("SUPERUSER", "CREATEROLE", "CREATEDB", "REPLICATION", "BYPASSRLS")
 # S3's endpoints, virtual-hosted (bucket.s3.region.amazonaws.com) or path-style
 # (s3.region.amazonaws.com/bucket), with the China partition's suffix.
 _S3_HOST: Final = re.compile(
@@ -87,14 +88,6 @@ type Connector = Callable[[], psycopg.Connection[Any]]
 type SecretReader = Callable[[str], object]
 
 _log = logging.getLogger("duly.migrations")
-
-
-class MigrationStepTimeoutError(RuntimeError):
-    """The migration step's work outlasted the time it had to answer CloudFormation."""
-
-
-class ResponseNotDeliveredError(RuntimeError):
-    """CloudFormation's response URL could not be reached; the answer is lost."""
 
 
 def handle(
@@ -301,9 +294,9 @@ def _migrate(
     with connect() as conn:
         # Refused before any migration runs: a deploy naming the wrong role
         # changes nothing.
-        _check_login(conn, login)
+        logins.check_login(conn, login.user)
         applied = apply_migrations(conn)
-        _ensure_dispatcher_login(conn, login)
+        logins.ensure_login(conn, login.user, iam=login.auth == "iam", password=login.password)
         state = schema_state(conn)
         if state.unknown:
             # Not a failure: a rollback's deploy must succeed. But it is never silent.
@@ -341,98 +334,13 @@ def _requested_login(properties: Mapping[str, Any], read_secret: SecretReader | 
             raise ConfigurationError(
                 "DispatcherAuth='password' needs DispatcherSecretArn, the dispatcher's secret"
             )
-        secret = database.secret_fields(read_secret(secret_arn))
+        secret = secret_fields(read_secret(secret_arn))
         user, password = secret["username"], secret["password"]
     else:
         raise ConfigurationError(f"DispatcherAuth={str(auth)[:40]!r}; expected 'iam' or 'password'")
     if not user:
         raise ConfigurationError("DispatcherUser is empty; expected the dispatcher's login name")
     return _Login(user, str(auth), password)
-
-
-def _check_login(conn: psycopg.Connection[Any], login: _Login) -> None:
-    """Refuse the owner, and any existing role with more rights than a dispatcher's login."""
-    owner, _ = _one(conn, "login_session")
-    if owner == login.user:
-        raise ConfigurationError(
-            f"the dispatcher's login {login.user!r} is the owner that runs migrations; "
-            "expected a login of its own (least privilege: docs/deploy.md)"
-        )
-    found = conn.execute(statement("login_attributes"), {"login": login.user}).fetchone()
-    if found is None:
-        return
-    *flags, memberships = found
-    held = [name for name, flag in zip(_PRIVILEGED_ATTRIBUTES, flags, strict=True) if flag]
-    if held:
-        raise ConfigurationError(
-            f"DispatcherUser {login.user!r} names an existing role with {', '.join(held)}; "
-            f"expected a login with none of {', '.join(_PRIVILEGED_ATTRIBUTES)} "
-            "(least privilege: docs/deploy.md)"
-        )
-    allowed = {SHARED_DISPATCHER_ROLE, RDS_IAM_ROLE}
-    (has_own_role,) = _one(conn, "login_database_role_exists")
-    if has_own_role:
-        allowed.add(str(_one(conn, "login_database_role")[0]))
-    others = sorted(set(memberships) - allowed)
-    if others:
-        raise ConfigurationError(
-            f"DispatcherUser {login.user!r} names an existing role that is a member of "
-            f"{', '.join(others)}; expected a login in this database's dispatcher role only "
-            "(one login per stack: docs/deploy.md)"
-        )
-
-
-def _ensure_dispatcher_login(conn: psycopg.Connection[Any], login: _Login) -> None:
-    """Create (or update) the login as a member of this database's dispatcher role only."""
-    name = sql.Identifier(login.user)
-    _, database_name = _one(conn, "login_session")
-    (role,) = _one(conn, "login_database_role")
-    own_role = sql.Identifier(str(role))
-    exists = conn.execute(statement("login_attributes"), {"login": login.user}).fetchone()
-    conn.execute(statement("login_enable" if exists else "login_create", login=name))
-    if login.password is not None:
-        # Never the password itself: only its verifier reaches the server (and its logs).
-        conn.execute(
-            statement(
-                "login_password",
-                login=name,
-                verifier=sql.Literal(scram.verifier(login.password)),
-            )
-        )
-    conn.execute(statement("login_grant", role=own_role, login=name))
-    if exists is not None and SHARED_DISPATCHER_ROLE in exists[-1]:
-        try:
-            conn.execute(
-                statement("login_revoke", role=sql.Identifier(SHARED_DISPATCHER_ROLE), login=name)
-            )
-        except psycopg.errors.InsufficientPrivilege as refused:
-            raise ConfigurationError(
-                f"cannot take {login.user!r} out of {SHARED_DISPATCHER_ROLE} (a role of the whole "
-                f"cluster, which reaches every database migrated before 0009): {refused}; expected "
-                f"a migrating role with ADMIN OPTION on {SHARED_DISPATCHER_ROLE}"
-            ) from refused
-    database_id = sql.Identifier(str(database_name))
-    conn.execute(statement("login_connect_revoke_public", database=database_id))
-    conn.execute(statement("login_connect_grant", database=database_id, role=own_role))
-    (public_connects,) = _one(conn, "login_public_connect")
-    if public_connects:
-        raise ConfigurationError(
-            f"PUBLIC can still connect to database {database_name!r}; expected the migrating role "
-            "to own it, so that only the dispatcher's role (and the owner) may connect"
-        )
-    (on_rds,) = conn.execute(statement("login_role_exists"), {"role": RDS_IAM_ROLE}).fetchone() or (
-        False,
-    )
-    if login.auth == "iam" and on_rds:
-        # Membership makes the login accept IAM tokens (and only them) as its password.
-        conn.execute(statement("login_grant", role=sql.Identifier(RDS_IAM_ROLE), login=name))
-
-
-def _one(conn: psycopg.Connection[Any], name: str) -> tuple[Any, ...]:
-    row = conn.execute(statement(name)).fetchone()
-    if row is None:
-        raise RuntimeError(f"statements/{name}.sql returned no row; expected one")
-    return tuple(row)
 
 
 type Opener = Callable[..., Any]
@@ -511,15 +419,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     budget_ms = None if remaining is None else max(remaining() - _TIMEOUT_MARGIN_MS, 1_000)
 
-    def connect() -> psycopg.Connection[Any]:
+    def owner_connection() -> psycopg.Connection[Any]:
         settings = Settings.from_environ(os.environ)
         if budget_ms is not None:
             settings = dataclasses.replace(settings, statement_timeout_ms=budget_ms)
-        return database.connect(settings)
+        return connect(settings)
 
     return handle(
         event,
-        connect=connect,
+        connect=owner_connection,
         send=send_to_presigned_url,
         read_secret=_read_secret,
         time_limit_s=None if budget_ms is None else budget_ms / 1000,

@@ -15,9 +15,8 @@ from typing import Any, Final
 
 from dispatch_fn.aws.events import Query
 from dispatch_fn.bounded import clip
-from dispatch_fn.db import ledger, runs_table
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.run.explain import explain
+from dispatch_fn.db import Connection, ledger, runs_table
+from dispatch_fn.run import explain
 
 # JSON bytes a runs answer may take: a sixth of Lambda's 6 MB response, so an answer
 # never nears the limit whatever the ledger holds (a list's rows are already sampled

@@ -28,11 +28,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import psycopg
-from psycopg import sql
 
-from dispatch_fn.db import scram
-from dispatch_fn.db.database import secret_fields
-from dispatch_fn.db.sql import Connection, statement
+from dispatch_fn.db import Connection, logins, secret_fields
 from dispatch_fn.errors import RotationError
 
 STEPS: Final = ("createSecret", "setSecret", "testSecret", "finishSecret")
@@ -127,13 +124,7 @@ def _set(secrets: Any, arn: str, token: str, connect: Connector) -> str:
             continue
         with conn:
             # The login's own password: only its SCRAM verifier reaches the server.
-            conn.execute(
-                statement(
-                    "login_password",
-                    login=sql.Identifier(pending["username"]),
-                    verifier=sql.Literal(scram.verifier(pending["password"])),
-                )
-            )
+            logins.set_password(conn, pending["username"], pending["password"])
         return f"setSecret: {pending['username']} signs in with {PENDING} now (set as {stage})"
     raise RotationError(
         f"setSecret: none of {PENDING}, {CURRENT} and {PREVIOUS} of {arn!r} signs in; "
@@ -145,13 +136,12 @@ def _test(secrets: Any, arn: str, token: str, connect: Connector) -> str:
     pending = _fields(secrets, arn, VersionId=token, VersionStage=PENDING)
     try:
         with connect(pending) as conn:
-            row = conn.execute(statement("login_session")).fetchone()
+            signed_in, _ = logins.session(conn)
     except psycopg.OperationalError as exc:
         raise RotationError(f"testSecret: {PENDING} does not sign in: {exc}") from exc
-    if row is None or row[0] != pending["username"]:
+    if signed_in != pending["username"]:
         raise RotationError(
-            f"testSecret: {PENDING} signed in as {row and row[0]!r}; "
-            f"expected {pending['username']!r}"
+            f"testSecret: {PENDING} signed in as {signed_in!r}; expected {pending['username']!r}"
         )
     return f"testSecret: {PENDING} signs in as {pending['username']}"
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Final, NoReturn
 
-from dispatch_fn.aws.events import day_of, instant_of
+from dispatch_fn.aws import day_of, instant_of
 from dispatch_fn.cli import exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 

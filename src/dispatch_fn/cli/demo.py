@@ -24,14 +24,13 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 import psycopg
-from psycopg import sql
 
-from dispatch_fn.aws.invocation import handle, logger, runtime_for
+from dispatch_fn.aws import handle, logger, runtime_for
 from dispatch_fn.cli import exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.summary import report_lines, table_lines
-from dispatch_fn.db.database import ConnectionCache, url_conninfo
-from dispatch_fn.engine.periods import period_key_for
+from dispatch_fn.db import ConnectionCache, demo_data, url_conninfo
+from dispatch_fn.engine import period_key_for
 from dispatch_fn.settings import Settings
 
 ORGANIZATION = "org-demo"
@@ -112,59 +111,41 @@ def seeded_ids() -> list[str]:
     return [row[0] for row in _DUTIES] + [fields["id"] for fields in _COMPLIANCE_DUTIES]
 
 
+# The columns demo_data.seed writes that a duty above may leave out: their column defaults.
+_UNSET: Final[dict[str, Any]] = {
+    "business_unit_id": None, "due_anchor": "period_start", "due_offset_days": 0,
+    "due_offset_months": 0, "due_roll": "none", "holiday_calendar": None, "lead_days": 7,
+    "grace_days": 0, "effective_from": None, "effective_to": None, "review_status": "approved",
+}  # fmt: skip
+
+
+def _seed_rows() -> list[dict[str, Any]]:
+    """Every duty the demo seeds, with every column ``demo_data.seed`` writes."""
+    plain = [
+        {"id": d[0], "name": d[1], "form": d[2], "status": d[3], "owner_id": f"owner-{n % 4}",
+         "business_unit_id": f"bu-{n % 2}", "source": "catalog" if n % 3 else "assigned",
+         "frequency": d[4], "timezone": d[5], "due_anchor": d[6], "due_offset_days": d[7],
+         "lead_days": d[8], "effective_from": d[9], "effective_to": d[10]}
+        for n, d in enumerate(_DUTIES)
+    ]  # fmt: skip
+    compliance = [
+        {"form": "recurring", "status": "active", "owner_id": f"owner-{n % 4}",
+         "source": "catalog", **fields}
+        for n, fields in enumerate(_COMPLIANCE_DUTIES)
+    ]  # fmt: skip
+    return [{**_UNSET, "organization_id": ORGANIZATION, **row} for row in [*plain, *compliance]]
+
+
 def seed(conn: psycopg.Connection[Any]) -> list[str]:
     """Replace the demo's own duties and their tasks with the fresh seed.
 
     Returns the ids of the other duties ``org-demo`` holds, which are kept.
     """
-    own = seeded_ids()
-    with conn.transaction():
-        others = [
-            str(row[0])
-            for row in conn.execute(
-                "SELECT id FROM duly_duty WHERE organization_id = %s AND id <> ALL(%s) ORDER BY id",
-                (ORGANIZATION, own),
-            )
-        ]
-        conn.execute(
-            "DELETE FROM duly_task WHERE organization_id = %s AND duty_id = ANY(%s)",
-            (ORGANIZATION, own),
-        )
-        conn.execute(
-            "DELETE FROM duly_duty WHERE organization_id = %s AND id = ANY(%s)", (ORGANIZATION, own)
-        )
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO duly_duty (id, organization_id, name, form, status, owner_id,"
-                " business_unit_id, source, frequency, timezone, due_anchor, due_offset_days,"
-                " lead_days, effective_from, effective_to)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (d[0], ORGANIZATION, d[1], d[2], d[3], f"owner-{n % 4}", f"bu-{n % 2}",
-                     "catalog" if n % 3 else "assigned", d[4], d[5], d[6], d[7], d[8], d[9], d[10])
-                    for n, d in enumerate(_DUTIES)
-                ],
-            )  # fmt: skip
-            for n, fields in enumerate(_COMPLIANCE_DUTIES):
-                row = {"organization_id": ORGANIZATION, "form": "recurring", "status": "active",
-                       "owner_id": f"owner-{n % 4}", "source": "catalog", **fields}  # fmt: skip
-                cursor.execute(
-                    sql.SQL("INSERT INTO duly_duty ({}) VALUES ({})").format(
-                        sql.SQL(", ").join(map(sql.Identifier, row)),
-                        sql.SQL(", ").join(map(sql.Placeholder, row)),
-                    ),
-                    row,
-                )
-    return others
+    return demo_data.seed(conn, ORGANIZATION, _seed_rows())
 
 
 def _tasks_by_group(conn: psycopg.Connection[Any]) -> Counter[tuple[str, str]]:
-    rows = conn.execute(
-        "SELECT d.timezone, d.frequency, count(*) FROM duly_task t"
-        " JOIN duly_duty d ON d.id = t.duty_id WHERE t.organization_id = %s GROUP BY 1, 2",
-        (ORGANIZATION,),
-    ).fetchall()
-    return Counter({(str(zone), str(freq)): int(n) for zone, freq, n in rows})
+    return demo_data.tasks_by_group(conn, ORGANIZATION)
 
 
 def _print_run(title: str, report: dict[str, Any], created: Counter[tuple[str, str]]) -> None:
@@ -190,10 +171,7 @@ def _pause_seeded_faults(conn: psycopg.Connection[Any]) -> None:
     schedule's payloads) are unscoped, so an active broken duty would degrade
     every one of them (exit 7) for a fault that only the demo wanted.
     """
-    conn.execute(
-        "UPDATE duly_duty SET status = 'paused' WHERE organization_id = %s AND id = ANY(%s)",
-        (ORGANIZATION, sorted(_SEEDED_FAULTS)),
-    )
+    demo_data.pause(conn, ORGANIZATION, sorted(_SEEDED_FAULTS))
     for duty_id in sorted(_SEEDED_FAULTS):
         print(
             f"\n{duty_id} is now paused, so the runs you make next are not degraded by it;"
@@ -219,16 +197,10 @@ def _print_same_run(conn: psycopg.Connection[Any], clock: datetime) -> None:
     """For the Shanghai and Los Angeles duties: local time, and the period each got at ``clock``."""
     rows = []
     for duty_id in _SAME_RUN_DUTIES:
-        found = conn.execute(
-            "SELECT d.frequency, d.timezone, coalesce(string_agg(t.period_key, ' '"
-            " ORDER BY t.period_key), '') FROM duly_duty d"
-            " LEFT JOIN duly_task t ON t.duty_id = d.id WHERE d.id = %s"
-            " GROUP BY d.frequency, d.timezone",
-            (duty_id,),
-        ).fetchone()
+        found = demo_data.duty_periods(conn, duty_id)
         if found is None:
             continue
-        frequency, zone, keys = str(found[0]), str(found[1]), str(found[2])
+        frequency, zone, keys = found.frequency, found.timezone, found.period_keys
         local = clock.astimezone(ZoneInfo(zone)).strftime("%a %Y-%m-%d %H:%M")
         other = _OTHER_CITY[zone]
         rows.append((duty_id, zone, local, frequency, period_key_for(frequency, clock, zone),
@@ -284,10 +256,8 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
                 reports.append(report)
             _print_compliance(conn)
             _pause_seeded_faults(conn)
-            total = conn.execute(
-                "SELECT count(*) FROM duly_task WHERE organization_id = %s", (ORGANIZATION,)
-            ).fetchone()
-            print(f"\n{ORGANIZATION} now holds {total[0] if total else 0} tasks.")
+            total = demo_data.task_count(conn, ORGANIZATION)
+            print(f"\n{ORGANIZATION} now holds {total} tasks.")
     finally:
         logger.setLevel(level)
         connections.discard()
@@ -317,13 +287,11 @@ def exit_status_of(reports: list[dict[str, Any]]) -> tuple[ExitStatus, str | Non
 
 def _print_compliance(conn: psycopg.Connection[Any]) -> None:
     """The latest task of each compliance-shaped duty: its period, due date and lateness."""
-    rows = conn.execute(
-        "SELECT DISTINCT ON (t.duty_id) t.duty_id, t.period_key, t.due_date, t.late_after"
-        " FROM duly_task t WHERE t.organization_id = %s AND t.duty_id = ANY(%s)"
-        " ORDER BY t.duty_id, t.period_key DESC",
-        (ORGANIZATION, [d["id"] for d in _COMPLIANCE_DUTIES]),
-    ).fetchall()
+    rows = demo_data.latest_tasks(conn, ORGANIZATION, [d["id"] for d in _COMPLIANCE_DUTIES])
     print("\n## due after the period, rolled onto business days, with grace (latest task each)")
     print(f"   {'duty':<26}{'period':<10}{'due':<12}{'late after':<12}")
-    for duty_id, key, due, late in rows:
-        print(f"   {duty_id:<26}{key:<10}{due.isoformat():<12}{late.isoformat():<12}")
+    for row in rows:
+        print(
+            f"   {row.duty_id:<26}{row.period_key:<10}{row.due_date.isoformat():<12}"
+            f"{row.late_after.isoformat():<12}"
+        )

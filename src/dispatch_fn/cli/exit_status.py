@@ -24,7 +24,7 @@ from dispatch_fn.errors import (
     EventError,
     MigrationError,
 )
-from dispatch_fn.run.outcome import RunFailedError
+from dispatch_fn.run import RunFailedError
 
 
 @unique

@@ -22,15 +22,12 @@ from typing import Any, Final, TextIO
 
 import psycopg
 
-from dispatch_fn.aws.events import parse_event
-from dispatch_fn.aws.invocation import handle, logger, runtime_for
+from dispatch_fn.aws import handle, logger, parse_event, runtime_for
 from dispatch_fn.cli import arguments, embedded, exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.summary import summary_lines
-from dispatch_fn.db.database import ConnectionCache
-from dispatch_fn.db.migrate import apply_migrations
-from dispatch_fn.run.progress import Progress
-from dispatch_fn.run.runtime import Runtime
+from dispatch_fn.db import ConnectionCache, apply_migrations
+from dispatch_fn.run import Progress, Runtime
 from dispatch_fn.settings import MAX_WORKERS, Settings
 
 # What each variable ``Settings.from_environ`` reads sets: the field it fills

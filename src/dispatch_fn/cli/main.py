@@ -20,8 +20,7 @@ import psycopg
 
 from dispatch_fn.cli import arguments, embedded, exit_status, invoke
 from dispatch_fn.cli.exit_status import ExitStatus
-from dispatch_fn.db.database import url_conninfo
-from dispatch_fn.db.migrate import apply_migrations, schema_state
+from dispatch_fn.db import apply_migrations, schema_state, url_conninfo
 
 # The distribution (pyproject.toml's name) whose metadata holds the version.
 _DISTRIBUTION = "duly-dispatcher"
@@ -85,8 +84,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     from datetime import UTC  # noqa: PLC0415 - only this command needs them
 
-    from dispatch_fn.aws.events import parse_event  # noqa: PLC0415
-    from dispatch_fn.run.explain import explain, render  # noqa: PLC0415
+    from dispatch_fn.aws import parse_event  # noqa: PLC0415
+    from dispatch_fn.run import explain, render_explanation  # noqa: PLC0415
 
     # The clock and window are read exactly as an event's would be (the flags' types have
     # checked each value already, so a refusal here is of the combination: 'to' alone).
@@ -107,7 +106,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(explained, indent=2))
     else:
-        print(render(explained, now.isoformat()))
+        print(render_explanation(explained, now.isoformat()))
     status, why = exit_status.of_explained(explained)
     if why is not None:
         exit_status.say(sys.stderr, why)
@@ -209,7 +208,7 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one sub-command per local task."""
-    from dispatch_fn.planning.request import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
+    from dispatch_fn.planning import MODES, SHOWN_STATUSES  # noqa: PLC0415 - names only
 
     parser = arguments.Parser(
         prog="python -m dispatch_fn",

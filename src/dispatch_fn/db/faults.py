@@ -25,8 +25,8 @@ import psycopg
 
 from dispatch_fn.bounded import clip
 from dispatch_fn.db.sql import Connection, named_row, statement
-from dispatch_fn.db.store import Scope, scope_params
-from dispatch_fn.planning.plan import Fault
+from dispatch_fn.db.store import scope_params
+from dispatch_fn.planning import Fault, Scope
 
 _log = logging.getLogger("duly.faults")
 

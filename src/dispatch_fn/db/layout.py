@@ -17,6 +17,7 @@ from typing import Final
 import psycopg
 from psycopg import sql
 
+from dispatch_fn.db.sql import named_row
 from dispatch_fn.errors import LayoutNotEmptyError, UnknownLayoutError
 
 PLAIN: Final = "plain"
@@ -45,10 +46,9 @@ def apply_layout(conn: psycopg.Connection[tuple[object, ...]], name: str) -> Non
     with conn.transaction():
         # Taken first, so no row can arrive between the count and the rebuild.
         conn.execute("LOCK TABLE duly_duty, duly_task IN ACCESS EXCLUSIVE MODE")
-        row = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM duly_duty) OR EXISTS (SELECT 1 FROM duly_task)"
-        ).fetchone()
-        if row is not None and row[0]:
+        occupied = "SELECT EXISTS (SELECT 1 FROM duly_duty) OR EXISTS (SELECT 1 FROM duly_task)"
+        row = named_row(conn.execute(f"{occupied} AS occupied"))
+        if row is not None and row["occupied"]:
             raise LayoutNotEmptyError(
                 f"layout {name!r} rebuilds duly_duty and duly_task, which hold rows;"
                 " expected a freshly migrated database with neither duties nor tasks"

@@ -17,10 +17,8 @@ from typing import Any, Final
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from dispatch_fn.db.sql import Connection, statement
-from dispatch_fn.planning.request import MODES as MODES  # noqa: PLC0414 - the ledger's words
-from dispatch_fn.planning.request import SHOWN_STATUSES as SHOWN_STATUSES  # noqa: PLC0414
-from dispatch_fn.planning.request import STATUSES, RunRequest
+from dispatch_fn.db.sql import Connection, named_row, statement
+from dispatch_fn.planning import STATUSES, RunRequest
 
 # The function's Timeout in template.yaml (a template test holds them equal):
 # a run still 'running' after this long was killed, not slow.
@@ -74,9 +72,9 @@ def start(
         "continuation": request.continuation,
         "rules": rules,
     }
-    row = conn.execute(statement("run_start"), params).fetchone()
+    row = named_row(conn.execute(statement("run_start"), params))
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
-    return int(row[0])
+    return int(row["id"])
 
 
 def finish(
@@ -102,20 +100,20 @@ def finish(
 
 def earliest_clock(conn: Connection) -> datetime | None:
     """The earliest clock of an unscoped, non-dry scheduled run, if any (run_earliest_clock.sql)."""
-    row = conn.execute(statement("run_earliest_clock")).fetchone()
-    return None if row is None or row[0] is None else row[0]
+    row = named_row(conn.execute(statement("run_earliest_clock")))
+    return None if row is None else row["clock"]
 
 
 def previous_rules(conn: Connection) -> str | None:
     """The rules the latest completed scheduled, unscoped, non-dry run judged by, if recorded."""
-    row = conn.execute(statement("run_previous_rules")).fetchone()
-    return None if row is None or row[0] is None else str(row[0])
+    row = named_row(conn.execute(statement("run_previous_rules")))
+    return None if row is None or row["rules"] is None else str(row["rules"])
 
 
 def latest_completed_clock(conn: Connection) -> datetime | None:
     """The clock of the latest completed scheduled, unscoped, non-dry run, if any."""
-    row = conn.execute(statement("run_latest_completed_clock")).fetchone()
-    return None if row is None else row[0]
+    row = named_row(conn.execute(statement("run_latest_completed_clock")))
+    return None if row is None else row["clock"]
 
 
 def record_set_aside(
@@ -144,8 +142,8 @@ def continued_run(conn: Connection, request: RunRequest) -> int | None:
     if request.continuation == 0:
         return None
     params = {**_request_params(request), "previous": request.continuation - 1}
-    row = conn.execute(statement("run_continued"), params).fetchone()
-    return None if row is None else int(row[0])
+    row = named_row(conn.execute(statement("run_continued"), params))
+    return None if row is None else int(row["id"])
 
 
 def recent(

@@ -23,7 +23,7 @@ from typing import Final
 import psycopg
 from psycopg import sql
 
-from dispatch_fn.db.sql import statement
+from dispatch_fn.db.sql import named_row, named_rows, statement
 from dispatch_fn.errors import MigrationChecksumError, MigrationError
 
 LEDGER: Final = "duly_schema_migration"
@@ -87,8 +87,7 @@ def schema_state(
 ) -> SchemaState:
     """What ``conn``'s database holds, and what of it this code does not know."""
     bundled = {each.version for each in migrations or bundled_migrations()}
-    exists = conn.execute(statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
-    recorded = sorted(_ledger(conn)) if exists and exists[0] else []  # type: ignore[index]
+    recorded = sorted(_ledger(conn)) if _ledger_exists(conn) else []
     return SchemaState(
         newest=recorded[-1] if recorded else "",
         code_newest=max(bundled),
@@ -100,8 +99,7 @@ def pending_migrations(
     conn: psycopg.Connection[object], migrations: list[Migration] | None = None
 ) -> list[str]:
     """Versions ``apply_migrations`` would apply now (checksums are not checked)."""
-    exists = conn.execute(statement("migration_ledger_exists"), {"ledger": LEDGER}).fetchone()
-    done = _ledger(conn) if exists and exists[0] else {}  # type: ignore[index]
+    done = _ledger(conn) if _ledger_exists(conn) else {}
     return [each.version for each in migrations or bundled_migrations() if each.version not in done]
 
 
@@ -138,8 +136,8 @@ def _lock(conn: psycopg.Connection[object]) -> None:
     # session holding the lock waits for every snapshot to end; a deadlock.
     waited = 0.0
     while True:
-        row = conn.execute(statement("migration_lock"), {"lock": _MIGRATION_LOCK}).fetchone()
-        if row is not None and row[0]:  # type: ignore[index]
+        row = named_row(conn.execute(statement("migration_lock"), {"lock": _MIGRATION_LOCK}))
+        if row is not None and row["locked"]:
             return
         if waited >= _LOCK_WAIT_S:
             raise MigrationError(
@@ -205,8 +203,13 @@ def _ledger_statement(name: str) -> sql.SQL | sql.Composed:
 
 
 def _ledger(conn: psycopg.Connection[object]) -> dict[str, str]:
-    rows = conn.execute(_ledger_statement("migration_ledger_read")).fetchall()
-    return {str(row[0]): str(row[1]) for row in rows}  # type: ignore[index]
+    rows = named_rows(conn.execute(_ledger_statement("migration_ledger_read")))
+    return {str(row["version"]): str(row["checksum"]) for row in rows}
+
+
+def _ledger_exists(conn: psycopg.Connection[object]) -> bool:
+    row = named_row(conn.execute(statement("migration_ledger_exists"), {"ledger": LEDGER}))
+    return bool(row and row["found"])
 
 
 def split_statements(script: str) -> list[str]:

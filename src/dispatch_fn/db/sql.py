@@ -41,7 +41,7 @@ def statement(name: str, **slots: sql.Composable) -> sql.SQL | sql.Composed:
     return text.format(**slots) if slots else text
 
 
-def named_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> dict[str, Any] | None:
+def named_row(cursor: psycopg.Cursor[Any]) -> dict[str, Any] | None:
     """The cursor's next row by column name; None when it has no more.
 
     For statements run through ``Connection.execute``, whose cursor keeps the
@@ -54,7 +54,7 @@ def named_row(cursor: psycopg.Cursor[tuple[Any, ...]]) -> dict[str, Any] | None:
     return {column.name: value for column, value in zip(cursor.description, row, strict=True)}
 
 
-def named_rows(cursor: psycopg.Cursor[tuple[Any, ...]]) -> list[dict[str, Any]]:
+def named_rows(cursor: psycopg.Cursor[Any]) -> list[dict[str, Any]]:
     """Every remaining row of the cursor by column name (``named_row``'s, for many)."""
     names = [column.name for column in cursor.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -17,7 +17,7 @@ generic plan would keep the test and scan the whole index.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date
 from typing import Any, Final
 
@@ -25,13 +25,9 @@ import psycopg
 import psycopg.rows
 from psycopg.types.json import Jsonb
 
-from dispatch_fn.db.encoded import encode
+from dispatch_fn.db._encoded import encode
 from dispatch_fn.db.sql import Connection, named_row, named_rows, statement
-from dispatch_fn.planning import page_plan
-from dispatch_fn.planning.plan import LEAD_THRESHOLDS, Schedule
-
-# Re-exported: the data layer's callers have always found the scope here.
-from dispatch_fn.planning.request import Scope as Scope  # noqa: PLC0414
+from dispatch_fn.planning import LEAD_THRESHOLDS, Schedule, Scope, page_plan
 
 _NO_WEIGHTS: Final = Jsonb({})
 
@@ -88,19 +84,24 @@ class Rules:
     refused: tuple[DueRule, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PageResult:
-    """What the database reported for one page: its last id (None if it was empty) and counts."""
+    """The page statements' one row, field by column name: the page's last id, cut, and counts.
 
-    upto: str | None
-    rows: int
-    duties: int
-    outside_window: int
-    nothing_due: int
-    owed: int
-    created: int
-    advanced: int
+    Every field but ``upto`` and ``cut`` is a count the run adds up over its
+    pages (``counts``): a counter the page statements gain is a column of
+    theirs and a field here, of the same name.
+    """
+
+    upto: str | None  # the page's last id; None if it was empty
     cut: bool = False  # the page's row budget ended it before its size did
+    rows: int = 0  # candidate rows
+    duties: int = 0
+    outside_window: int = 0
+    nothing_due: int = 0
+    owed: int = 0
+    created: int = 0
+    advanced: int = 0
     # Duties with periods over and owed before the catch-up horizon: counted,
     # never created (docs/contract.md#account).
     lapsed: int = 0
@@ -113,20 +114,18 @@ class PageResult:
     def of(cls, row: Mapping[str, Any]) -> PageResult:
         """The page statements' one row, read by column name."""
         upto = row["upto"]
-        return cls(
-            upto=None if upto is None else str(upto),
-            rows=int(row["rows"]),
-            duties=int(row["duties"]),
-            outside_window=int(row["outside_window"]),
-            nothing_due=int(row["nothing_due"]),
-            owed=int(row["owed"]),
-            created=int(row["created"]),
-            advanced=int(row["advanced"]),
-            cut=bool(row["cut"]),
-            lapsed=int(row["lapsed"]),
-            kept=int(row["kept"]),
-            changed=int(row["changed"]),
-        )
+        counts = {name: int(row[name]) for name in PAGE_COUNTS}
+        return cls(upto=None if upto is None else str(upto), cut=bool(row["cut"]), **counts)
+
+    def counts(self) -> dict[str, int]:
+        """The page's counts by name: every field but ``upto`` and ``cut``."""
+        return {name: getattr(self, name) for name in PAGE_COUNTS}
+
+
+# The fields of PageResult that are counts, in order.
+PAGE_COUNTS: Final = tuple(
+    each.name for each in fields(PageResult) if each.name not in {"upto", "cut"}
+)
 
 
 def ids_with_form(
@@ -135,10 +134,8 @@ def ids_with_form(
     """``(id, form)`` of every duty in scope whose form is none of these, in id order."""
     query = statement("unknown_form_ids")
     params = {**scope_params(scope), "forms": list(forms_excluded)}
-    return [
-        (str(duty_id), form)
-        for duty_id, form in conn.execute(query, params, prepare=False).fetchall()
-    ]
+    found = conn.execute(query, params, prepare=False)
+    return [(str(row["id"]), row["form"]) for row in named_rows(found)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,16 +163,24 @@ def census(conn: Connection, scope: Scope) -> Census:
     # LOCAL where a released savepoint would leave it to the caller.
     with conn.transaction(force_rollback=True):
         conn.execute(statement("census_plan"))
-        rows = conn.execute(query, params, prepare=False).fetchall()
+        rows = named_rows(conn.execute(query, params, prepare=False))
     for row in rows:
-        kind, form, status, review, frequency, zone, bucket, anchor, roll, calendar = row[:10]
-        left_out, dispatched, max_lead, out_of_range = row[10:]
-        if kind == "form":
-            undispatchable.append((form, status, review, int(left_out)))
-        elif kind == "group":
-            groups.append(Group(frequency, zone, int(bucket), int(dispatched), int(max_lead)))
+        if row["kind"] == "form":
+            undispatchable.append(
+                (row["form"], row["status"], row["review_status"], int(row["undispatchable"]))
+            )
+        elif row["kind"] == "group":
+            groups.append(
+                Group(
+                    frequency=row["frequency"],
+                    timezone=row["timezone"],
+                    lead_bucket=int(row["lead_bucket"]),
+                    duties=int(row["dispatchable"]),
+                    max_lead=int(row["max_lead"]),
+                )
+            )
         else:
-            rules.append(DueRule(anchor, roll, calendar, int(dispatched), int(out_of_range)))
+            rules.append(_due_rule(row, duties=row["dispatchable"]))
     if scope.owed_at is not None:
         # The census read only the duties owed; the rest of its 'form' set
         # comes from their index (duty_census_left_out.sql).
@@ -203,17 +208,26 @@ def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[
     """Every due rule among the dispatchable duties in scope outside the ``refused`` groups."""
     query = statement("due_rules")
     params = {**scope_params(scope), **_group_arrays(refused)}
-    return [
-        DueRule(anchor, roll, calendar, int(count), int(bad))
-        for anchor, roll, calendar, count, bad in conn.execute(query, params, prepare=False)
-    ]
+    found = conn.execute(query, params, prepare=False)
+    return [_due_rule(row, duties=row["duties"]) for row in named_rows(found)]
+
+
+def _due_rule(row: Mapping[str, Any], *, duties: int) -> DueRule:
+    """A due rule from its row: duty_census.sql's or due_rules.sql's, read by column name."""
+    return DueRule(
+        due_anchor=row["due_anchor"],
+        due_roll=row["due_roll"],
+        holiday_calendar=row["holiday_calendar"],
+        duties=int(duties),
+        out_of_range=int(row["out_of_range"]),
+    )
 
 
 def page_bounds(conn: Connection, scope: Scope, size: int) -> list[str]:
     """The last id of every full page of ``size`` dispatchable duties in scope, in order."""
     query = statement("page_bounds")
     params = {**scope_params(scope), "skip": size - 1}
-    return [str(row[0]) for row in conn.execute(query, params, prepare=False)]
+    return [str(row["id"]) for row in named_rows(conn.execute(query, params, prepare=False))]
 
 
 def fault_members(
@@ -456,8 +470,8 @@ def page_taken_ids(
 ) -> list[str]:
     """The ids ``dispatch_page`` would take for these arguments, in page order (row budget too)."""
     params = page.bind(after, upto, size, page_rows, excluded)
-    rows = conn.execute(statement("page_taken_ids"), params, prepare=False).fetchall()
-    return [str(row[0]) for row in rows]
+    rows = named_rows(conn.execute(statement("page_taken_ids"), params, prepare=False))
+    return [str(row["id"]) for row in rows]
 
 
 def page_duty_rows(
@@ -487,11 +501,12 @@ def page_duty_rows(
 def any_dispatchable(conn: Connection, scope: Scope, after: str | None, upto: str | None) -> bool:
     """Whether any dispatchable duty in scope lies in ``(after, upto]`` (None: open)."""
     params = {**scope_params(scope), "after": after, "upto": upto}
-    row = conn.execute(statement("any_dispatchable"), params, prepare=False).fetchone()
-    return bool(row and row[0])
+    row = named_row(conn.execute(statement("any_dispatchable"), params, prepare=False))
+    return bool(row and row["found"])
 
 
 def locked_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
     """Those of ``ids`` whose duty row another transaction holds locked against an update."""
-    free = {str(row[0]) for row in conn.execute(statement("unlocked_ids"), {"ids": list(ids)})}
+    found = conn.execute(statement("unlocked_ids"), {"ids": list(ids)})
+    free = {str(row["id"]) for row in named_rows(found)}
     return [duty_id for duty_id in ids if duty_id not in free]

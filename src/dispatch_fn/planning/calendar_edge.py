@@ -20,19 +20,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from dispatch_fn.engine import dates, periods
+from dispatch_fn.engine import (
+    FIRST_DAY,
+    LAST_DAY,
+    MAX_DAYS_AFTER_PERIOD,
+    MAX_GRACE_DAYS,
+    MAX_MONTHS_AFTER_PERIOD,
+)
+from dispatch_fn.errors import CadenceRefused
 from dispatch_fn.planning.plan import (
-    DEFAULT_CATCH_UP_DAYS,
     FAULT_REASONS,
     Cadence,
-    CadenceRefused,
     Schedule,
     ScheduleMemo,
     WindowLike,
-    check_due_rule,
+    check_cadence_rule,
     judge_duty,
     schedule_for,
 )
+from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 # How far a duty's dates can lie from its candidate periods, at most: a lead
 # of 3,660 days either way (duly_duty_lead_range; a negative lead puts
@@ -44,9 +50,9 @@ _LEAD_BOUND: Final = 3660
 _ROLL_MARGIN: Final = 366
 REACH: Final = timedelta(
     days=_LEAD_BOUND
-    + periods.MAX_MONTHS_AFTER_PERIOD * 31
-    + periods.MAX_DAYS_AFTER_PERIOD
-    + periods.MAX_GRACE_DAYS
+    + MAX_MONTHS_AFTER_PERIOD * 31
+    + MAX_DAYS_AFTER_PERIOD
+    + MAX_GRACE_DAYS
     + _ROLL_MARGIN
 )
 
@@ -60,8 +66,8 @@ def near_edge(schedule: Schedule) -> bool:
     first = min(period.first_day for period in schedule.periods)
     last = max(period.last_day for period in schedule.periods)
     return (
-        first.toordinal() - dates.FIRST_DAY.toordinal() <= REACH.days
-        or dates.LAST_DAY.toordinal() - last.toordinal() <= REACH.days
+        first.toordinal() - FIRST_DAY.toordinal() <= REACH.days
+        or LAST_DAY.toordinal() - last.toordinal() <= REACH.days
     )
 
 
@@ -181,7 +187,7 @@ class Edge:
 
 def _out_of_range(duty: Mapping[str, Any]) -> bool:
     try:
-        check_due_rule(Cadence.of(duty))
+        check_cadence_rule(Cadence.of(duty))
     except CadenceRefused:
         return True
     return False

@@ -14,14 +14,19 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Final, Protocol
 
-from dispatch_fn.engine import business_days, dates, periods
+from dispatch_fn.engine import (
+    LAST_DAY,
+    MAX_DAYS_AFTER_PERIOD,
+    MAX_MONTHS_AFTER_PERIOD,
+    BusinessCalendar,
+    business_calendar,
+    zone,
+)
 from dispatch_fn.planning.plan import Schedule
 
 # The days a due date can land on beyond its period's last day before the
 # roll: the most months and days after_period_end allows (periods.check_due_rule).
-_AFTER_PERIOD_REACH: Final = timedelta(
-    days=periods.MAX_MONTHS_AFTER_PERIOD * 31 + periods.MAX_DAYS_AFTER_PERIOD
-)
+_AFTER_PERIOD_REACH: Final = timedelta(days=MAX_MONTHS_AFTER_PERIOD * 31 + MAX_DAYS_AFTER_PERIOD)
 
 
 # How far ahead a zone's widest offset is worked out (widest_utc_offset): a
@@ -180,12 +185,12 @@ def rolled_days(
         if rule.due_anchor == "after_period_end":
             # In ordinals: within the reach of 9999-12-31 the sum is no date.
             ordinal = last.toordinal() + _AFTER_PERIOD_REACH.days
-            reach = date.fromordinal(min(ordinal, dates.LAST_DAY.toordinal()))
+            reach = date.fromordinal(min(ordinal, LAST_DAY.toordinal()))
         low, high = spans.get(rule.holiday_calendar, (first, reach))
         spans[rule.holiday_calendar] = (low, max(high, reach))
     days: list[RolledDay] = []
     for code, (low, high) in spans.items():
-        business = business_days.business_calendar(code)
+        business = business_calendar(code)
         for ordinal in range(low.toordinal(), high.toordinal() + 1):
             day = date.fromordinal(ordinal)
             if business.is_business_day(day):
@@ -196,15 +201,15 @@ def rolled_days(
     return days
 
 
-def _nearest(business: business_days.BusinessCalendar, day: date, step: int) -> date | None:
+def _nearest(business: BusinessCalendar, day: date, step: int) -> date | None:
     try:
         return business.next_business_day(day, step)
     except ValueError:
         return None
 
 
-def widest_utc_offset(zone: str, today: date) -> tuple[int, date]:
-    """The widest UTC offset ``zone`` has from ``today`` on, in minutes, and the day it holds to.
+def widest_utc_offset(timezone: str, today: date) -> tuple[int, date]:
+    """The widest UTC offset of ``timezone`` from ``today`` on, in minutes, and its last day.
 
     A local day then begins no earlier than its midnight less that offset:
     the instant a scheduled run first owes a duty's next owed day, or before
@@ -215,16 +220,16 @@ def widest_utc_offset(zone: str, today: date) -> tuple[int, date]:
         until = today + OFFSET_REACH
     except OverflowError:
         until = date.max
-    years = range(today.year, min(until.year, dates.LAST_DAY.year) + 1)
-    return max(_widest_in_year(zone, year) for year in years), until
+    years = range(today.year, min(until.year, LAST_DAY.year) + 1)
+    return max(_widest_in_year(timezone, year) for year in years), until
 
 
 @functools.cache
-def _widest_in_year(zone: str, year: int) -> int:
+def _widest_in_year(name: str, year: int) -> int:
     # Every day's offset at noon UTC: no zone keeps an offset for less than a
     # day, so the widest of them is the year's. Cached per process: a run asks
     # for each zone it plans again on every page.
-    tz = periods.zone(zone)
+    tz = zone(name)
     widest = -WIDEST_OFFSET_MINUTES
     day = date(year, 1, 1)
     while day.year == year:

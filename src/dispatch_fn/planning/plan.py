@@ -2,7 +2,7 @@
 
 Decisions only — no database, no clock, no environment. The database path
 asks this module the same questions once per frequency, zone and lead
-bucket (``schedule_for``, ``check_due_rule``, ``classify``) and lets PostgreSQL
+bucket (``schedule_for``, ``check_cadence_rule``, ``classify``) and lets PostgreSQL
 apply the per-duty rules (``within``, ``is_owed``, the due-date clamp) to a
 whole page at once; the equivalence tests hold the two to the same answers.
 """
@@ -18,15 +18,29 @@ from enum import StrEnum
 from typing import Any, Final, Protocol
 
 from dispatch_fn.bounded import clip
-from dispatch_fn.engine import dates, periods
+from dispatch_fn.engine import (
+    FIRST_DAY,
+    check_day_count,
+    check_due_rule,
+    check_grace_days,
+    due_date_for,
+    late_after_for,
+    local_date,
+    period_days,
+    period_key_for,
+    periods_between,
+    start_of_day,
+    visible_from_for,
+)
 from dispatch_fn.errors import (
+    CadenceRefused,
     NaiveDatetimeError,
     PeriodError,
     ScheduleIntervalError,
     UnknownFrequencyError,
     YearOutOfRangeError,
 )
-from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS as DEFAULT_CATCH_UP_DAYS  # noqa: PLC0414
+from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 
 class SkipReason(StrEnum):
@@ -124,8 +138,8 @@ class Cadence:
         )
 
     def due_date(self, period: Period) -> date:
-        """``periods.due_date_for`` of ``period`` under this cadence."""
-        return periods.due_date_for(
+        """``due_date_for`` of ``period`` under this cadence."""
+        return due_date_for(
             str(self.frequency),
             period.key,
             self.timezone,
@@ -278,15 +292,6 @@ class Plan:
         return dict(sorted(counts.items()))
 
 
-class CadenceRefused(ValueError):  # noqa: N818 - reads as the outcome it is
-    """The engine refused a cadence; ``reason`` is the fault to record."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
 def classify(form: object, status: object, review_status: object = APPROVED) -> str | None:
     """Why a duty of this form, status and review is not dispatched, or None if it is.
 
@@ -374,17 +379,17 @@ def lead_bucket(lead_days: int) -> int:
     return bisect.bisect_right(LEAD_THRESHOLDS, lead_days)
 
 
-def check_due_rule(cadence: Cadence) -> None:
+def check_cadence_rule(cadence: Cadence) -> None:
     """Raise ``CadenceRefused`` if the engine refuses this cadence's due-date fields or grace."""
     try:
-        periods.check_due_rule(
+        check_due_rule(
             cadence.due_anchor,
             cadence.due_offset_days,
             cadence.due_offset_months,
             cadence.due_roll,
             cadence.holiday_calendar,
         )
-        periods.check_grace_days(cadence.grace_days)
+        check_grace_days(cadence.grace_days)
     except PeriodError as exc:
         raise _refusal(exc) from exc
 
@@ -507,13 +512,13 @@ def _schedule_for(
     reach: tuple[int, datetime, int],
 ) -> Schedule:
     lead_horizon, previous, catch_up_days = reach
-    today = periods.local_date(now, zone)
+    today = local_date(now, zone)
     if window is not None:
         last_day = window.to_date if window.to_date is not None else today
-        keys = periods.periods_between(
+        keys = periods_between(
             frequency,
-            periods.start_of_day(window.from_date, zone),
-            periods.start_of_day(last_day, zone),
+            start_of_day(window.from_date, zone),
+            start_of_day(last_day, zone),
             zone,
         )
         return Schedule(None, _periods(frequency, keys, current=None))
@@ -522,8 +527,8 @@ def _schedule_for(
     # the largest lead cover every duty of the schedule, and owed_verdict()
     # makes the per-duty cut. A lead of 0 or less leaves the current period.
     reach_day = _add_days_within_calendar(today, max(lead_horizon, 0))
-    last = max(now, periods.start_of_day(reach_day, zone))
-    current = periods.period_key_for(frequency, now, zone)
+    last = max(now, start_of_day(reach_day, zone))
+    current = period_key_for(frequency, now, zone)
     # Periods that became owed since the horizon may be over by now: shorter
     # than the time between runs, a day the run's hour skips (America/Nuuk's
     # 2026-03-28 at 01:00 UTC), or missed in an outage. Whether one is owed is
@@ -531,15 +536,15 @@ def _schedule_for(
     # Owed still: what became owed today and on each of the catch-up days
     # before it, as the scheduled runs of those days would have owed it.
     horizon = _days_before(today, max(catch_up_days, 1) + 1)
-    first = min(now, periods.start_of_day(_add_days_within_calendar(horizon, 1), zone))
+    first = min(now, start_of_day(_add_days_within_calendar(horizon, 1), zone))
     # And the period before those, over and owed (if at all) on or before the
     # horizon: whether its duty's account owed it is whether the account let
     # periods lapse (beyond_horizon). Periods become owed in their order, so
     # an older one that lapsed leaves this one lapsed too, unless a pause came
     # in between.
-    opening = periods.period_days(frequency, periods.period_key_for(frequency, first, zone))[0]
-    first = min(first, periods.start_of_day(_days_before(opening, 1), zone))
-    keys = periods.periods_between(frequency, first, last, zone)
+    opening = period_days(frequency, period_key_for(frequency, first, zone))[0]
+    first = min(first, start_of_day(_days_before(opening, 1), zone))
+    keys = periods_between(frequency, first, last, zone)
     return Schedule(
         today,
         _periods(frequency, keys, current=current),
@@ -553,34 +558,34 @@ def _period_after(frequency: str, key: str, zone: str) -> Period | None:
     # The period after the last candidate: a duty whose lead stops short of it
     # next owes on the day it becomes owed, which only its due date tells
     # (plan.became_owed_on), not its first day. Past 9999-12-31 there is none.
-    ends = periods.period_days(frequency, key)[1]
+    ends = period_days(frequency, key)[1]
     try:
-        following = periods.start_of_day(ends + timedelta(days=1), zone)
-        after = periods.period_key_for(frequency, following, zone)
+        following = start_of_day(ends + timedelta(days=1), zone)
+        after = period_key_for(frequency, following, zone)
     except (OverflowError, PeriodError):
         return None
-    first_day, last_day = periods.period_days(frequency, after)
+    first_day, last_day = period_days(frequency, after)
     return Period(after, first_day, last_day, current=False)
 
 
 def _local_day(instant: datetime, zone: str) -> date:
     """The local day of ``instant`` in ``zone``; before 1583, the calendar's first day."""
     try:
-        return periods.local_date(instant, zone)
+        return local_date(instant, zone)
     except YearOutOfRangeError:
-        return dates.FIRST_DAY
+        return FIRST_DAY
 
 
 def _days_before(day: date, days: int) -> date:
     # Before 1583 there are no periods to owe; stop the range there.
     try:
-        return max(day - timedelta(days=days), dates.FIRST_DAY)
+        return max(day - timedelta(days=days), FIRST_DAY)
     except OverflowError:
-        return dates.FIRST_DAY
+        return FIRST_DAY
 
 
 def _periods(frequency: str, keys: list[str], current: str | None) -> tuple[Period, ...]:
-    return tuple(Period(key, *periods.period_days(frequency, key), key == current) for key in keys)
+    return tuple(Period(key, *period_days(frequency, key), key == current) for key in keys)
 
 
 def _add_days_within_calendar(day: date, days: int) -> date:
@@ -743,7 +748,7 @@ def judge_duty(
     try:
         for period in schedule.periods:
             due_date = cadence.due_date(period)
-            visible_from = periods.visible_from_for(due_date, cadence.lead_days)
+            visible_from = visible_from_for(due_date, cadence.lead_days)
             verdict = owed_verdict(period, visible_from, schedule, account, cadence.lead_days)
             past = schedule.today is not None and period.last_day < schedule.today
             if past and verdict in (NotOwed.DISPATCHED, NotOwed.NOT_DISPATCHABLE):
@@ -754,7 +759,7 @@ def judge_duty(
                 if past and verdict is not None:
                     continue
                 not_owed = NotOwed.OUTSIDE_EFFECTIVE_WINDOW
-            late_after = periods.late_after_for(due_date, cadence.grace_days)
+            late_after = late_after_for(due_date, cadence.grace_days)
             candidates.append(Candidate(period, due_date, visible_from, late_after, not_owed))
     except PeriodError as exc:  # a lead, roll or grace reaching past the calendar's edge
         return Judgement(
@@ -780,7 +785,7 @@ def _duty_schedule(
     """The duty's schedule, its cadence checked in the order the database path checks it."""
     now, previous = clocks
     try:
-        lead = periods.check_day_count(cadence.lead_days, "lead_days")
+        lead = check_day_count(cadence.lead_days, "lead_days")
     except PeriodError as exc:
         raise _refusal(exc) from exc
     memo = (cadence.frequency, cadence.timezone, lead)
@@ -800,7 +805,7 @@ def _duty_schedule(
     found = schedules[memo]
     if isinstance(found, CadenceRefused):
         raise found
-    check_due_rule(cadence)
+    check_cadence_rule(cadence)
     return found
 
 

@@ -1,10 +1,10 @@
-"""One step of a run on one connection: the driver of ``settling.settle``.
+"""One step of a run on one connection: the driver of ``_settling.settle``.
 
-A worker thread calls ``execute`` and hands its ``Outcome`` back; nothing here
-knows about other connections or the report. ``settling`` decides what a step
+A worker thread calls ``take_step`` and hands its ``Outcome`` back; nothing here
+knows about other connections or the report. ``_settling`` decides what a step
 runs and what each answer means; this module runs each command on the
 connection, with the run's deadline, and maps what psycopg raises (its
-SQLSTATE) to the typed replies ``settling`` expects. It is the only place of
+SQLSTATE) to the typed replies ``_settling`` expects. It is the only place of
 the run loop that knows the server's errors.
 """
 
@@ -20,33 +20,18 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from dispatch_fn import settings
-from dispatch_fn.db import store
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.db.store import PageStatement, Scope
-from dispatch_fn.planning.calendar_edge import Edge
-from dispatch_fn.run import settling
-from dispatch_fn.run.runtime import Deadline, PageWriter
-from dispatch_fn.run.settling import (
-    MAX_SET_ASIDE_PER_PAGE,
-    Failure,
-    Job,
-    Outcome,
-    SetAside,
-    SetAsideReason,
+from dispatch_fn.db import (
+    Connection,
+    PageStatement,
+    dispatch_page,
+    locked_ids,
+    page_duty_rows,
+    page_taken_ids,
 )
-
-__all__ = [
-    "MAX_SET_ASIDE_PER_PAGE",
-    "MAX_TIMEOUTS_PER_RUN",
-    "Failure",
-    "Job",
-    "Outcome",
-    "SetAside",
-    "SetAsideReason",
-    "TimeoutAllowance",
-    "Walk",
-    "execute",
-]
+from dispatch_fn.planning import Edge, Scope
+from dispatch_fn.run import _settling
+from dispatch_fn.run._settling import Job, Outcome
+from dispatch_fn.run.runtime import Deadline, PageWriter
 
 _RETRYABLE: Final = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 # SQLSTATE classes of errors one row's values can cause: 22 data exception
@@ -59,14 +44,12 @@ _ROW_CAUSED_CLASSES: Final = ("22", "23", "54")
 # statement_timeout ran too long for its rows: split like a row-caused error.
 # Under a timeout lowered to the run's deadline, the run has run out of time.
 _TIMED_OUT: Final = pg_errors.QueryCanceled
-# The default allowance of timeouts a run may split (settings.py says why).
-MAX_TIMEOUTS_PER_RUN: Final = settings.MAX_TIMEOUTS_PER_RUN
 
 
 class TimeoutAllowance:
     """How many statement timeouts the steps of one run may still split; shared by its threads."""
 
-    def __init__(self, allowed: int = MAX_TIMEOUTS_PER_RUN) -> None:
+    def __init__(self, allowed: int = settings.MAX_TIMEOUTS_PER_RUN) -> None:
         self._left = allowed
         self._lock = threading.Lock()
 
@@ -78,7 +61,7 @@ class TimeoutAllowance:
 
 
 @dataclass(frozen=True, slots=True)
-class Walk:
+class Pages:
     """What every step of one run shares: the statements, their scope and the page bounds.
 
     ``extras`` (catch-up, and what set-aside duties are owed again: those
@@ -99,24 +82,24 @@ class Walk:
     deadline: Deadline | None = None
     timeouts: TimeoutAllowance = field(default_factory=TimeoutAllowance)
     # What writes each page (Runtime.dispatch_page).
-    dispatch_page: PageWriter = store.dispatch_page
+    dispatch_page: PageWriter = dispatch_page
 
-    def plan(self) -> settling.Walk:
-        """What ``settling`` needs of the walk: the bounds, and which statements follow a page."""
+    def plan(self) -> _settling.PageShape:
+        """What ``_settling`` needs of the walk: the bounds, and which statements follow a page."""
         extras = tuple(
-            settling.Target(n, repaying=any(extra is each for each in self.repaying))
+            _settling.Target(n, repaying=any(extra is each for each in self.repaying))
             for n, extra in enumerate(self.extras)
         )
-        return settling.Walk(self.size, self.rows, extras, self.edge)
+        return _settling.PageShape(self.size, self.rows, extras, self.edge)
 
-    def statement_of(self, target: settling.Target) -> PageStatement:
+    def statement_of(self, target: _settling.Target) -> PageStatement:
         """The statement ``target`` names."""
         return self.statement if target.extra is None else self.extras[target.extra]
 
 
-def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
+def take_step(conn: Connection, walk: Pages, job: Job) -> Outcome:
     """Dispatch the page ``job`` names on ``conn``; never raises a database error."""
-    steps = settling.settle(walk.plan(), job)
+    steps = _settling.settle(walk.plan(), job)
     try:
         command = next(steps)
         while True:
@@ -126,30 +109,30 @@ def execute(conn: Connection, walk: Walk, job: Job) -> Outcome:
         return outcome
 
 
-def _perform(conn: Connection, walk: Walk, command: settling.Command) -> settling.Reply:
+def _perform(conn: Connection, walk: Pages, command: _settling.Command) -> _settling.Reply:
     """Run one command of a step on ``conn``; what the server said, as a typed reply."""
     match command:
-        case settling.Dispatch():
-            return _dispatch(conn, walk, command)
-        case settling.ListIds(target, after, upto, size, rows, excluded):
+        case _settling.Dispatch():
+            return _run_statement(conn, walk, command)
+        case _settling.ListIds(target, after, upto, size, rows, excluded):
             statement = walk.statement_of(target)
-            return _listing(conn, lambda: settling.Ids(tuple(store.page_taken_ids(
+            return _listing(conn, lambda: _settling.Ids(tuple(page_taken_ids(
                 conn, statement, after, upto, size, page_rows=rows, excluded=excluded,
             ))))  # fmt: skip
-        case settling.ReadDuties(after, upto, size):
-            return _listing(conn, lambda: settling.Duties(tuple(
-                store.page_duty_rows(conn, walk.scope, after, upto, size=size)
+        case _settling.ReadDuties(after, upto, size):
+            return _listing(conn, lambda: _settling.Duties(tuple(
+                page_duty_rows(conn, walk.scope, after, upto, size=size)
             )))  # fmt: skip
-        case settling.FindLocked(ids):
-            return _listing(conn, lambda: settling.Ids(tuple(store.locked_ids(conn, ids))))
-        case settling.SpendTimeout():
-            return settling.Allowance(walk.timeouts.spend())
-        case settling.Wait(seconds):
+        case _settling.FindLocked(ids):
+            return _listing(conn, lambda: _settling.Ids(tuple(locked_ids(conn, ids))))
+        case _settling.SpendTimeout():
+            return _settling.Allowance(walk.timeouts.spend())
+        case _settling.Wait(seconds):
             time.sleep(seconds)
             return None
 
 
-def _dispatch(conn: Connection, walk: Walk, command: settling.Dispatch) -> settling.Reply:
+def _run_statement(conn: Connection, walk: Pages, command: _settling.Dispatch) -> _settling.Reply:
     """Run the statement, cancelled by the server if it would outlast the run's deadline.
 
     Far from the deadline (no lowered limit) the page runs as one autocommit
@@ -157,7 +140,7 @@ def _dispatch(conn: Connection, walk: Walk, command: settling.Dispatch) -> settl
     """
     limit = None if walk.deadline is None else walk.deadline.limit_ms()
     if limit is not None and limit <= 0:
-        return settling.DeadlineReached(None)
+        return _settling.DeadlineReached(None)
     try:
         page = walk.dispatch_page(
             conn, walk.statement_of(command.target), command.after, command.upto, command.size,
@@ -167,35 +150,35 @@ def _dispatch(conn: Connection, walk: Walk, command: settling.Dispatch) -> settl
     except _TIMED_OUT as exc:
         # A lowered limit is below statement_timeout (Deadline.limit_ms): it
         # was the deadline that cancelled the statement.
-        return settling.TimedOut(exc) if limit is None else settling.DeadlineReached(exc)
+        return _settling.TimedOut(exc) if limit is None else _settling.DeadlineReached(exc)
     except psycopg.Error as exc:
         return _failure(conn, exc)
-    return settling.Committed(page)
+    return _settling.Committed(page)
 
 
-def _failure(conn: Connection, exc: psycopg.Error) -> settling.Reply:
+def _failure(conn: Connection, exc: psycopg.Error) -> _settling.Reply:
     """What an error of a dispatch statement means for the step."""
     if isinstance(exc, pg_errors.LockNotAvailable):
-        return settling.Locked(exc)
+        return _settling.Locked(exc)
     # Two runs that touch the same duties can still meet in a deadlock (the
     # UPDATE's row order is the executor's) or, under stricter isolation, a
     # serialization failure; the statement is simply tried again.
     if isinstance(exc, _RETRYABLE):
-        return settling.Conflict(exc)
+        return _settling.Conflict(exc)
     if (exc.sqlstate or "")[:2] in _ROW_CAUSED_CLASSES:
-        return settling.Refused(exc, _describe(exc))
+        return _settling.Refused(exc, _describe(exc))
     return _lost_or_failed(conn, exc)
 
 
-def _listing(conn: Connection, read: Callable[[], settling.Reply]) -> settling.Reply:
+def _listing(conn: Connection, read: Callable[[], _settling.Reply]) -> _settling.Reply:
     try:
         return read()
     except psycopg.Error as exc:
         return _lost_or_failed(conn, exc)
 
 
-def _lost_or_failed(conn: Connection, exc: psycopg.Error) -> settling.Lost | settling.Failed:
-    return settling.Lost(exc) if conn.broken or conn.closed else settling.Failed(exc)
+def _lost_or_failed(conn: Connection, exc: psycopg.Error) -> _settling.Lost | _settling.Failed:
+    return _settling.Lost(exc) if conn.broken or conn.closed else _settling.Failed(exc)
 
 
 def _describe(exc: psycopg.Error) -> str:

@@ -14,9 +14,11 @@ import json
 from typing import Any, Final, Protocol
 
 from dispatch_fn.bounded import MAX_EVENT_BYTES
-from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run._pages import MAX_TIMEOUTS_PER_RUN
-from dispatch_fn.run.dispatch import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS, RunReport
+from dispatch_fn.errors import HandOffError
+from dispatch_fn.planning import RunRequest
+from dispatch_fn.run._agenda import STOPPED_BY_DEADLINE, STOPPED_BY_TIMEOUTS
+from dispatch_fn.run.outcome import RunReport
+from dispatch_fn.settings import MAX_TIMEOUTS_PER_RUN
 
 MAX_CONTINUATIONS: Final = 20
 # A hand-off is one small asynchronous invoke that Lambda accepts in
@@ -26,10 +28,6 @@ MAX_CONTINUATIONS: Final = 20
 HAND_OFF_CONNECT_TIMEOUT_S: Final = 3
 HAND_OFF_READ_TIMEOUT_S: Final = 10
 HAND_OFF_ATTEMPTS: Final = 2
-
-
-class HandOffError(RuntimeError):
-    """The continuation could not be handed off; the chain ends incomplete."""
 
 
 class LambdaClient(Protocol):

@@ -1,6 +1,6 @@
 """How a run ended: what it counted, and what the ledger and the handler add.
 
-``dispatch.run`` counts a ``RunReport``; ``recorded.execute`` adds the ledger's
+``dispatch`` counts a ``RunReport``; ``dispatch_recorded`` adds the ledger's
 side (its run id, how the run ended, whether it handed on, how many faults
 began in it) and returns a ``RunOutcome``; the handler adds what it learnt
 about the scope and the explanations of a dry run. Each stays typed until
@@ -16,9 +16,8 @@ from datetime import date
 from typing import Any, Final
 
 from dispatch_fn.bounded import fault_listing, scope_echo
-from dispatch_fn.planning.plan import FAULT_REASONS, SKIP_REASONS, Fault
-from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run.settling import SetAside
+from dispatch_fn.planning import FAULT_REASONS, SKIP_REASONS, Fault, RunRequest
+from dispatch_fn.run._settling import SetAside
 
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
@@ -30,9 +29,9 @@ class RunReport:
 
     request: RunRequest
     duties_read: int = 0
-    tasks_created: int = 0
-    tasks_existing: int = 0
-    duties_advanced: int = 0
+    # What the page statements that committed counted, added up by name
+    # (``store.PageResult.counts``): the figures below read them by name.
+    counted: Mapping[str, int] = field(default_factory=dict)
     skipped: Mapping[str, int] = field(default_factory=dict)
     # Every duty the run faulted: the run keeps them all on account
     # (db.faults); the report lists the first hundred.
@@ -51,21 +50,48 @@ class RunReport:
     # ``statement_timeouts`` (more than the run's allowance); None if complete.
     stopped_by: str | None = None
     last_duty_id: str | None = None
-    # Duties whose account owed them something at this clock (docs/contract.md#account).
-    duties_owing: int = 0
-    # Duties with periods that became owed before the catch-up horizon and
-    # were over: counted here, never created.
-    beyond_horizon: int = 0
-    # Duties whose cadence, owner or state changed while periods after their
-    # account's day were owed: what the old one owed and the new one does
-    # not spell is not created, and counted here.
-    changed_while_owed: int = 0
-    # Duties whose account the run moved on (the same UPDATE as last_dispatched_period).
-    accounts_kept: int = 0
     # Roughly how many duties a scheduled run did not need to read, their next
     # owed day not yet come: the planner's estimate of the table's rows less
     # those read (a count would read them all). None: the run read its whole scope.
     duties_not_read: int | None = None
+
+    @property
+    def tasks_created(self) -> int:
+        """Tasks the run inserted (a dry run: would insert)."""
+        return self.counted.get("created", 0)
+
+    @property
+    def tasks_existing(self) -> int:
+        """Tasks owed that existed already."""
+        return self.counted.get("owed", 0) - self.tasks_created
+
+    @property
+    def duties_advanced(self) -> int:
+        """Duties whose ``last_dispatched_period`` the run moved on."""
+        return self.counted.get("advanced", 0)
+
+    @property
+    def duties_owing(self) -> int:
+        """Duties whose account owed them something at this clock (docs/contract.md#account)."""
+        counted = self.counted
+        duties = counted.get("duties", 0)
+        return duties - counted.get("outside_window", 0) - counted.get("nothing_due", 0)
+
+    @property
+    def beyond_horizon(self) -> int:
+        """Duties with periods over and owed before the catch-up horizon: counted, never created."""
+        return self.counted.get("lapsed", 0)
+
+    @property
+    def changed_while_owed(self) -> int:
+        """Duties whose cadence, owner or state changed while periods after their account's day
+        were owed: what the old one owed and the new one does not spell is not created."""
+        return self.counted.get("changed", 0)
+
+    @property
+    def accounts_kept(self) -> int:
+        """Duties whose account the run moved on (the same UPDATE as last_dispatched_period)."""
+        return self.counted.get("kept", 0)
 
     @property
     def fault_total(self) -> int:
@@ -143,23 +169,23 @@ class Ending:
 
 @dataclass(frozen=True, slots=True)
 class Remarks:
-    """What the handler says about a run beside its report (docs/contract.md#invocation)."""
+    """What is said about a run beside its report (docs/contract.md#report): ``remarks``."""
 
     # Whether any duty matches the scope; None for an unscoped run, or unknown.
     scope_matched: bool | None
     # Why nothing was dispatched, when no duty matches.
     scope_note: str | None
-    # A dry run's explanations (``invocation._within_budget``); None for any other run.
+    # A dry run's explanations (``remarks._within_budget``); None for any other run.
     explained: dict[str, Any] | None
-    duration_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
     """A run's report with what the ledger and the handler add to it.
 
-    ``ending`` is None for a run that failed before the ledger ended it, and
-    ``remarks`` None until the handler has made them. ``new_faults`` counts
+    ``ending`` is None for a run that failed before the ledger ended it,
+    ``remarks`` None until they are made (``remarks.remarks_on``), and
+    ``duration_ms`` None until the handler has timed the invocation. ``new_faults`` counts
     the duties whose fault began in this run (db.faults); None where the run
     kept no account of its faults: a dry run, or one that failed.
     """
@@ -169,6 +195,7 @@ class RunOutcome:
     ending: Ending | None = None
     remarks: Remarks | None = None
     new_faults: int | None = None
+    duration_ms: int | None = None
 
     @property
     def handed_off(self) -> bool:
@@ -199,31 +226,11 @@ class RunOutcome:
             }
             if self.remarks.explained is not None:
                 result |= self.remarks.explained
-            result["duration_ms"] = self.remarks.duration_ms
+        if self.duration_ms is not None:
+            result["duration_ms"] = self.duration_ms
         return result
 
 
 def unreported(run_id: int | None) -> dict[str, Any]:
     """What is known of a run that ended before it had a report: it is not complete."""
     return {"complete": False, "run_id": run_id}
-
-
-class RunFailedError(RuntimeError):
-    """A run stopped on an unexpected error; ``outcome`` says how far it got.
-
-    The message carries that report too, so Lambda's on-failure destination
-    (which records only the error's type and message) tells an operator which
-    pages were committed before the failure.
-    """
-
-    def __init__(self, message: str, outcome: RunOutcome | None) -> None:
-        super().__init__(message)
-        # None: the run failed before it had a report (its ledger was unreachable).
-        self.outcome = outcome
-
-    @property
-    def report(self) -> dict[str, Any]:
-        """The outcome as JSON, as the failure's log line and ledger row say it."""
-        if self.outcome is None:
-            return unreported(None)
-        return self.outcome.as_json()

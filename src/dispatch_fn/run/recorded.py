@@ -1,6 +1,6 @@
 """One run as the ledger sees it: recorded and continued (docs/contract.md#ledger).
 
-Around ``dispatch.run``: a ledger row before the first page and after the
+Around ``dispatch``: a ledger row before the first page and after the
 last, with the duties it set aside; the hand-off of a run its deadline
 stopped; the faults it keeps on the duties' account (db.faults,
 docs/contract.md#metrics). The handler and the CLI call this with the runtime
@@ -17,16 +17,17 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn.db import faults, ledger
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.planning.request import RunRequest
-from dispatch_fn.run import continuation, dispatch
-from dispatch_fn.run.dispatch import LOCAL
-from dispatch_fn.run.outcome import Ending, RunFailedError, RunOutcome, unreported
-from dispatch_fn.run.runtime import HandOff, Runtime
+from dispatch_fn.db import Connection, faults, ledger
+from dispatch_fn.errors import HandOffError
+from dispatch_fn.planning import RunRequest
+from dispatch_fn.run import continuation
+from dispatch_fn.run._dispatch import dispatch
+from dispatch_fn.run.errors import RunFailedError
+from dispatch_fn.run.outcome import Ending, RunOutcome, RunReport, unreported
+from dispatch_fn.run.runtime import LOCAL, HandOff, Runtime
 
 
-def execute(
+def dispatch_recorded(
     conns: Sequence[Connection], request: RunRequest, runtime: Runtime = LOCAL
 ) -> RunOutcome:
     """Run ``request`` on ``conns`` (autocommit), recorded in the ledger; return how it ended.
@@ -37,7 +38,7 @@ def execute(
     conn = conns[0]
     if not all(each.autocommit for each in conns):
         # The ledger's rows must commit on their own, never with a page's.
-        raise ValueError("recorded.execute needs autocommit connections: each write commits alone")
+        raise ValueError("dispatch_recorded needs autocommit connections: each write commits alone")
     try:
         # The latest clock dispatched: whether this run's pages find their
         # rows present from the first (a re-run).
@@ -64,7 +65,7 @@ def execute(
             f"run not started: the run ledger is unreachable: {type(exc).__name__}: {exc}", None
         ) from exc
     try:
-        report = dispatch.run(
+        report = dispatch(
             conns,
             request,
             runtime,
@@ -90,7 +91,7 @@ def execute(
         # no status of its own: failed, error 'interrupted' (docs/contract.md#ledger).
         _record_failure(conn, run_id, unreported(run_id), "interrupted")
         raise
-    ended = _ended(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
+    ended = _end_recorded(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
     if request.dry_run:
         return ended
     # Kept once the ledger row has ended: a run that cannot end its row fails,
@@ -98,10 +99,10 @@ def execute(
     # two only leaves them to be counted new once more, never hides one. A
     # continuation already handed on judges the duties past this run's mark
     # only, so the two never remove each other's rows.
-    return replace(ended, new_faults=faults.record(conn, run_id, _judged(report)))
+    return replace(ended, new_faults=faults.record(conn, run_id, _fault_judgement(report)))
 
 
-def _judged(report: dispatch.RunReport) -> faults.Judged:
+def _fault_judgement(report: RunReport) -> faults.Judged:
     """What the run found of the duties in its scope, as the fault account keeps it."""
     request = report.request
     return faults.Judged(
@@ -137,7 +138,7 @@ def _recorded(failed: RunFailedError, run_id: int) -> RunFailedError:
     return RunFailedError(str(failed), replace(failed.outcome, run_id=run_id))
 
 
-def _ended(
+def _end_recorded(
     conn: Connection,
     outcome: RunOutcome,
     *,
@@ -167,20 +168,18 @@ def _ended(
     # by this row's final report, and may start within milliseconds.
     try:
         following = continuation.next_event(request, report)
-    except continuation.HandOffError as refused:
+    except HandOffError as refused:
         return _not_handed(conn, ended, refused)
     handed = replace(ended, ending=Ending(handed_off=True))
     _record_end(conn, "incomplete", handed)
     try:
         hand_off(following)
-    except continuation.HandOffError as refused:
+    except HandOffError as refused:
         return _not_handed(conn, ended, refused)
     return handed
 
 
-def _not_handed(
-    conn: Connection, outcome: RunOutcome, refused: continuation.HandOffError
-) -> RunOutcome:
+def _not_handed(conn: Connection, outcome: RunOutcome, refused: HandOffError) -> RunOutcome:
     why = str(refused)
     ended = replace(outcome, ending=Ending(hand_off_error=why, incomplete_reason=why))
     _record_end(conn, "incomplete", ended)

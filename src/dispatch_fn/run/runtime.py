@@ -3,7 +3,7 @@
 The Lambda shim and the CLI build a ``Runtime`` (``invocation.runtime_for``):
 where connections come from, how much time the run has, how it hands the rest
 on, who hears of its progress, and its tuning. ``invocation.handle``,
-``recorded.execute`` and ``dispatch.run`` take it as it is; a test or a bench
+``dispatch_recorded`` and ``dispatch`` take it as it is; a test or a bench
 run builds its own. A new knob is a field of ``settings.Tuning``; a new
 dependency, a field here.
 """
@@ -15,18 +15,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from dispatch_fn.db import store
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.run import rules as run_rules
+from dispatch_fn.db import Connection, PageResult, dispatch_page
+from dispatch_fn.run import _rules
 from dispatch_fn.run.progress import Progress
 from dispatch_fn.settings import Tuning
 
 type Clock = Callable[[], datetime]
-# Sends a continuation's event (docs/contract.md#ledger); raises ``continuation.HandOffError`` if
+# Sends a continuation's event (docs/contract.md#ledger); raises ``errors.HandOffError`` if
 # refused.
 type HandOff = Callable[[dict[str, Any]], None]
-# Writes one page and returns its result, called with ``store.dispatch_page``'s arguments.
-type PageWriter = Callable[..., store.PageResult]
+# Writes one page and returns its result, called with ``db.dispatch_page``'s arguments.
+type PageWriter = Callable[..., PageResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +113,12 @@ class Runtime:
     # The rules the run judges with, as the ledger records them (rules.current):
     # a test or a replay passes others to stand for a new tzdata or holidays
     # release without swapping the module's own.
-    rules: Callable[[], str] = run_rules.current
-    # Writes each page (store.dispatch_page): a test passes a wrapper to choose
+    rules: Callable[[], str] = _rules.current
+    # Writes each page (db.dispatch_page): a test passes a wrapper to choose
     # the page's statement or to see each page's result, without swapping the
     # module's own.
-    dispatch_page: PageWriter = store.dispatch_page
+    dispatch_page: PageWriter = dispatch_page
+
+
+# A run with no deadline, no hand-off and the default tuning: the bench's, a test's.
+LOCAL: Final = Runtime()

@@ -11,4 +11,4 @@ SELECT EXISTS (
       AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
       AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
-)
+) AS found

@@ -5,9 +5,9 @@
 -- out of range (duly_due_rule_in_range, as the page statements test it). The
 -- run judges each rule once (plan.check_due_rule); the page statements set
 -- aside the refused ones.
-SELECT d.due_anchor, d.due_roll, d.holiday_calendar, count(*),
+SELECT d.due_anchor, d.due_roll, d.holiday_calendar, count(*) AS duties,
        count(*) FILTER (WHERE NOT duly_due_rule_in_range(
-           d.due_anchor, d.due_offset_days, d.due_offset_months, d.grace_days))
+           d.due_anchor, d.due_offset_days, d.due_offset_months, d.grace_days)) AS out_of_range
 FROM duly_duty d
 WHERE duly_dispatchable(d.status, d.form, d.review_status)
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,

@@ -1,2 +1,2 @@
 -- This database's dispatcher role (migration 0009), the one its login joins.
-SELECT duly_dispatcher_role()
+SELECT duly_dispatcher_role() AS role

@@ -1,3 +1,3 @@
 -- Every applied migration and its recorded checksum ('' for one applied before
 -- checksums were recorded). Slot: {ledger}.
-SELECT version, coalesce(checksum, '') FROM {ledger}
+SELECT version, coalesce(checksum, '') AS checksum FROM {ledger}

@@ -4,7 +4,7 @@
 -- duty no run has kept an account for, and that no edit placed, existed
 -- since then (docs/contract.md#account); one that existed before owes what
 -- the first run that keeps accounts owes it.
-SELECT min(r.clock)
+SELECT min(r.clock) AS clock
 FROM duly_dispatch_run r
 WHERE r.mode = 'scheduled' AND NOT r.dry_run
   AND r.organization_id IS NULL AND r.duty_ids IS NULL

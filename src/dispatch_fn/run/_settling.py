@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from dispatch_fn.planning.plan import Fault
+from dispatch_fn.planning import Fault
 
 if TYPE_CHECKING:
-    from dispatch_fn.db.store import PageResult
+    from dispatch_fn.db import PageResult
 
 # A statement that meets a deadlock or a serialization failure (two runs on
 # the same duties) is simply tried again, this many times in all.
@@ -131,7 +131,7 @@ class Judge(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Walk:
+class PageShape:
     """What every step of a run shares: its page bounds and the statements after the page.
 
     A page holds at most ``size`` duties and, past its first duty, at most
@@ -360,15 +360,15 @@ class _Record:
         )
 
 
-def settle(walk: Walk, job: Job) -> Steps[Outcome]:
+def settle(walk: PageShape, job: Job) -> Steps[Outcome]:
     """The commands that dispatch the page ``job`` names; returns what the step did."""
     record = _Record(probe=job.probe)
     if walk.edge is None:
         return (yield from _ordinary(walk, job, record))
-    return (yield from _judged(walk, walk.edge, job, record))
+    return (yield from _judged_steps(walk, walk.edge, job, record))
 
 
-def _ordinary(walk: Walk, job: Job, record: _Record) -> Steps[Outcome]:
+def _ordinary(walk: PageShape, job: Job, record: _Record) -> Steps[Outcome]:
     """A page as the server bounds it: tried whole, then, if it fails, its very ids."""
     first = yield from _page(walk, record, job.after, job.upto)
     if isinstance(first, Committed):
@@ -379,7 +379,7 @@ def _ordinary(walk: Walk, job: Job, record: _Record) -> Steps[Outcome]:
     # The very duties the page took, cut by the same row budget.
     listed = yield ListIds(PAGE, job.after, job.upto, walk.size, walk.rows, ())
     if not isinstance(listed, Ids):
-        return _stopped(job, record, _ended(listed))
+        return _stopped(job, record, _stop_of(listed))
     if not listed.ids:
         return record.outcome(job, reached=job.after)
     stop = yield from _settle_ids(walk, job, record, _Span(job.after, listed.ids, verdict.failed))
@@ -391,11 +391,11 @@ def _ordinary(walk: Walk, job: Job, record: _Record) -> Steps[Outcome]:
     return record.outcome(job, reached=last, more=not _ends_range(job, last))
 
 
-def _judged(walk: Walk, edge: Judge, job: Job, record: _Record) -> Steps[Outcome]:
+def _judged_steps(walk: PageShape, edge: Judge, job: Job, record: _Record) -> Steps[Outcome]:
     """A page near the calendar's edge: its duties judged first, then dispatched up to the last."""
     read = yield ReadDuties(job.after, job.upto, walk.size)
     if not isinstance(read, Duties):
-        return _stopped(job, record, _ended(read))
+        return _stopped(job, record, _stop_of(read))
     record.set_aside.extend(
         SetAside(duty_id, SetAsideReason.REFUSED, detail)
         for duty_id, detail in edge.refused(read.rows)
@@ -412,7 +412,7 @@ def _judged(walk: Walk, edge: Judge, job: Job, record: _Record) -> Steps[Outcome
 
 
 def _through(
-    walk: Walk, record: _Record, cursor: str | None, last: str
+    walk: PageShape, record: _Record, cursor: str | None, last: str
 ) -> Steps[tuple[Splittable | _Stop | None, str | None]]:
     """Dispatch the duties after ``cursor`` up to ``last``, in as many pages as needed.
 
@@ -431,7 +431,7 @@ def _through(
 
 
 def _judged_apart(
-    walk: Walk,
+    walk: PageShape,
     job: Job,
     record: _Record,
     ids: Sequence[str],
@@ -467,7 +467,7 @@ def _verdict(job: Job, record: _Record, failure: Splittable | _Stop) -> Steps[_S
 
 
 def _settle_ids(
-    walk: Walk, job: Job, record: _Record, span: _Span, settled: str | None = None
+    walk: PageShape, job: Job, record: _Record, span: _Span, settled: str | None = None
 ) -> Steps[_Stop | None]:
     """Settle a page's ids; once locked already, its locked duties are set aside untried."""
     aside = set(record.excluded())
@@ -476,7 +476,7 @@ def _settle_ids(
         # Only those not set aside already: a duty the planner refused may be locked too.
         locked = yield FindLocked(tuple(kept))
         if not isinstance(locked, Ids):
-            return _ended(locked)
+            return _stop_of(locked)
         record.set_aside.extend(
             SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL) for duty_id in locked.ids
         )
@@ -485,7 +485,7 @@ def _settle_ids(
 
 
 def _settle(
-    walk: Walk, record: _Record, target: Target, span: _Span, settled: str | None = None
+    walk: PageShape, record: _Record, target: Target, span: _Span, settled: str | None = None
 ) -> Steps[_Stop | None]:
     """Dispatch every duty of ``span`` with ``target``; set aside those it fails on alone.
 
@@ -506,7 +506,7 @@ def _settle(
 
 
 def _settle_span(
-    walk: Walk, record: _Record, target: Target, pending: list[_Span]
+    walk: PageShape, record: _Record, target: Target, pending: list[_Span]
 ) -> Steps[_Stop | str | None]:
     """Settle the span on top of ``pending``, queueing what remains of it; how far it settled."""
     now = pending.pop()
@@ -559,7 +559,7 @@ def _alone(duty_id: str, failed: Splittable, *, counted: bool) -> SetAside:
 
 
 def _commit(
-    walk: Walk, record: _Record, target: Target, after: str | None, upto: str | None
+    walk: PageShape, record: _Record, target: Target, after: str | None, upto: str | None
 ) -> Steps[Committed | Splittable | _Stop]:
     if target.extra is None:
         return (yield from _page(walk, record, after, upto))
@@ -567,13 +567,13 @@ def _commit(
 
 
 def _page(
-    walk: Walk, record: _Record, after: str | None, upto: str | None
+    walk: PageShape, record: _Record, after: str | None, upto: str | None
 ) -> Steps[Committed | Splittable | _Stop]:
     """The page statement, then each statement after it over exactly the duties it covered."""
     command = Dispatch(
         PAGE, after, upto, walk.size, walk.rows, record.excluded(), probe=record.probe
     )
-    reply = yield from _dispatch(record, command)
+    reply = yield from _dispatch_step(record, command)
     if not isinstance(reply, Committed):
         return reply
     record.pages.append(reply.page)
@@ -589,7 +589,7 @@ def _page(
 
 
 def _catch_up(
-    walk: Walk, record: _Record, extra: Target, after: str | None, upto: str
+    walk: PageShape, record: _Record, extra: Target, after: str | None, upto: str
 ) -> Steps[_Stop | None]:
     """One statement after a committed page; settled alone if it fails."""
     reply = yield from _extra(walk, record, extra, after, upto)
@@ -601,21 +601,21 @@ def _catch_up(
     # The page at the run's clock is stored: only this statement is split.
     listed = yield ListIds(extra, after, upto, walk.size, None, record.excluded())
     if not isinstance(listed, Ids):
-        return _ended(listed)
+        return _stop_of(listed)
     return (yield from _settle(walk, record, extra, _Span(after, listed.ids, reply)))
 
 
 def _extra(
-    walk: Walk, record: _Record, extra: Target, after: str | None, upto: str | None
+    walk: PageShape, record: _Record, extra: Target, after: str | None, upto: str | None
 ) -> Steps[Committed | Splittable | _Stop]:
     command = Dispatch(extra, after, upto, walk.size, None, record.excluded())
-    reply = yield from _dispatch(record, command)
+    reply = yield from _dispatch_step(record, command)
     if isinstance(reply, Committed):
         (record.repaid if extra.repaying else record.caught).append(reply.page)
     return reply
 
 
-def _dispatch(record: _Record, command: Dispatch) -> Steps[Committed | Splittable | _Stop]:
+def _dispatch_step(record: _Record, command: Dispatch) -> Steps[Committed | Splittable | _Stop]:
     """One statement, tried again after a deadlock or a serialization failure."""
     attempt = 1
     while True:
@@ -632,7 +632,7 @@ def _dispatch(record: _Record, command: Dispatch) -> Steps[Committed | Splittabl
 def _answer(reply: Reply) -> Committed | Splittable | _Stop:
     if isinstance(reply, Committed | Locked | Refused | TimedOut):
         return reply
-    return _ended(reply)
+    return _stop_of(reply)
 
 
 def _following(
@@ -648,7 +648,7 @@ def _following(
     # bounded the page that ended at ``point``, so it follows it.
     listed = yield ListIds(target, point, ids[-1], len(ids), None, record.excluded())
     if not isinstance(listed, Ids):
-        return _ended(listed)
+        return _stop_of(listed)
     later = set(listed.ids)
     return [duty_id for duty_id in ids[:-1] if duty_id in later] + [ids[-1]]
 
@@ -663,7 +663,7 @@ def _spend(failure: Splittable) -> Steps[_Stop | None]:
     return _Stop(Failure.TIMEOUTS, failure.error)
 
 
-def _ended(reply: Reply) -> _Stop:
+def _stop_of(reply: Reply) -> _Stop:
     """The stop a reply other than the one asked for means."""
     match reply:
         case DeadlineReached(error=error):
@@ -695,13 +695,13 @@ def _stopped(job: Job, record: _Record, stop: _Stop, judged: Sequence[str] = ())
     return record.outcome(job, reached=reached, more=True, stop=stop, set_aside=kept)
 
 
-def _more(walk: Walk, job: Job, page: PageResult) -> bool:
+def _more(walk: PageShape, job: Job, page: PageResult) -> bool:
     # A page short of its size (not for its row budget), or one that reached
     # its range's bound, ends the range.
     return (page.rows >= walk.size or page.cut) and not _ends_range(job, page.upto)
 
 
-def _judged_more(walk: Walk, job: Job, ids: Sequence[str]) -> bool:
+def _judged_more(walk: PageShape, job: Job, ids: Sequence[str]) -> bool:
     return len(ids) >= walk.size and not _ends_range(job, ids[-1])
 
 

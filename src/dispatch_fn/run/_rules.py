@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from importlib.metadata import version
 
-from dispatch_fn.planning.plan import OWED_RULES
+from dispatch_fn.planning import OWED_RULES
 
 
 @functools.cache

@@ -11,13 +11,17 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
-from psycopg.rows import dict_row
-
-from dispatch_fn.db.sql import Connection, statement
-from dispatch_fn.engine import periods
+from dispatch_fn.db import Connection, lookups
+from dispatch_fn.engine import (
+    local_date,
+    period_bounds,
+    period_days,
+    period_key_for,
+    start_of_day,
+    visible_from_for,
+)
 from dispatch_fn.errors import PeriodError
-from dispatch_fn.planning.plan import (
-    DEFAULT_CATCH_UP_DAYS,
+from dispatch_fn.planning import (
     FAULT_REASONS,
     SCHEDULE_INTERVAL,
     Account,
@@ -29,9 +33,13 @@ from dispatch_fn.planning.plan import (
     judge_duty,
     previous_clock,
 )
+from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 # A dry run explains at most this many duties in its report (docs/contract.md#explain).
 MAX_EXPLAINED: Final = 100
+# A dry run's explanations grow with duties times periods (a daily duty over
+# five years is ~400 KB); Lambda refuses a response over 6 MB.
+EXPLAIN_BYTES: Final = 1_000_000
 
 
 def explain(
@@ -70,9 +78,7 @@ def explain_each(
     five years is 1,826 candidates.
     """
     wanted = list(dict.fromkeys(duty_ids))
-    with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(statement("explain_duties"), {"duty_ids": wanted})
-        rows = {str(row["id"]): row for row in cursor.fetchall()}
+    rows = lookups.duty_rows(conn, wanted)
     schedules: dict[Any, Any] = {}
     previous = previous_clock(now, interval)
     for duty_id in wanted:
@@ -83,31 +89,14 @@ def explain_each(
         judgement = judge_duty(
             row, now, window, schedules, previous=previous, catch_up_days=catch_up_days
         )
-        yield duty_id, _as_json(row, judgement, _existing_tasks(conn, row, judgement))
-
-
-def _existing_tasks(
-    conn: Connection, row: dict[str, Any], judgement: Judgement
-) -> dict[str, tuple[int, datetime]]:
-    keys = [candidate.period.key for candidate in judgement.candidates]
-    if not keys:
-        return {}
-    found = conn.execute(
-        statement("explain_tasks"),
-        {
-            "organization_ids": [row["organization_id"]] * len(keys),
-            "duty_ids": [judgement.duty_id] * len(keys),
-            "owner_ids": [row["owner_id"]] * len(keys),
-            "period_keys": keys,
-        },
-    ).fetchall()
-    return {str(k): (int(i), created) for _, k, i, created in found}
+        keys = [candidate.period.key for candidate in judgement.candidates]
+        yield duty_id, _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
 
 
 def _as_json(
     row: dict[str, Any],
     judgement: Judgement,
-    existing: dict[str, tuple[int, datetime]],
+    existing: dict[str, lookups.ExistingTask],
 ) -> dict[str, Any]:
     skip = judgement.skip
     cadence = judgement.cadence
@@ -117,8 +106,8 @@ def _as_json(
         if task is not None:
             verdict: dict[str, Any] = {
                 "verdict": "exists",
-                "task_id": task[0],
-                "created_at": task[1].isoformat(),
+                "task_id": task.task_id,
+                "created_at": task.created_at.isoformat(),
             }
         elif candidate.not_owed is None:
             verdict = {"verdict": "would_create"}
@@ -209,14 +198,14 @@ def _after_candidates(judgement: Judgement) -> date | None:
     frequency = str(cadence.frequency)
     try:
         last = judgement.candidates[-1].period
-        following = periods.period_key_for(
+        following = period_key_for(
             frequency,
-            periods.start_of_day(last.last_day + timedelta(days=1), cadence.timezone),
+            start_of_day(last.last_day + timedelta(days=1), cadence.timezone),
             cadence.timezone,
         )
-        first, last_day = periods.period_days(frequency, following)
+        first, last_day = period_days(frequency, following)
         period = Period(following, first, last_day, current=False)
-        visible = periods.visible_from_for(cadence.due_date(period), cadence.lead_days)
+        visible = visible_from_for(cadence.due_date(period), cadence.lead_days)
     except (PeriodError, OverflowError):  # past the calendar's last day
         return None
     return became_owed_on(period, visible, cadence.lead_days)
@@ -231,7 +220,7 @@ def _spans(spans: list[list[str | None]]) -> str:
 
 def _local_day(instant: datetime, timezone: str) -> date | None:
     try:
-        return periods.local_date(instant, timezone)
+        return local_date(instant, timezone)
     except PeriodError:  # a zone the engine refused: the duty has no candidates then
         return None
 
@@ -246,13 +235,13 @@ def _day(day: date | None) -> str | None:
 
 def _bounds(frequency: str, key: str, timezone: str) -> dict[str, str | None]:
     try:
-        bounds = periods.period_bounds(frequency, key, timezone)
+        bounds = period_bounds(frequency, key, timezone)
     except PeriodError:  # the last period of year 9999 has no end instant
         return {"start": None, "end": None}
     return {"start": bounds.start.isoformat(), "end": bounds.end.isoformat()}
 
 
-def render(explained: dict[str, Any], clock: str) -> str:
+def render_explanation(explained: dict[str, Any], clock: str) -> str:
     """One duty's explanation as a readable table."""
     if not explained["found"]:
         return f"duty {explained['duty_id']!r} is unknown"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from dispatch_fn.planning import page_plan
-from dispatch_fn.run.settling import Failure, Job, Outcome
+from dispatch_fn.run._settling import Failure, Job, Outcome
 
 # Why an incomplete run stopped (RunReport.stopped_by): only the first may hand off.
 STOPPED_BY_DEADLINE: Final = "deadline"

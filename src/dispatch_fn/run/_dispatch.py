@@ -5,7 +5,7 @@ and zone in use, then lets one statement per keyset page of duties insert what
 is owed. Each page is its own short transaction, so a run killed at any
 instant leaves only whole pages behind and the next run completes the rest.
 Pages hold disjoint duties, so several connections can take them in turn:
-worker threads only execute steps (``_pages.execute``); ``_walk`` alone decides
+worker threads only execute steps (``_pages.take_step``); ``_walk`` alone decides
 what runs next, and ``_fold`` alone turns the outcomes into the report.
 """
 
@@ -13,58 +13,58 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain
-from operator import attrgetter
 from typing import Final
 
 import psycopg
 
-from dispatch_fn import settings
-from dispatch_fn.db import store
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.planning import calendar_edge, page_plan
-from dispatch_fn.planning.plan import (
+from dispatch_fn.db import (
+    Connection,
+    DueRule,
+    Group,
+    Rules,
+    any_dispatchable,
+    census,
+    due_rules,
+    estimated_duties,
+    fault_members,
+    ids_with_form,
+    page_bounds,
+    page_statement,
+)
+from dispatch_fn.errors import CadenceRefused
+from dispatch_fn.planning import (
     FORMS,
     Cadence,
-    CadenceRefused,
+    Edge,
     Fault,
     FaultReason,
+    RunRequest,
     Schedule,
+    Scope,
     SkipReason,
-    check_due_rule,
+    check_cadence_rule,
     classify,
     lead_bucket,
+    near_edge,
+    page_plan,
     previous_clock,
+    schedule_within_calendar,
     unknown_form_detail,
 )
-from dispatch_fn.planning.request import RunRequest as RunRequest  # noqa: PLC0414 - its callers' name
-from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import _pages, agenda
-from dispatch_fn.run.outcome import FAULT_LIST_LIMIT as FAULT_LIST_LIMIT  # noqa: PLC0414
-from dispatch_fn.run.outcome import RunFailedError, RunOutcome
-from dispatch_fn.run.outcome import RunReport as RunReport  # noqa: PLC0414 - its callers' name
+from dispatch_fn.run import _agenda, _pages, _settling
+from dispatch_fn.run._agenda import CONNECTION_ATTEMPTS, STOPPED_BY_DEADLINE
+from dispatch_fn.run.errors import RunFailedError
+from dispatch_fn.run.outcome import RunOutcome, RunReport
 from dispatch_fn.run.progress import ProgressMeter
-from dispatch_fn.run.runtime import Runtime
-
-# The defaults are configuration (settings.py says why each is what it is),
-# named here too: what a run uses unless its runtime's ``Tuning`` says otherwise.
-DEFAULT_CHUNK_SIZE: Final = settings.DEFAULT_CHUNK_SIZE
-DEFAULT_PAGE_ROWS: Final = settings.DEFAULT_PAGE_ROWS
-DEFAULT_WORKERS: Final = settings.DEFAULT_WORKERS
-# Why an incomplete run stopped (RunReport.stopped_by), and the connections a
-# run may open: the scheduler's rules (``agenda``), named here for callers.
-STOPPED_BY_DEADLINE: Final = agenda.STOPPED_BY_DEADLINE
-STOPPED_BY_TIMEOUTS: Final = agenda.STOPPED_BY_TIMEOUTS
-CONNECTION_ATTEMPTS: Final = agenda.CONNECTION_ATTEMPTS
-# A run with no deadline, no hand-off and the default tuning: the bench's, a test's.
-LOCAL: Final = Runtime()
+from dispatch_fn.run.runtime import LOCAL, Runtime
 
 
-def run(
+def dispatch(
     conns: Sequence[Connection],
     request: RunRequest,
     runtime: Runtime = LOCAL,
@@ -99,11 +99,11 @@ def run(
     the pages before them found. Either way the same rows are written.
     """
     if not conns:
-        raise ValueError("dispatch.run needs at least one connection; got none")
+        raise ValueError("dispatch needs at least one connection; got none")
     if not all(each.autocommit for each in conns):
         # Otherwise every page would join one long transaction, and a run
         # killed near its end would lose all of them.
-        raise ValueError("dispatch.run needs autocommit connections; each page commits alone")
+        raise ValueError("dispatch needs autocommit connections; each page commits alone")
     tuning = runtime.tuning
     if request.window is None and not rejudge:
         # A scheduled run reads only the duties whose next owed day has come
@@ -115,7 +115,7 @@ def run(
         if not ready:
             walked = _Walked((), (), complete=True)
             return _not_read(conns[0], _fold(request, preamble, [], walked))
-        statement = store.page_statement(
+        statement = page_statement(
             request.scope,
             ready,
             rules,
@@ -126,11 +126,11 @@ def run(
         size = statement.page_size(tuning.chunk_size, tuning.page_rows)
         # The pages' bounds up front, so that connections take pages in turn and
         # a page put back (its locks held elsewhere) does not hold up the next.
-        bounds = store.page_bounds(conns[0], request.scope, size)
+        bounds = page_bounds(conns[0], request.scope, size)
     except (psycopg.Error, OSError) as exc:
         raise failed_before_pages(request, exc) from exc
     ranges = list(zip([None, *bounds], [*bounds, None], strict=True))
-    walk = _pages.Walk(
+    walk = _pages.Pages(
         statement,
         request.scope,
         size,
@@ -143,7 +143,7 @@ def run(
     meter = ProgressMeter(sum(group.duties for group, _ in ready), runtime.on_progress)
     source = runtime.connections
     reconnect = None if source is None else source.reconnect
-    board = agenda.Board(
+    board = _agenda.Board(
         ranges, probe=page_plan.probes_from_the_start(dispatched_clock, request.now)
     )
     walked = _walk(conns, walk, board, runtime.budget.should_stop, reconnect, meter=meter)
@@ -167,7 +167,7 @@ def _not_read(conn: Connection, report: RunReport) -> RunReport:
     if report.request.scope.owed_at is None:
         return report
     try:
-        estimate = store.estimated_duties(conn)
+        estimate = estimated_duties(conn)
     except psycopg.Error:
         return report  # an estimate is not worth failing a run that wrote its pages
     return replace(report, duties_not_read=max(0, estimate - report.duties_read))
@@ -191,16 +191,16 @@ def _failed(report: RunReport, problem: str) -> RunFailedError:
 class _Walked:
     """Every step's outcome in the order they ended, those that failed the run, completeness."""
 
-    outcomes: tuple[_pages.Outcome, ...]
-    fatal: tuple[_pages.Outcome, ...]
+    outcomes: tuple[_settling.Outcome, ...]
+    fatal: tuple[_settling.Outcome, ...]
     complete: bool
     stopped_by: str | None = None  # RunReport.stopped_by
 
 
 def _walk(
     conns: Sequence[Connection],
-    walk: _pages.Walk,
-    board: agenda.Board,
+    walk: _pages.Pages,
+    board: _agenda.Board,
     should_stop: Callable[[], bool],
     reconnect: Callable[[], Connection] | None,
     *,
@@ -213,7 +213,7 @@ def _walk(
     thread.
     """
     links = _Links(list(conns), reconnect)
-    running: dict[Future[_pages.Outcome], Connection] = {}
+    running: dict[Future[_settling.Outcome], Connection] = {}
     try:
         with ThreadPoolExecutor(len(conns), thread_name_prefix="dispatch") as pool:
             while _hand_out(pool, running, links, board, (walk, should_stop)):
@@ -227,10 +227,10 @@ def _walk(
 
 def _hand_out(
     pool: ThreadPoolExecutor,
-    running: dict[Future[_pages.Outcome], Connection],
+    running: dict[Future[_settling.Outcome], Connection],
     links: _Links,
-    board: agenda.Board,
-    walking: tuple[_pages.Walk, Callable[[], bool]],
+    board: _agenda.Board,
+    walking: tuple[_pages.Pages, Callable[[], bool]],
 ) -> bool:
     """Give idle connections the next jobs, ``should_stop`` asked before each; any running?"""
     walk, should_stop = walking
@@ -240,14 +240,14 @@ def _hand_out(
             break
         job = board.take()
         conn = links.idle.pop(0)
-        running[pool.submit(_pages.execute, conn, walk, job)] = conn
+        running[pool.submit(_pages.take_step, conn, walk, job)] = conn
     return bool(running)
 
 
 def _take_back(
     conn: Connection,
-    outcome: _pages.Outcome,
-    board: agenda.Board,
+    outcome: _settling.Outcome,
+    board: _agenda.Board,
     links: _Links,
     meter: ProgressMeter,
 ) -> None:
@@ -260,7 +260,7 @@ def _take_back(
         links.reopen()
 
 
-def _walked(board: agenda.Board, idle: Sequence[Connection], scope: Scope) -> _Walked:
+def _walked(board: _agenda.Board, idle: Sequence[Connection], scope: Scope) -> _Walked:
     board.finish(connections_left=bool(idle))
     left = board.agenda.left()
     complete = not board.fatal and (not left or not _any_left(idle, scope, left))
@@ -296,18 +296,18 @@ class _Links:
             each.close()
 
 
-def _any_left(idle: Sequence[Connection], scope: store.Scope, jobs: Sequence[_pages.Job]) -> bool:
+def _any_left(idle: Sequence[Connection], scope: Scope, jobs: Sequence[_settling.Job]) -> bool:
     """Whether the pages a stopped run did not take hold any duty (a last page exactly full)."""
     if not idle:
         return True
     try:
-        return any(store.any_dispatchable(idle[0], scope, job.after, job.upto) for job in jobs)
+        return any(any_dispatchable(idle[0], scope, job.after, job.upto) for job in jobs)
     except psycopg.Error:
         return True  # unknown: the next run will see
 
 
 def gapless_mark(
-    ranges: Sequence[tuple[str | None, str | None]], outcomes: Sequence[_pages.Outcome]
+    ranges: Sequence[tuple[str | None, str | None]], outcomes: Sequence[_settling.Outcome]
 ) -> str | None:
     """The id up to which every duty was dispatched (or set aside) with no gap behind it.
 
@@ -316,7 +316,7 @@ def gapless_mark(
     """
     reached: dict[int, str | None] = {}
     finished: set[int] = set()
-    for outcome in (each for each in outcomes if each.failure in agenda.SETTLED):
+    for outcome in (each for each in outcomes if each.failure in _agenda.SETTLED):
         if outcome.reached is not None:
             reached[outcome.job.range_no] = outcome.reached
         if not outcome.more:
@@ -347,8 +347,8 @@ def _prepare(
     skipped: Counter[str] = Counter()
     fault_counts: Counter[str] = Counter()
     faults: list[Fault] = []
-    census = store.census(conn, request.scope)
-    for form, status, review, count in census.undispatchable:
+    counted = census(conn, request.scope)
+    for form, status, review, count in counted.undispatchable:
         reason = classify(form, status, review)
         duties_read += count
         if reason == FaultReason.UNKNOWN_FORM:
@@ -360,12 +360,12 @@ def _prepare(
     if fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
             Fault(duty_id, FaultReason.UNKNOWN_FORM, unknown_form_detail(form))
-            for duty_id, form in store.ids_with_form(conn, request.scope, FORMS)
+            for duty_id, form in ids_with_form(conn, request.scope, FORMS)
         )
-    ready: list[tuple[store.Group, Schedule]] = []
-    refused_groups: dict[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]] = {}
+    ready: list[tuple[Group, Schedule]] = []
+    refused_groups: dict[tuple[str | None, str, int], tuple[Group, CadenceRefused]] = {}
     catch_up_days = reach[0]
-    for group, outcome in _plan_groups(census.groups, request, reach):
+    for group, outcome in _plan_groups(counted.groups, request, reach):
         if isinstance(outcome, Schedule):
             ready.append((group, outcome))
         else:
@@ -375,11 +375,11 @@ def _prepare(
     refused_keys = [group for group, _ in refused_groups.values()]
     # The census counted every dispatchable duty's rule; a refused group's
     # duties are that group's faults, so its rules are counted again without them.
-    found: Sequence[store.DueRule] = census.rules
+    found: Sequence[DueRule] = counted.rules
     if not ready:
         found = ()
     elif refused_keys:
-        found = store.due_rules(conn, request.scope, refused_keys)
+        found = due_rules(conn, request.scope, refused_keys)
     rules, rule_faults = _judge_rules(found)
     duties_read += rule_faults.total()
     fault_counts.update(rule_faults)
@@ -399,42 +399,40 @@ def _prepare(
 class _Planned:
     """What the page statements bind: each planned group with its schedule, and the rules."""
 
-    ready: list[tuple[store.Group, Schedule]]
-    rules: store.Rules
+    ready: list[tuple[Group, Schedule]]
+    rules: Rules
 
 
 def _edge_of(
-    request: RunRequest, ready: Sequence[tuple[store.Group, Schedule]], catch_up_days: int
-) -> calendar_edge.Edge | None:
+    request: RunRequest, ready: Sequence[tuple[Group, Schedule]], catch_up_days: int
+) -> Edge | None:
     """The groups whose duties the planner judges page by page (``calendar_edge``), if any."""
     groups = frozenset(
-        (group.frequency, group.timezone)
-        for group, schedule in ready
-        if calendar_edge.near_edge(schedule)
+        (group.frequency, group.timezone) for group, schedule in ready if near_edge(schedule)
     )
     previous = previous_clock(request.now, request.interval)
     if not groups:
         return None
-    return calendar_edge.Edge(request.now, request.window, groups, previous, catch_up_days)
+    return Edge(request.now, request.window, groups, previous, catch_up_days)
 
 
 def _plan_groups(
-    groups: Sequence[store.Group], request: RunRequest, reach: tuple[int, datetime | None]
-) -> list[tuple[store.Group, Schedule | CadenceRefused]]:
+    groups: Sequence[Group], request: RunRequest, reach: tuple[int, datetime | None]
+) -> list[tuple[Group, Schedule | CadenceRefused]]:
     """Every group of dispatchable duties with its schedule, or the engine's refusal.
 
     A group is a frequency, zone and lead bucket, so its schedule is planned
     for the largest lead of its bucket (one duty with a lead of years widens
     its own bucket's schedule, not everyone's: docs/adr/0009), or, near the
     calendar's end, for the largest the calendar allows
-    (``calendar_edge.schedule_within_calendar``).
+    (``schedule_within_calendar``).
     """
     catch_up_days, origin = reach
     previous = previous_clock(request.now, request.interval) if origin is None else origin
     return [
         (
             group,
-            calendar_edge.schedule_within_calendar(
+            schedule_within_calendar(
                 group.frequency,
                 group.timezone,
                 request.now,
@@ -448,19 +446,19 @@ def _plan_groups(
     ]
 
 
-def _judge_rules(found: Sequence[store.DueRule]) -> tuple[store.Rules, Counter[str]]:
+def _judge_rules(found: Sequence[DueRule]) -> tuple[Rules, Counter[str]]:
     """The due rules in use, accepted or refused, and the faults they account for, by reason.
 
     A refused rule's duties are its faults; an accepted rule's are those whose
     offsets or grace lie out of range. Zero offsets are valid on every anchor,
     so a rule is judged on its anchor, roll and calendar alone.
     """
-    accepted: list[store.DueRule] = []
-    refused: list[store.DueRule] = []
+    accepted: list[DueRule] = []
+    refused: list[DueRule] = []
     faults: Counter[str] = Counter()
     for rule in found:
         try:
-            check_due_rule(
+            check_cadence_rule(
                 Cadence(
                     None,
                     due_anchor=rule.due_anchor,
@@ -474,14 +472,14 @@ def _judge_rules(found: Sequence[store.DueRule]) -> tuple[store.Rules, Counter[s
         else:
             accepted.append(rule)
             faults[FaultReason.INVALID_CADENCE] += rule.out_of_range
-    return store.Rules(tuple(accepted), tuple(refused)), +faults
+    return Rules(tuple(accepted), tuple(refused)), +faults
 
 
 def _fault_list(
     conn: Connection,
     scope: Scope,
-    refused_groups: Mapping[tuple[str | None, str, int], tuple[store.Group, CadenceRefused]],
-    judged: tuple[store.Rules, calendar_edge.Edge | None],
+    refused_groups: Mapping[tuple[str | None, str, int], tuple[Group, CadenceRefused]],
+    judged: tuple[Rules, Edge | None],
 ) -> list[Fault]:
     """Every duty counted as a fault before the pages, with its reason, in id order.
 
@@ -493,14 +491,14 @@ def _fault_list(
     rules, edge = judged
     groups = [group for group, _ in refused_groups.values()]
     faults = []
-    for row in store.fault_members(conn, scope, groups, rules):
+    for row in fault_members(conn, scope, groups, rules):
         key = (row["frequency"], row["timezone"], lead_bucket(row["lead_days"]))
         refusal = refused_groups.get(key, (None, None))[1]
         if refusal is None and edge is not None:
             refusal = edge.refusal(row)
         if refusal is None:
             try:
-                check_due_rule(Cadence.of(row))
+                check_cadence_rule(Cadence.of(row))
             except CadenceRefused as refused:
                 refusal = refused
         if refusal is not None:
@@ -518,94 +516,49 @@ def _fold(
 
     Every statement that committed counts, even in a step that failed later
     (its rows were written); duties set aside count only from steps that
-    finished or settled up to their stop (``agenda.SETTLED``), since a step
+    finished or settled up to their stop (``_agenda.SETTLED``), since a step
     done again finds them again.
     """
-    tally = _Tally.of(walked.outcomes)
+    pages = list(chain.from_iterable(outcome.pages for outcome in walked.outcomes))
+    counted: Counter[str] = Counter()
+    for page in pages:
+        counted.update(page.counts())
     set_aside = _settled_set_asides(walked.outcomes)
-    refused = [each for each in set_aside if each.reason is _pages.SetAsideReason.REFUSED]
+    refused = [each for each in set_aside if each.reason is _settling.SetAsideReason.REFUSED]
     faults, fault_counts = _faults(preamble, refused)
     return RunReport(
         request,
-        duties_read=preamble.duties_read + tally.duties + _uncounted(set_aside),
-        tasks_created=tally.created,
-        tasks_existing=tally.owed - tally.created,
-        duties_advanced=tally.advanced,
-        skipped=_skipped(preamble, tally),
+        duties_read=preamble.duties_read + counted["duties"] + _uncounted(set_aside),
+        counted=dict(counted),
+        skipped=_skipped(preamble, counted),
         faults=faults,
         fault_counts=fault_counts,
         # A duty whose statement timed out alone waits for the next run as a
         # locked one does: its values are fine, not a fault (docs/adr/0009).
         set_aside=tuple(each for each in set_aside if each.reason in _WAITING),
-        pages=tally.pages,
-        retries=tally.retries,
+        # Pages that held any candidate row.
+        pages=sum(bool(page.rows) for page in pages),
+        retries=sum(outcome.retries for outcome in walked.outcomes),
         complete=walked.complete,
         stopped_by=walked.stopped_by,
         last_duty_id=gapless_mark(ranges, walked.outcomes),
-        duties_owing=tally.owing,
-        beyond_horizon=tally.lapsed,
-        changed_while_owed=tally.changed,
-        accounts_kept=tally.kept,
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Tally:
-    """What the committed page statements of a run's steps add up to."""
-
-    pages: int  # pages that held any candidate row
-    duties: int
-    owed: int
-    created: int
-    advanced: int
-    outside_window: int
-    nothing_due: int
-    lapsed: int
-    changed: int
-    kept: int
-    retries: int
-
-    @property
-    def owing(self) -> int:
-        """Duties in their window that owed something: the rest owed nothing due."""
-        return self.duties - self.outside_window - self.nothing_due
-
-    @classmethod
-    def of(cls, outcomes: Sequence[_pages.Outcome]) -> _Tally:
-        pages = list(chain.from_iterable(outcome.pages for outcome in outcomes))
-        return cls(
-            pages=sum(map(bool, _counts(pages, "rows"))),
-            duties=sum(_counts(pages, "duties")),
-            owed=sum(_counts(pages, "owed")),
-            created=sum(_counts(pages, "created")),
-            advanced=sum(_counts(pages, "advanced")),
-            outside_window=sum(_counts(pages, "outside_window")),
-            nothing_due=sum(_counts(pages, "nothing_due")),
-            lapsed=sum(_counts(pages, "lapsed")),
-            changed=sum(_counts(pages, "changed")),
-            kept=sum(_counts(pages, "kept")),
-            retries=sum(outcome.retries for outcome in outcomes),
-        )
-
-
-def _counts(results: Iterable[store.PageResult], name: str) -> Iterable[int]:
-    return map(attrgetter(name), results)
-
-
-def _settled_set_asides(outcomes: Sequence[_pages.Outcome]) -> list[_pages.SetAside]:
+def _settled_set_asides(outcomes: Sequence[_settling.Outcome]) -> list[_settling.SetAside]:
     """The duties set aside by steps that settled them, in range order (so in id order)."""
-    finished = [outcome for outcome in outcomes if outcome.failure in agenda.SETTLED]
+    finished = [outcome for outcome in outcomes if outcome.failure in _agenda.SETTLED]
     finished.sort(key=lambda outcome: outcome.job.range_no)
     return list(chain.from_iterable(outcome.set_aside for outcome in finished))
 
 
-def _uncounted(set_aside: Sequence[_pages.SetAside]) -> int:
+def _uncounted(set_aside: Sequence[_settling.SetAside]) -> int:
     # A duty set aside by its page (not by a statement after it) was read by no page.
     return sum(not each.counted for each in set_aside)
 
 
 def _faults(
-    preamble: _Preamble, refused: Sequence[_pages.SetAside]
+    preamble: _Preamble, refused: Sequence[_settling.SetAside]
 ) -> tuple[tuple[Fault, ...], Counter[str]]:
     """Every fault, and the count by reason: those found before the pages, then those refused.
 
@@ -621,11 +574,11 @@ def _faults(
     return tuple(faults), counts
 
 
-def _skipped(preamble: _Preamble, tally: _Tally) -> Counter[str]:
+def _skipped(preamble: _Preamble, counted: Mapping[str, int]) -> Counter[str]:
     skipped = Counter(preamble.skipped)
-    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += tally.outside_window
-    skipped[SkipReason.NOTHING_DUE] += tally.nothing_due
+    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += counted.get("outside_window", 0)
+    skipped[SkipReason.NOTHING_DUE] += counted.get("nothing_due", 0)
     return skipped
 
 
-_WAITING: Final = (_pages.SetAsideReason.LOCKED, _pages.SetAsideReason.TIMED_OUT)
+_WAITING: Final = (_settling.SetAsideReason.LOCKED, _settling.SetAsideReason.TIMED_OUT)
