@@ -89,4 +89,4 @@ advanced AS (
     -- exactly when this statement moved it there.
     RETURNING d.id, coalesce(d.last_dispatched_period = u.latest, false) AS advanced,
               u.keep AND u.version = d.dispatch_version AS kept
-)
+),

@@ -45,33 +45,12 @@ advancing AS (
            OR (coalesce(duly_period_first_day(d.last_dispatched_period), '-infinity'::date),
                d.last_dispatched_period COLLATE "C")
             < (duly_period_first_day(i.latest), i.latest))
-)
--- The page in one row, its columns named as store.PageResult's fields.
---
--- Each CTE is scanned once. max(id) is taken in the database's own collation,
--- the one the page's ORDER BY used, so it is the next cursor. nothing_due (in
--- its window, yet owed nothing) is counted by difference: an anti-join between
--- two CTEs is planned blind, as a nested loop. Its DISTINCT sorts the page's
--- owed rows; in "C" that is a byte comparison, where a linguistic default
--- collation (such as en_US.UTF-8) would call strcoll for each, for the same
--- count. cut: the row budget ended the page before its size did (the page
--- CTE), so the range goes on after upto however few duties the page held.
-SELECT d.upto, d.page_rows AS rows, d.duties, d.outside_window,
-       d.in_window - o.owing AS nothing_due, o.owed,
+),
+-- duly:include page_result
+-- The page in one row (store.PageResult): its counts, and what a write would
+-- insert, advance and keep.
+SELECT c.*,
        (SELECT count(*) FROM missing) AS created,
        (SELECT count(*) FILTER (WHERE advanced) FROM advancing) AS advanced,
-       (SELECT count(*) FILTER (WHERE lags) FROM keeping) AS lapsed, d.changed, (SELECT count(*) FILTER (WHERE keep) FROM keeping) AS kept,
-       d.cut
-FROM (SELECT max(id) AS upto,
-             count(*) AS page_rows,
-             coalesce(bool_or(cut_after), false) AS cut,
-             count(schedule_no) AS duties,
-             count(*) FILTER (WHERE schedule_no IS NOT NULL AND NOT in_window) AS outside_window,
-             count(*) FILTER (WHERE schedule_no IS NOT NULL AND in_window) AS in_window,
-             count(*) FILTER (WHERE schedule_no IS NOT NULL AND changed_while_owed
-                              -- judged: in its window (plan.judge_duty)
-                              AND in_window AND today IS NOT NULL) AS changed
-      FROM placed) d,
-     (SELECT count(*) FILTER (WHERE owes) AS owed,
-             count(DISTINCT duty_id COLLATE "C") FILTER (WHERE owes) AS owing
-      FROM owed) o
+       (SELECT count(*) FILTER (WHERE keep) FROM keeping) AS kept
+FROM page_counts c
