@@ -1,8 +1,8 @@
 -- page_write.sql for a page whose owed tasks mostly exist already (a
 -- re-run: the same clock dispatched again, or one whose pages an earlier link
 -- of its chain wrote): the same page, the same one-row result
--- (store.PageResult), the same rows written. page_plan.probes_first decides
--- which of the two a page runs.
+-- (store.PageResult), the same rows written. page_plan.probes_from_the_start
+-- and page_plan.rows_mostly_present decide which of the two a page runs.
 --
 -- It differs in one place: before the INSERT, each owed row is looked up in
 -- duly_task_dispatch_identity and only those absent go on to be inserted, so
