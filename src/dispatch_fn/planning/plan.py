@@ -550,14 +550,16 @@ def _schedule_for(
         _periods(frequency, keys, current=current),
         horizon,
         _local_day(previous, zone),
-        _period_after(frequency, keys[-1], zone),
+        period_after(frequency, keys[-1], zone),
     )
 
 
-def _period_after(frequency: str, key: str, zone: str) -> Period | None:
-    # The period after the last candidate: a duty whose lead stops short of it
-    # next owes on the day it becomes owed, which only its due date tells
-    # (plan.became_owed_on), not its first day. Past 9999-12-31 there is none.
+def period_after(frequency: str, key: str, zone: str) -> Period | None:
+    """The period after ``key`` in ``zone``; None past 9999-12-31.
+
+    After a duty's last candidate, it tells the day the duty next owes
+    (``became_owed_on``, from its due date, not its first day).
+    """
     ends = period_days(frequency, key)[1]
     try:
         following = start_of_day(ends + timedelta(days=1), zone)

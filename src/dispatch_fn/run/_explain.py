@@ -15,9 +15,6 @@ from dispatch_fn.db import Connection, lookups
 from dispatch_fn.engine import (
     local_date,
     period_bounds,
-    period_days,
-    period_key_for,
-    start_of_day,
     visible_from_for,
 )
 from dispatch_fn.errors import PeriodError
@@ -27,10 +24,10 @@ from dispatch_fn.planning import (
     Account,
     Judgement,
     NotOwed,
-    Period,
     WindowLike,
     became_owed_on,
     judge_duty,
+    period_after,
     previous_clock,
 )
 from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
@@ -195,16 +192,11 @@ def _after_candidates(judgement: Judgement) -> date | None:
     if not judgement.candidates:  # a skipped or faulted duty has none
         return None
     cadence = judgement.cadence
-    frequency = str(cadence.frequency)
+    last = judgement.candidates[-1].period
+    period = period_after(str(cadence.frequency), last.key, cadence.timezone)
+    if period is None:
+        return None
     try:
-        last = judgement.candidates[-1].period
-        following = period_key_for(
-            frequency,
-            start_of_day(last.last_day + timedelta(days=1), cadence.timezone),
-            cadence.timezone,
-        )
-        first, last_day = period_days(frequency, following)
-        period = Period(following, first, last_day, current=False)
         visible = visible_from_for(cadence.due_date(period), cadence.lead_days)
     except (PeriodError, OverflowError):  # past the calendar's last day
         return None
