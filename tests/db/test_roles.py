@@ -118,13 +118,15 @@ def test_the_grants_are_exactly_the_ones_a_run_needs(conn: Conn, dispatcher_role
     ).fetchall()
     # Migration 0012: the duty's account, beside last_dispatched_period; the
     # set-aside ledger is no longer marked repaid. Migration 0014: its next owed
-    # day; 0016: the spans its resumes opened.
+    # day; 0016: the spans its resumes opened; 0017: the day of a change
+    # that replaced a cadence which still owed.
     assert sorted(tuple(row) for row in updates) == [
         ("duly_duty", "dispatch_changed_on"),
         ("duly_duty", "dispatch_next"),
         ("duly_duty", "dispatch_next_at"),
         ("duly_duty", "dispatch_owed_between"),
         ("duly_duty", "dispatch_paused_on"),
+        ("duly_duty", "dispatch_recast_on"),
         ("duly_duty", "dispatch_through"),
         ("duly_duty", "last_dispatched_period"),
     ]

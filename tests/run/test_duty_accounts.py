@@ -200,6 +200,7 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
         "dispatch_paused_on": None,
         "dispatch_changed_on": None,
         "dispatch_owed_between": [],
+        "dispatch_recast_on": None,
         "next_owed": "2026-11-21",
         "dispatch_next": "2026-11-21",
         "dispatch_next_at": "2026-11-21T00:00:00+00:00",
@@ -460,3 +461,57 @@ def test_a_duty_paused_twice_between_the_runs_that_read_it_owes_both_spans(
     )
     assert account["dispatch_owed_between"] == [["2026-11-23", "2026-11-23"], ["2026-11-25", None]]
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-23", "2026-11-25"]
+
+
+@pytest.mark.parametrize("edit", ["frequency = 'monthly'", "owner_id = 'u2'", "grace_days = 3"])
+def test_a_change_made_while_paused_after_owed_days_is_counted_as_changed_while_owed(
+    conn: Conn, holder: Conn, invoke: Invoke, edit: str
+) -> None:
+    # Set aside on the 21st, paused after that run, edited while paused,
+    # resumed: the 21st became owed under the cadence the edit replaced.
+    _set_aside_on_the_21st(conn, holder, invoke)
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    resumed = invoke(_clock(FIRST + 3 * DAY))
+
+    assert resumed["changed_while_owed"] == 1
+
+
+def test_a_change_made_while_paused_with_nothing_owed_is_not_counted(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Paused on its account's day: no period became owed under the cadence
+    # the edit replaced, so nothing of it is missing.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    resumed = invoke(_clock(FIRST + 2 * DAY))
+
+    assert resumed["changed_while_owed"] == 0
+    assert task_keys(conn, LOCKED) == ["2026-11", "2026-11-20"]
+
+
+def test_a_change_made_after_a_resume_from_a_pause_that_owed_nothing_is_counted(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Paused on its account's day, resumed after the 21st's run, set aside on
+    # the 22nd, then changed: the 22nd became owed daily.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    invoke(_clock(FIRST + 2 * DAY), lock_timeout_ms=200)
+    holder.rollback()
+    conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
+    explained = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-23T01:00:00Z"})
+    changed = invoke(_clock(FIRST + 3 * DAY))
+
+    assert explained["explain"]["account"]["dispatch_recast_on"] == "2026-11-22"
+    assert changed["changed_while_owed"] == 1

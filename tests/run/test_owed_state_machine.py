@@ -51,9 +51,7 @@ period engine for keys and due dates only, never the planner:
   duty keeps its account.
 - ``changed_while_owed`` counts the duties judged whose cadence, owner or
   window changed after the account's day, which they had days dispatchable
-  since. Where a pause came too, the count may leave the duty out: the
-  account keeps no mark that tells a change made while paused from a resume
-  alone (an open gap of the count, not of the tasks).
+  since (paused or not when the change came).
 
 ``DULY_SOAK=1`` (``make soak``) runs it at soak size; the gate runs it small.
 """
@@ -189,9 +187,6 @@ class Judged:
     owed: frozenset[Identity]
     beyond: bool
     changed: bool
-    # The account cannot tell a change made while paused from a resume alone
-    # (both leave a pause and a later change): the count may leave it out.
-    changed_unsure: bool = False
     # Lapsed only before the period the schedule reaches back to.
     beyond_unsure: bool = False
 
@@ -315,13 +310,11 @@ def judge(
         )
         for edit in model.since_kept
     )
-    paused_since = any(not edit.dispatchable for edit in model.since_kept)
     return Judged(
         frozenset(owed),
         beyond=bool(lapsed),
         changed=changed,
         beyond_unsure=bool(lapsed) and not any(lapsed),
-        changed_unsure=changed and paused_since,
     )
 
 
@@ -528,7 +521,7 @@ class OwedMachine(RuleBasedStateMachine):
             + (" rejudging" if rejudge else "")
         )
         reports = self._invoke(clock, locked=locked, concurrent=concurrent)
-        beyond = changed = unsure = beyond_unsure = 0
+        beyond = changed = beyond_unsure = 0
         for duty_id, model in self._model.items():
             if duty_id == locked:
                 continue
@@ -548,7 +541,6 @@ class OwedMachine(RuleBasedStateMachine):
             beyond += judged.beyond
             beyond_unsure += judged.beyond_unsure
             changed += judged.changed
-            unsure += judged.changed_unsure
             today = periods.local_date(clock, model.row["timezone"])
             # The account moves with the tasks a run writes: where the duty
             # owed nothing and nothing marked it, the day it stands at owes
@@ -581,12 +573,12 @@ class OwedMachine(RuleBasedStateMachine):
             reported = (report["beyond_horizon"], report["changed_while_owed"])
             allowed = (
                 range(beyond - beyond_unsure, beyond + 1),
-                range(changed - unsure, changed + 1),
+                range(changed, changed + 1),
             )
             assert (reported[0] in allowed[0], reported[1] in allowed[1]) == (True, True), (
                 f"counts (beyond_horizon, changed_while_owed) {reported} != the model's"
-                f" {(beyond, changed)} ({beyond_unsure} lapsed before the schedule,"
-                f" {unsure} changed while paused)\n{self._story()}"
+                f" {(beyond, changed)} ({beyond_unsure} lapsed before the schedule)"
+                f"\n{self._story()}"
             )
 
     def _invoke(

@@ -159,6 +159,8 @@ def _account(
     ``next_owed``: the earliest day a candidate not yet visible becomes owed;
     null when no candidate says (the next period lies past the lead's reach).
     ``dispatch_owed_between``: the spans a resume opened (migration 0016).
+    ``dispatch_recast_on``: the day of the latest change that replaced a
+    cadence which still owed (0017; the report's ``changed_while_owed``).
     ``dispatch_next``: the day a scheduled run next reads it, as the last run
     that kept its account left it (0001-01-01: the next run), and
     ``dispatch_next_at`` the instant a scheduled run's clock must reach.
@@ -173,6 +175,8 @@ def _account(
         "dispatch_through": _day(account.through),
         "dispatch_paused_on": _day(account.paused_on),
         "dispatch_changed_on": _day(account.changed_on),
+        # The latest change that replaced a cadence which still owed (0017).
+        "dispatch_recast_on": _day(row.get("dispatch_recast_on")),
         # The spans a resume opened while a pause bounds the account (0016):
         # first and last day, the last null while the span is open.
         "dispatch_owed_between": [
@@ -208,6 +212,10 @@ def _spans(spans: list[list[str | None]]) -> str:
         return ""
     shown = ", ".join(f"{first} to {last or 'now'}" for first, last in spans)
     return f", owed again {shown}"
+
+
+def _recast(day: str | None) -> str:
+    return "" if day is None else f", recast on {day} while owed"
 
 
 def _local_day(instant: datetime, timezone: str) -> date | None:
@@ -246,7 +254,8 @@ def render_explanation(explained: dict[str, Any], clock: str) -> str:
     lines.append(
         f"  account: dispatched through {account['dispatch_through'] or '-'}, paused on "
         f"{account['dispatch_paused_on'] or '-'}, changed on "
-        f"{account['dispatch_changed_on'] or '-'}{_spans(account['dispatch_owed_between'])}, "
+        f"{account['dispatch_changed_on'] or '-'}{_spans(account['dispatch_owed_between'])}"
+        f"{_recast(account['dispatch_recast_on'])}, "
         f"next owed {account['next_owed'] or '-'}, "
         f"read from {account['dispatch_next'] or '-'} ({account['dispatch_next_at'] or '-'})"
     )

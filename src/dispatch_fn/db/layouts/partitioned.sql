@@ -116,7 +116,7 @@ BEGIN
     EXECUTE format('GRANT SELECT ON duly_duty TO %I', duly_dispatcher_role());
     EXECUTE format('GRANT UPDATE (last_dispatched_period, dispatch_through,'
                    ' dispatch_paused_on, dispatch_changed_on, dispatch_next, dispatch_owed_between,'
-                   ' dispatch_next_at)'
+                   ' dispatch_next_at, dispatch_recast_on)'
                    ' ON duly_duty TO %I',
                    duly_dispatcher_role());
     EXECUTE format('GRANT SELECT, INSERT ON duly_task TO %I', duly_dispatcher_role());

@@ -46,6 +46,10 @@ advanced AS (
                                               AND d.dispatch_changed_on < date '9999-12-31'
                                              THEN d.dispatch_changed_on END
                                    ELSE d.dispatch_changed_on END,
+        dispatch_recast_on = CASE WHEN u.keep AND u.version = d.dispatch_version
+                                  THEN CASE WHEN d.dispatch_recast_on > u.today
+                                            THEN d.dispatch_recast_on END
+                                  ELSE d.dispatch_recast_on END,
         -- A mark that stays (placed after a past run's today) sends the duty
         -- back to the next run, which owes by it.
         dispatch_next = CASE WHEN u.next IS NOT NULL AND u.version = d.dispatch_version

@@ -40,7 +40,7 @@ head AS NOT MATERIALIZED (
            d.holiday_calendar, d.lead_days, d.grace_days,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
-           d.dispatch_next, d.dispatch_owed_between,
+           d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
 -- duly:include page_keys
@@ -136,11 +136,10 @@ placed AS (
                     CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
             OR %(rejudge)s::boolean) AS marked,
-           -- Changed while periods after its account's day were owed: what the
+           -- Changed after days it had been dispatchable since its account's
+           -- day (the trigger's dispatch_recast_on, migration 0017): what the
            -- old cadence or owner owed then is not spelled by the new one.
-           coalesce(page.dispatch_paused_on IS NULL
-                    AND page.dispatch_changed_on > page.dispatch_through
-                    AND page.dispatch_changed_on < date '9999-12-31', false)
+           coalesce(page.dispatch_recast_on > page.dispatch_through, false)
                AS changed_while_owed,
            coalesce(c.today IS NULL
                     OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)

@@ -17,7 +17,7 @@ WITH head AS NOT MATERIALIZED (
            d.holiday_calendar, d.lead_days, d.grace_days,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
-           d.dispatch_next, d.dispatch_owed_between,
+           d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
 -- duly:include page_keys
