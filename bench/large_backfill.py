@@ -59,7 +59,8 @@ class _TimedConnection(psycopg.Connection[tuple[Any, ...]]):
         if _PAGE_STATEMENT in text:
             row = cursor.fetchone()
             cursor.scroll(0, mode="absolute")  # the dispatcher reads the row again
-            owed = int(row[5]) if row else 0  # store.PageResult's order
+            names = [column.name for column in cursor.description or ()]
+            owed = int(row[names.index("owed")]) if row else 0  # store.PageResult's owed
             with self.pages.lock:
                 self.pages.seen.append((seconds, owed))
         return cursor

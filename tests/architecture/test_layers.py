@@ -179,7 +179,7 @@ def test_a_face_names_each_of_its_names_once_and_every_one_resolves(layer: str) 
         assert not isinstance(value, types.ModuleType) or value.__name__.endswith(f".{name}")
 
 
-@pytest.mark.parametrize("layer", ["db", "run", "aws"])
+@pytest.mark.parametrize("layer", ["db", "run", "aws", "cli"])
 def test_a_face_that_loads_on_first_use_says_where_each_name_lives(layer: str) -> None:
     # The face imports its names for the type checker and loads them from _HOME at run time:
     # the two must agree, name by name.
@@ -274,7 +274,7 @@ def test_the_rules_above_see_the_imports_they_judge() -> None:
     edges = _edges()
     assert ("dispatch_fn.run._dispatch", "dispatch_fn.db") in edges
     assert ("dispatch_fn.engine.periods", "dispatch_fn.engine._keys") in edges
-    assert ("dispatch_fn.cli.main", "dispatch_fn.cli.invoke") in edges
+    assert ("dispatch_fn.cli.commands", "dispatch_fn.cli.invoke") in edges
 
 
 def _modules_after_importing(module: str) -> set[str]:
@@ -311,3 +311,9 @@ def test_connections_and_migrations_load_neither_the_data_layer_nor_the_planner(
     loaded = _modules_after_importing(module)
     assert {"dispatch_fn.db.store", "dispatch_fn.planning.plan"}.isdisjoint(loaded)
     assert not {name for name in loaded if name.startswith("dispatch_fn.run")}
+
+
+def test_the_embedded_database_loads_neither_the_command_line_nor_the_data_layer() -> None:
+    # The bench's children and the tests start it; what they load counts in their RSS.
+    loaded = _modules_after_importing("dispatch_fn.cli.embedded")
+    assert {"dispatch_fn.cli.commands", "dispatch_fn.db.store"}.isdisjoint(loaded)

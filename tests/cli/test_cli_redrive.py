@@ -19,8 +19,8 @@ from botocore.awsrequest import AWSResponse, HTTPHeaders
 from moto import mock_aws
 
 from dispatch_fn.cli import redrive
+from dispatch_fn.cli.commands import main
 from dispatch_fn.cli.exit_status import ExitStatus
-from dispatch_fn.cli.main import main
 
 _REGION = "eu-west-1"
 SCHEDULED = {"scheduled_time": "2026-11-29T01:00:00Z"}

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from dispatch_fn.aws import app
-from dispatch_fn.cli.main import main
+from dispatch_fn.cli.commands import main
 from dispatch_fn.db import ledger
 from dispatch_fn.db.sql import statement_text
 from dispatch_fn.errors import EventError

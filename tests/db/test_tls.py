@@ -379,7 +379,7 @@ def test_a_local_command_refuses_plain_text_to_a_list_of_hosts_with_a_remote_one
     monkeypatch.setenv("DATABASE_URL", make_conninfo(dbname="duly", user="postgres"))
     monkeypatch.setenv("PGHOST", f"db.duly.invalid,{LOOPBACK}")
     monkeypatch.setenv("PGPORT", str(no_tls_server))
-    from dispatch_fn.cli.main import main  # noqa: PLC0415 - the command, as run
+    from dispatch_fn.cli.commands import main  # noqa: PLC0415 - the command, as run
 
     assert main(["runs", "--json"]) != 0
     assert "SSL" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.cli.main import main
+from dispatch_fn.cli.commands import main
 from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
 from dispatch_fn.run import dispatch, explain
