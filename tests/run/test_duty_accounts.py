@@ -515,3 +515,29 @@ def test_a_change_made_after_a_resume_from_a_pause_that_owed_nothing_is_counted(
 
     assert explained["explain"]["account"]["dispatch_recast_on"] == "2026-11-22"
     assert changed["changed_while_owed"] == 1
+
+
+def test_a_duty_resumed_then_changed_then_paused_again_before_a_run_read_it_loses_nothing(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Paused on its account's day, resumed after the 21st's run, set aside on
+    # the 22nd, its grace changed, set aside on the 23rd, paused again, and
+    # resumed after the 24th's run: the 22nd and the 23rd became owed while it
+    # was dispatchable, whatever changed between them.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    for day in (2, 3):
+        holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+        invoke(_clock(FIRST + day * DAY), lock_timeout_ms=200)
+        holder.rollback()
+        if day == 2:
+            conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 4 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 5 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-22", "2026-11-23", "2026-11-25"]

@@ -16,6 +16,13 @@
 -- count (tests/run/test_duty_accounts.py). The trigger now tells a change
 -- from a resume, at the edit, from the account as it stood.
 --
+-- And a resume opens a span whenever a pause bounds the account, also one
+-- that owed nothing (it came on the account's day). Migration 0015 moved the
+-- account up to the resume's day at the next pause instead, reading that day
+-- from dispatch_changed_on; a change between the resume and that pause moved
+-- the mark, and the days between the resume and the change were lost behind
+-- a run that said it was complete (tests/run/test_duty_accounts.py).
+--
 -- Each statement commits alone: the column is added to the catalog only
 -- (ACCESS EXCLUSIVE for milliseconds, waiting at most lock_timeout), and the
 -- function is replaced in place (the trigger, 0012's and the partitioned
@@ -76,9 +83,9 @@ BEGIN
     NEW.dispatch_version := OLD.dispatch_version + 1;
     was := coalesce(duly_dispatchable(OLD.status, OLD.form, OLD.review_status), false);
     -- A change of what the duty owes (not of whether it is dispatchable) made
-    -- on a day it had been dispatchable since its account's day: unpaused
-    -- since; paused after days it owed (or spans a resume opened); or resumed
-    -- before the change's day from a pause that owed nothing.
+    -- on a day it had been dispatchable since its account's day: not paused
+    -- since, paused after days it owed, or resumed before the change's day
+    -- (the spans resumes opened).
     IF latest_day IS NOT NULL AND OLD.dispatch_through IS NOT NULL
        AND latest_day > OLD.dispatch_through
        AND (OLD.owner_id, OLD.organization_id, OLD.frequency, OLD.timezone, OLD.due_anchor,
@@ -90,8 +97,7 @@ BEGIN
             NEW.lead_days, NEW.grace_days, NEW.effective_from, NEW.effective_to)
        AND (OLD.dispatch_paused_on IS NULL
             OR OLD.dispatch_paused_on > OLD.dispatch_through
-            OR OLD.dispatch_owed_between IS NOT NULL
-            OR (was AND OLD.dispatch_changed_on < latest_day)) THEN
+            OR lower(OLD.dispatch_owed_between) <= latest_day) THEN
         NEW.dispatch_recast_on := greatest(OLD.dispatch_recast_on, latest_day);
     END IF;
     -- With no scheduled clock in the ledger (runs made without it), a pause
@@ -100,16 +106,7 @@ BEGIN
     -- lead opened. A duty no run kept owes from the first run's origin
     -- whatever was edited before it. The far days are dates every driver
     -- reads (no 'infinity').
-    IF was AND NOT is_now AND OLD.dispatch_paused_on <= OLD.dispatch_through
-       AND latest_day IS NOT NULL THEN
-        -- Paused again since a pause that owed nothing (it came on the
-        -- account's day) and the resume after it: what it owes starts at that
-        -- resume, so the account passes the days between, where nothing was
-        -- owed, and this pause bounds what it owes.
-        NEW.dispatch_through := greatest(
-            OLD.dispatch_through, least(OLD.dispatch_changed_on, latest_day));
-        NEW.dispatch_paused_on := greatest(NEW.dispatch_through, latest_day);
-    ELSIF was AND NOT is_now THEN
+    IF was AND NOT is_now THEN
         -- The first pause since the account was kept bounds what it owed;
         -- a later one closes the span its resume opened.
         NEW.dispatch_paused_on := coalesce(
@@ -123,10 +120,9 @@ BEGIN
     ELSIF is_now AND (latest_day IS NOT NULL OR OLD.dispatch_through IS NOT NULL) THEN
         NEW.dispatch_changed_on := greatest(
             OLD.dispatch_changed_on, coalesce(latest_day, date '9999-12-31'));
-        -- Resumed while a pause that owed days still bounds the account: what
-        -- becomes owed from now on is owed again, whatever pause comes next.
-        IF NOT was AND latest_day IS NOT NULL
-           AND OLD.dispatch_paused_on > coalesce(OLD.dispatch_through, date '0001-01-01') THEN
+        -- Resumed while a pause still bounds the account: what becomes owed
+        -- from now on is owed again, whatever pause or change comes next.
+        IF NOT was AND latest_day IS NOT NULL AND OLD.dispatch_paused_on IS NOT NULL THEN
             NEW.dispatch_owed_between := coalesce(OLD.dispatch_owed_between, '{}'::datemultirange)
                 + datemultirange(daterange(latest_day, NULL, '(]'));
         END IF;
