@@ -46,6 +46,23 @@ def _set_aside_on_the_21st(conn: Conn, holder: Conn, invoke: Invoke) -> None:
     assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
 
 
+def _paused_on_its_account_day_and_resumed_after_the_21st(conn: Conn, invoke: Invoke) -> None:
+    """A daily UTC duty, lead 0: the 20th dispatched, paused then, resumed after the 21st's run."""
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+
+
+def _set_aside(holder: Conn, invoke: Invoke, at: datetime) -> None:
+    """The run at ``at`` finds the duty's row locked and sets it aside."""
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
+    locked = invoke(_clock(at), lock_timeout_ms=200)
+    holder.rollback()
+    assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
+
+
 @pytest.mark.parametrize(
     ("leave", "back"),
     [
@@ -501,14 +518,8 @@ def test_a_change_made_after_a_resume_from_a_pause_that_owed_nothing_is_counted(
 ) -> None:
     # Paused on its account's day, resumed after the 21st's run, set aside on
     # the 22nd, then changed: the 22nd became owed daily.
-    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
-    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + DAY))
-    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    invoke(_clock(FIRST + 2 * DAY), lock_timeout_ms=200)
-    holder.rollback()
+    _paused_on_its_account_day_and_resumed_after_the_21st(conn, invoke)
+    _set_aside(holder, invoke, FIRST + 2 * DAY)
     conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
     explained = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-23T01:00:00Z"})
     changed = invoke(_clock(FIRST + 3 * DAY))
@@ -524,17 +535,10 @@ def test_a_duty_resumed_then_changed_then_paused_again_before_a_run_read_it_lose
     # the 22nd, its grace changed, set aside on the 23rd, paused again, and
     # resumed after the 24th's run: the 22nd and the 23rd became owed while it
     # was dispatchable, whatever changed between them.
-    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
-    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + DAY))
-    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    for day in (2, 3):
-        holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-        invoke(_clock(FIRST + day * DAY), lock_timeout_ms=200)
-        holder.rollback()
-        if day == 2:
-            conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
+    _paused_on_its_account_day_and_resumed_after_the_21st(conn, invoke)
+    _set_aside(holder, invoke, FIRST + 2 * DAY)
+    conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
+    _set_aside(holder, invoke, FIRST + 3 * DAY)
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
     invoke(_clock(FIRST + 4 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
