@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import psycopg
 import pytest
@@ -221,6 +221,7 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
         "next_owed": "2026-11-21",
         "dispatch_next": "2026-11-21",
         "dispatch_next_at": "2026-11-21T00:00:00+00:00",
+        "lapsed_before_candidates": False,
     }
     verdicts = {c["period_key"]: c["verdict"] for c in explained["explain"]["candidates"]}
     assert verdicts == {"2026-W47": "exists"}
@@ -545,3 +546,39 @@ def test_a_duty_resumed_then_changed_then_paused_again_before_a_run_read_it_lose
     invoke(_clock(FIRST + 5 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-22", "2026-11-23", "2026-11-25"]
+
+
+def test_a_pause_after_owed_days_that_outlasts_the_horizon_counts_what_lapsed_before_it(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Set aside on the 21st, paused after that run, resumed ten days later:
+    # the 21st became owed and lapsed before the period the run's schedule
+    # reaches back to (the one before the horizon's).
+    _set_aside_on_the_21st(conn, holder, invoke)
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 10 * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    clock = _clock(FIRST + 11 * DAY)
+    explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
+    resumed = invoke(clock)
+
+    assert explained["explain"]["account"]["lapsed_before_candidates"] is True
+    assert resumed["beyond_horizon"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-12-01"]
+
+
+def test_a_window_that_closed_before_the_horizon_counts_what_lapsed_in_it(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Set aside on the 21st and the 22nd, its window ending on the 22nd, no
+    # run reading it for ten days: both lapsed inside the window.
+    insert_duties(
+        conn,
+        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
+    )
+    invoke(_clock(FIRST))
+    _set_aside(holder, invoke, FIRST + DAY)
+    _set_aside(holder, invoke, FIRST + 2 * DAY)
+    later = invoke(_clock(FIRST + 12 * DAY))
+
+    assert later["beyond_horizon"] == 1

@@ -40,11 +40,9 @@ period engine for keys and due dates only, never the planner:
   previous run's), also those not over that became owed by its today. Each
   must pass the effective-window test on its due date (its last day after
   the period). One that is over and became owed on or before the horizon
-  (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not created (the
-  count may leave out a duty whose lapsed periods all lie before the period
-  before the horizon's, which the run's schedule reaches back to: an open gap
-  of the count, not of the tasks). A run at a clock before the account's day
-  owes nothing.
+  (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not created,
+  however far before the horizon it lies. A run at a clock before the
+  account's day owes nothing.
 - A run judges a duty it reads that is dispatchable, whose cadence the
   engine accepts, not locked, and whose today lies in its window (or past its
   end, which came after the account's day). A set-aside, faulted or skipped
@@ -187,8 +185,6 @@ class Judged:
     owed: frozenset[Identity]
     beyond: bool
     changed: bool
-    # Lapsed only before the period the schedule reaches back to.
-    beyond_unsure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,16 +260,8 @@ def judge(
     keys = periods.periods_between(
         frequency, periods.start_of_day(first, zone), periods.start_of_day(last, zone), zone
     )
-    # The count sees lapses among the periods a run's schedule holds: back to
-    # the one before the horizon's period. One older, lapsed where that one
-    # did not (a window closed or a pause came before it), the count may
-    # leave out: an open gap of the count, not of the tasks.
-    horizon_period = periods.period_key_for(
-        frequency, min(now, periods.start_of_day(horizon + DAY, zone)), zone
-    )
-    reach = periods.period_days(frequency, horizon_period)[0] - DAY
     owed: set[Identity] = set()
-    lapsed: list[bool] = []  # each lapsed period: whether the schedule holds it
+    lapsed = False
     for key in keys:
         first_day, last_day = periods.period_days(frequency, key)
         due = periods.due_date_for(
@@ -297,7 +285,7 @@ def judge(
         if not (by_account or (fresh and live)):
             continue
         if not live and became <= horizon:
-            lapsed.append(last_day >= reach)
+            lapsed = True
             continue
         owed.add((row["id"], row["owner_id"], key))
     changed = model.kept is not None and any(
@@ -312,9 +300,8 @@ def judge(
     )
     return Judged(
         frozenset(owed),
-        beyond=bool(lapsed),
+        beyond=lapsed,
         changed=changed,
-        beyond_unsure=bool(lapsed) and not any(lapsed),
     )
 
 
@@ -521,7 +508,7 @@ class OwedMachine(RuleBasedStateMachine):
             + (" rejudging" if rejudge else "")
         )
         reports = self._invoke(clock, locked=locked, concurrent=concurrent)
-        beyond = changed = beyond_unsure = 0
+        beyond = changed = 0
         for duty_id, model in self._model.items():
             if duty_id == locked:
                 continue
@@ -539,7 +526,6 @@ class OwedMachine(RuleBasedStateMachine):
                 continue
             self._expected |= judged.owed
             beyond += judged.beyond
-            beyond_unsure += judged.beyond_unsure
             changed += judged.changed
             today = periods.local_date(clock, model.row["timezone"])
             # The account moves with the tasks a run writes: where the duty
@@ -571,14 +557,9 @@ class OwedMachine(RuleBasedStateMachine):
         if counts and latest is not None and clock > latest:
             report = reports[0]
             reported = (report["beyond_horizon"], report["changed_while_owed"])
-            allowed = (
-                range(beyond - beyond_unsure, beyond + 1),
-                range(changed, changed + 1),
-            )
-            assert (reported[0] in allowed[0], reported[1] in allowed[1]) == (True, True), (
+            assert reported == (beyond, changed), (
                 f"counts (beyond_horizon, changed_while_owed) {reported} != the model's"
-                f" {(beyond, changed)} ({beyond_unsure} lapsed before the schedule)"
-                f"\n{self._story()}"
+                f" {(beyond, changed)}\n{self._story()}"
             )
 
     def _invoke(

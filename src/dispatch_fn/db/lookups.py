@@ -1,8 +1,10 @@
-"""The reads a person's question makes beside a run's pages: explain's rows, a scope's match.
+"""The reads a person's question and a run make beside its pages: rows by id, a scope's match.
 
 ``explain`` judges the stored rows of the duties it names and looks up which
 of their candidate tasks exist (explain_duties.sql, explain_tasks.sql); a
-scoped run says whether its scope names any duty at all (scope_matches.sql).
+scoped run says whether its scope names any duty at all (scope_matches.sql);
+a run judges the periods older than its candidates of the duties its pages
+flagged (lapse_probe_duties.sql).
 """
 
 from __future__ import annotations
@@ -32,6 +34,21 @@ def duty_rows(conn: Connection, duty_ids: Sequence[str]) -> dict[str, dict[str, 
     with conn.cursor(row_factory=dict_row) as cursor:
         cursor.execute(statement("explain_duties"), {"duty_ids": list(duty_ids)})
         return {str(row["id"]): row for row in cursor.fetchall()}
+
+
+def duty_rows_by_key(
+    conn: Connection, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The stored rows of the duties keyed ``(organization_id, id)``, every column, by key."""
+    with conn.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(
+            statement("lapse_probe_duties"),
+            {
+                "organization_ids": [organization for organization, _ in keys],
+                "duty_ids": [duty_id for _, duty_id in keys],
+            },
+        )
+        return {(str(row["organization_id"]), str(row["id"])): row for row in cursor.fetchall()}
 
 
 def existing_tasks(

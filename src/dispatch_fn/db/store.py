@@ -109,22 +109,30 @@ class PageResult:
     kept: int = 0
     # Duties that changed while periods were owed (docs/contract.md#account).
     changed: int = 0
+    # The accounts, as the page read them, of duties whose periods older than
+    # the first candidate may have lapsed unseen (JSON; the run judges them).
+    lapse_probes: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> PageResult:
         """The page statements' one row, read by column name."""
         upto = row["upto"]
         counts = {name: int(row[name]) for name in PAGE_COUNTS}
-        return cls(upto=None if upto is None else str(upto), cut=bool(row["cut"]), **counts)
+        return cls(
+            upto=None if upto is None else str(upto),
+            cut=bool(row["cut"]),
+            lapse_probes=tuple(row["lapse_probes"] or ()),
+            **counts,
+        )
 
     def counts(self) -> dict[str, int]:
-        """The page's counts by name: every field but ``upto`` and ``cut``."""
+        """The page's counts by name: every field but ``upto``, ``cut`` and ``lapse_probes``."""
         return {name: getattr(self, name) for name in PAGE_COUNTS}
 
 
 # The fields of PageResult that are counts, in order.
 PAGE_COUNTS: Final = tuple(
-    each.name for each in fields(PageResult) if each.name not in {"upto", "cut"}
+    each.name for each in fields(PageResult) if each.name not in {"upto", "cut", "lapse_probes"}
 )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, Protocol
@@ -775,6 +775,69 @@ def judge_duty(
             skip=Fault(duty_id, SkipReason.NOTHING_DUE),
         )
     return Judgement(duty_id, cadence, tuple(candidates))
+
+
+def lapsed_before_candidates(
+    duty: Mapping[str, Any],
+    account: Account,
+    now: datetime,
+    *,
+    previous: datetime | None = None,
+    origin: date | None = None,
+    catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
+    rejudge: bool = False,
+) -> bool:
+    """Whether the account let a period older than the run's first candidate lapse.
+
+    A scheduled run's candidates reach back to the period before the
+    horizon's, where the account's periods lapse in order; an account a pause,
+    a span or the window's end bounded since its day may have owed older ones
+    only (page_owed.sql's ``lapse_probe``). Each is judged here as
+    ``judge_duty`` judges a candidate, at ``previous`` as it takes it, or with
+    ``origin`` for the schedule's (the day a page read it at).
+    """
+    cadence = Cadence.of(duty)
+    try:
+        schedule = _duty_schedule(cadence, (now, previous), None, {}, catch_up_days)
+    except CadenceRefused:
+        return False
+    if origin is not None:
+        schedule = replace(schedule, origin=origin)
+    account = account.rejudged() if rejudge else account
+    since = account.since(schedule)
+    if schedule.today is None or since is None or not schedule.periods:
+        return False
+    reach = schedule.periods[0].first_day
+    if since >= _days_before(reach, 1):
+        return False
+    frequency, zone = str(cadence.frequency), cadence.timezone
+    keys = periods_between(
+        frequency,
+        start_of_day(_add_days_within_calendar(since, 1), zone),
+        start_of_day(_days_before(reach, 1), zone),
+        zone,
+    )
+    effective = duty.get("effective_from"), duty.get("effective_to")
+    for period in _periods(frequency, keys, current=None):
+        if period.first_day >= reach:
+            break
+        try:
+            due = cadence.due_date(period)
+        except (PeriodError, OverflowError):  # past the calendar's last day
+            continue
+        if (
+            within(cadence.window_day(period, due), *effective)
+            and owed_verdict(
+                period,
+                visible_from_for(due, cadence.lead_days),
+                schedule,
+                account,
+                cadence.lead_days,
+            )
+            is NotOwed.BEYOND_HORIZON
+        ):
+            return True
+    return False
 
 
 def _duty_schedule(

@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import date, datetime
 from itertools import chain
-from typing import Final
+from typing import Any, Final
 
 import psycopg
 
@@ -33,12 +33,14 @@ from dispatch_fn.db import (
     estimated_duties,
     fault_members,
     ids_with_form,
+    lookups,
     page_bounds,
     page_statement,
 )
 from dispatch_fn.errors import CadenceRefused
 from dispatch_fn.planning import (
     FORMS,
+    Account,
     Cadence,
     Edge,
     Fault,
@@ -49,6 +51,7 @@ from dispatch_fn.planning import (
     SkipReason,
     check_cadence_rule,
     classify,
+    lapsed_before_candidates,
     lead_bucket,
     near_edge,
     page_plan,
@@ -150,6 +153,7 @@ def dispatch(
     report = _fold(request, preamble, ranges, walked)
     if not walked.fatal:
         report = _not_read(conns[0], report)
+        report = _lapsed_unseen(conns[0], report, walked, (tuning.catch_up_days, rejudge))
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
         problems = "; ".join(
@@ -171,6 +175,62 @@ def _not_read(conn: Connection, report: RunReport) -> RunReport:
     except psycopg.Error:
         return report  # an estimate is not worth failing a run that wrote its pages
     return replace(report, duties_not_read=max(0, estimate - report.duties_read))
+
+
+def _lapsed_unseen(
+    conn: Connection, report: RunReport, walked: _Walked, judging: tuple[int, bool]
+) -> RunReport:
+    """The report with the duties whose periods lapsed before its first candidate counted.
+
+    A page flags an account it cannot judge that far back (page_owed.sql's
+    ``lapse_probe``, the account as the page read it, before it moved it);
+    the planner judges each with the duty's stored row. Rare: an account
+    bounded by a pause, a span or its window's end, older than the horizon.
+    """
+    probes = [
+        json.loads(text)
+        for outcome in walked.outcomes
+        for page in outcome.pages
+        for text in page.lapse_probes
+    ]
+    if not probes:
+        return report
+    catch_up_days, rejudge = judging
+    try:
+        rows = lookups.duty_rows_by_key(
+            conn, [(probe["organization_id"], probe["id"]) for probe in probes]
+        )
+    except psycopg.Error:
+        return report  # a count is not worth failing a run that wrote its pages
+    lapsed = 0
+    for probe in probes:
+        row = rows.get((probe["organization_id"], probe["id"]))
+        lapsed += row is not None and lapsed_before_candidates(
+            row,
+            _probed_account(probe),
+            report.request.now,
+            origin=_day(probe["origin"]),
+            catch_up_days=catch_up_days,
+            rejudge=rejudge,
+        )
+    if not lapsed:
+        return report
+    counted = {**report.counted, "lapsed": report.counted.get("lapsed", 0) + lapsed}
+    return replace(report, counted=counted)
+
+
+def _probed_account(probe: Mapping[str, Any]) -> Account:
+    spans = probe["owed_between"] or ()
+    return Account(
+        _day(probe["through"]),
+        _day(probe["paused_on"]),
+        _day(probe["changed_on"]),
+        tuple((date.fromisoformat(first), _day(end)) for first, end in spans),
+    )
+
+
+def _day(text: str | None) -> date | None:
+    return None if text is None else date.fromisoformat(text)
 
 
 def failed_before_pages(request: RunRequest, exc: Exception) -> RunFailedError:

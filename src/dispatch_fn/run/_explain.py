@@ -27,6 +27,7 @@ from dispatch_fn.planning import (
     WindowLike,
     became_owed_on,
     judge_duty,
+    lapsed_before_candidates,
     period_after,
     previous_clock,
 )
@@ -87,7 +88,14 @@ def explain_each(
             row, now, window, schedules, previous=previous, catch_up_days=catch_up_days
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
-        yield duty_id, _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
+        explained = _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
+        # Older than the first candidate, where the page statement flags it too.
+        explained["account"]["lapsed_before_candidates"] = judgement.skip is None and (
+            lapsed_before_candidates(
+                row, Account.of(row), now, previous=previous, catch_up_days=catch_up_days
+            )
+        )
+        yield duty_id, explained
 
 
 def _as_json(
@@ -214,6 +222,10 @@ def _spans(spans: list[list[str | None]]) -> str:
     return f", owed again {shown}"
 
 
+def _lapsed(account: dict[str, Any]) -> str:
+    return ", periods before the candidates lapsed" if account["lapsed_before_candidates"] else ""
+
+
 def _recast(day: str | None) -> str:
     return "" if day is None else f", recast on {day} while owed"
 
@@ -255,7 +267,7 @@ def render_explanation(explained: dict[str, Any], clock: str) -> str:
         f"  account: dispatched through {account['dispatch_through'] or '-'}, paused on "
         f"{account['dispatch_paused_on'] or '-'}, changed on "
         f"{account['dispatch_changed_on'] or '-'}{_spans(account['dispatch_owed_between'])}"
-        f"{_recast(account['dispatch_recast_on'])}, "
+        f"{_recast(account['dispatch_recast_on'])}{_lapsed(account)}, "
         f"next owed {account['next_owed'] or '-'}, "
         f"read from {account['dispatch_next'] or '-'} ({account['dispatch_next_at'] or '-'})"
     )

@@ -151,7 +151,24 @@ placed AS (
                     false)
                AS in_window,
            coalesce(c.today > page.effective_to, false) AS closed,
-           coalesce(c.today < page.effective_from, false) AS early
+           coalesce(c.today < page.effective_from, false) AS early,
+           -- An account whose day lies before the first candidate (the period
+           -- before the horizon's), bounded since by a pause, a span or its
+           -- window's end, may have let older periods lapse than the
+           -- candidates show: its account as read, for the run to judge those
+           -- itself (plan.lapsed_before_candidates). Null for every other duty.
+           CASE WHEN c.today IS NOT NULL
+                     AND coalesce(page.dispatch_through, c.origin) < c.first_day - 1
+                     AND (page.dispatch_paused_on > coalesce(page.dispatch_through, c.origin)
+                          OR page.dispatch_owed_between IS NOT NULL
+                          OR page.effective_to > coalesce(page.dispatch_through, c.origin))
+                THEN jsonb_build_object(
+                         'organization_id', page.organization_id, 'id', page.id,
+                         'through', page.dispatch_through, 'paused_on', page.dispatch_paused_on,
+                         'changed_on', page.dispatch_changed_on, 'origin', c.origin,
+                         'owed_between', (SELECT jsonb_agg(jsonb_build_array(lower(r), upper(r)))
+                                          FROM unnest(page.dispatch_owed_between) r))::text
+           END AS lapse_probe
     FROM page
     LEFT JOIN cadence c
       ON (c.frequency, c.timezone, c.lead_bucket)
@@ -305,6 +322,7 @@ keeping AS (
     -- are left out. A duty's today, version and days are its one row's there.
     SELECT organization_id, id, max(today) AS today, max(version) AS version,
            bool_or(keep) AS keep, bool_or(lags) AS lags, max(next_was) AS next_was,
+           max(lapse_probe) AS lapse_probe,
            max(widest_offset) AS widest_offset, max(offset_until) AS offset_until,
            -- Outside its window, the window's day; else the earliest day a
            -- later candidate becomes owed, or one after the candidates could:
@@ -317,6 +335,7 @@ keeping AS (
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
                  pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
                  false AS lags, true AS judged, pl.next_was, NULL::date AS soon,
+                 CASE WHEN pl.in_window THEN pl.lapse_probe END AS lapse_probe,
                  CASE WHEN pl.closed THEN date '9999-12-31'
                       WHEN pl.early THEN pl.effective_from END AS fixed,
                  NULL::date AS bound, pl.widest_offset, pl.offset_until
@@ -329,7 +348,7 @@ keeping AS (
             AND %(keeps_accounts)s::boolean
           UNION ALL
           SELECT o.organization_id, o.duty_id, NULL, NULL, o.owes OR o.lapsed, o.lapsed, false,
-                 NULL, CASE WHEN o.later THEN o.became END, NULL,
+                 NULL, CASE WHEN o.later THEN o.became END, NULL, NULL,
                  CASE WHEN o.last_day >= o.today
                       THEN o.last_day + 1 - greatest(o.lead_days, 0) END,
                  NULL, NULL

@@ -13,11 +13,13 @@
 -- collation (such as en_US.UTF-8) would call strcoll for each, for the same
 -- count. cut: the row budget ended the page before its size did (the page
 -- CTE), so the range goes on after upto however few duties the page held.
--- lapsed: duties with a period past the horizon (keeping's lags).
+-- lapsed: duties with a period past the horizon (keeping's lags);
+-- lapse_probes: the accounts of those whose older periods may have lapsed
+-- unseen (placed's lapse_probe), which the run judges itself.
 page_counts AS (
     SELECT d.upto, d.page_rows AS rows, d.duties, d.outside_window,
            d.in_window - o.owing AS nothing_due, o.owed,
-           (SELECT count(*) FILTER (WHERE lags) FROM keeping) AS lapsed, d.changed, d.cut
+           k.lapsed, k.lapse_probes, d.changed, d.cut
     FROM (SELECT max(id) AS upto,
                  count(*) AS page_rows,
                  coalesce(bool_or(cut_after), false) AS cut,
@@ -30,5 +32,10 @@ page_counts AS (
           FROM placed) d,
          (SELECT count(*) FILTER (WHERE owes) AS owed,
                  count(DISTINCT duty_id COLLATE "C") FILTER (WHERE owes) AS owing
-          FROM owed) o
+          FROM owed) o,
+         (SELECT count(*) FILTER (WHERE lags) AS lapsed,
+                 coalesce(array_agg(lapse_probe) FILTER (WHERE lapse_probe IS NOT NULL
+                                                          AND NOT lags),
+                          '{}') AS lapse_probes
+          FROM keeping) k
 )
