@@ -55,6 +55,13 @@ def _paused_on_its_account_day_and_resumed_after_the_21st(conn: Conn, invoke: In
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
 
 
+def _paused_over_a_run(conn: Conn, invoke: Invoke, at: datetime) -> None:
+    """The duty paused, the run at ``at`` made, the duty resumed."""
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke(_clock(at))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+
+
 def _set_aside(holder: Conn, invoke: Invoke, at: datetime) -> None:
     """The run at ``at`` finds the duty's row locked and sets it aside."""
     holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
@@ -555,9 +562,7 @@ def test_a_pause_after_owed_days_that_outlasts_the_horizon_counts_what_lapsed_be
     # the 21st became owed and lapsed before the period the run's schedule
     # reaches back to (the one before the horizon's).
     _set_aside_on_the_21st(conn, holder, invoke)
-    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 10 * DAY))
-    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    _paused_over_a_run(conn, invoke, FIRST + 10 * DAY)
     clock = _clock(FIRST + 11 * DAY)
     explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
     resumed = invoke(clock)
