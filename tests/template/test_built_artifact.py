@@ -208,7 +208,7 @@ def test_no_handler_imports_a_module_only_the_command_line_needs(
 def test_the_command_line_modules_are_found_by_the_same_closure() -> None:
     # The closure the handlers are checked with does reach them, from the CLI.
     closure = {path.relative_to(PACKAGE) for path in _import_closure("dispatch_fn.__main__")}
-    assert {Path("__main__.py"), Path("cli/main.py"), Path("cli/invoke.py")} <= closure
+    assert {Path("__main__.py"), Path("cli/commands.py"), Path("cli/invoke.py")} <= closure
     assert all(any(_is_cli_only(path) for path in closure) for _ in _cli_only())
 
 

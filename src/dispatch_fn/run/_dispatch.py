@@ -209,7 +209,7 @@ def _lapsed_unseen(
             row,
             _probed_account(probe),
             report.request.now,
-            origin=_day(probe["origin"]),
+            origin=_parsed_day(probe["origin"]),
             catch_up_days=catch_up_days,
             rejudge=rejudge,
         )
@@ -222,14 +222,14 @@ def _lapsed_unseen(
 def _probed_account(probe: Mapping[str, Any]) -> Account:
     spans = probe["owed_between"] or ()
     return Account(
-        _day(probe["through"]),
-        _day(probe["paused_on"]),
-        _day(probe["changed_on"]),
-        tuple((date.fromisoformat(first), _day(end)) for first, end in spans),
+        _parsed_day(probe["through"]),
+        _parsed_day(probe["paused_on"]),
+        _parsed_day(probe["changed_on"]),
+        tuple((date.fromisoformat(first), _parsed_day(end)) for first, end in spans),
     )
 
 
-def _day(text: str | None) -> date | None:
+def _parsed_day(text: str | None) -> date | None:
     return None if text is None else date.fromisoformat(text)
 
 
