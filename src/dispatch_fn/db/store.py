@@ -16,6 +16,7 @@ generic plan would keep the test and scan the whole index.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import date
@@ -27,7 +28,7 @@ from psycopg.types.json import Jsonb
 
 from dispatch_fn.db._encoded import encode
 from dispatch_fn.db.sql import Connection, named_row, named_rows, statement
-from dispatch_fn.planning import LEAD_THRESHOLDS, Schedule, Scope, page_plan
+from dispatch_fn.planning import LEAD_THRESHOLDS, Account, Schedule, Scope, page_plan
 
 _NO_WEIGHTS: Final = Jsonb({})
 
@@ -84,6 +85,39 @@ class Rules:
     refused: tuple[DueRule, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class LapseProbe:
+    """A duty a page flagged (page_owed.sql's ``lapse_probe``): its key, and its account as read.
+
+    ``origin``: the day the run's schedule owes a duty with no account from.
+    """
+
+    organization_id: str
+    duty_id: str
+    account: Account
+    origin: date | None
+
+    @classmethod
+    def of(cls, probe: Mapping[str, Any]) -> LapseProbe:
+        """A probe from its JSON object, read by name."""
+        spans = probe["owed_between"] or ()
+        return cls(
+            str(probe["organization_id"]),
+            str(probe["id"]),
+            Account(
+                _day(probe["through"]),
+                _day(probe["paused_on"]),
+                _day(probe["changed_on"]),
+                tuple((date.fromisoformat(first), _day(end)) for first, end in spans),
+            ),
+            _day(probe["origin"]),
+        )
+
+
+def _day(text: str | None) -> date | None:
+    return None if text is None else date.fromisoformat(text)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PageResult:
     """The page statements' one row, field by column name: the page's last id, cut, and counts.
@@ -109,9 +143,9 @@ class PageResult:
     kept: int = 0
     # Duties that changed while periods were owed (docs/contract.md#account).
     changed: int = 0
-    # The accounts, as the page read them, of duties whose periods older than
-    # the first candidate may have lapsed unseen (JSON; the run judges them).
-    lapse_probes: tuple[str, ...] = ()
+    # The duties whose periods older than the first candidate may have lapsed
+    # unseen, with their accounts as the page read them (the run judges them).
+    lapse_probes: tuple[LapseProbe, ...] = ()
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> PageResult:
@@ -121,7 +155,7 @@ class PageResult:
         return cls(
             upto=None if upto is None else str(upto),
             cut=bool(row["cut"]),
-            lapse_probes=tuple(row["lapse_probes"] or ()),
+            lapse_probes=tuple(LapseProbe.of(json.loads(each)) for each in row["lapse_probes"]),
             **counts,
         )
 

@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import datetime
 from itertools import chain
-from typing import Any, Final
+from typing import Final
 
 import psycopg
 
@@ -40,7 +40,6 @@ from dispatch_fn.db import (
 from dispatch_fn.errors import CadenceRefused
 from dispatch_fn.planning import (
     FORMS,
-    Account,
     Cadence,
     Edge,
     Fault,
@@ -187,29 +186,25 @@ def _lapsed_unseen(
     the planner judges each with the duty's stored row. Rare: an account
     bounded by a pause, a span or its window's end, older than the horizon.
     """
-    probes = [
-        json.loads(text)
-        for outcome in walked.outcomes
-        for page in outcome.pages
-        for text in page.lapse_probes
-    ]
+    pages = chain.from_iterable(outcome.pages for outcome in walked.outcomes)
+    probes = [probe for page in pages for probe in page.lapse_probes]
     if not probes:
         return report
     catch_up_days, rejudge = judging
     try:
         rows = lookups.duty_rows_by_key(
-            conn, [(probe["organization_id"], probe["id"]) for probe in probes]
+            conn, [(probe.organization_id, probe.duty_id) for probe in probes]
         )
     except psycopg.Error:
         return report  # a count is not worth failing a run that wrote its pages
     lapsed = 0
     for probe in probes:
-        row = rows.get((probe["organization_id"], probe["id"]))
+        row = rows.get((probe.organization_id, probe.duty_id))
         lapsed += row is not None and lapsed_before_candidates(
             row,
-            _probed_account(probe),
+            probe.account,
             report.request.now,
-            origin=_parsed_day(probe["origin"]),
+            origin=probe.origin,
             catch_up_days=catch_up_days,
             rejudge=rejudge,
         )
@@ -217,20 +212,6 @@ def _lapsed_unseen(
         return report
     counted = {**report.counted, "lapsed": report.counted.get("lapsed", 0) + lapsed}
     return replace(report, counted=counted)
-
-
-def _probed_account(probe: Mapping[str, Any]) -> Account:
-    spans = probe["owed_between"] or ()
-    return Account(
-        _parsed_day(probe["through"]),
-        _parsed_day(probe["paused_on"]),
-        _parsed_day(probe["changed_on"]),
-        tuple((date.fromisoformat(first), _parsed_day(end)) for first, end in spans),
-    )
-
-
-def _parsed_day(text: str | None) -> date | None:
-    return None if text is None else date.fromisoformat(text)
 
 
 def failed_before_pages(request: RunRequest, exc: Exception) -> RunFailedError:
