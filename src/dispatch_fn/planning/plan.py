@@ -786,6 +786,7 @@ def lapsed_before_candidates(
     origin: date | None = None,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rejudge: bool = False,
+    schedules: ScheduleMemo | None = None,
 ) -> bool:
     """Whether the account let a period older than the run's first candidate lapse.
 
@@ -794,11 +795,15 @@ def lapsed_before_candidates(
     a span or the window's end bounded since its day may have owed older ones
     only (page_owed.sql's ``lapse_probe``). Each is judged here as
     ``judge_duty`` judges a candidate, at ``previous`` as it takes it, or with
-    ``origin`` for the schedule's (the day a page read it at).
+    ``origin`` for the schedule's (the day a page read it at). ``schedules``
+    shares planned schedules between calls at one ``now`` and ``previous``
+    (``judge_duty``'s, for a scheduled run's clock).
     """
     cadence = Cadence.of(duty)
     try:
-        schedule = _duty_schedule(cadence, (now, previous), None, {}, catch_up_days)
+        schedule = _duty_schedule(
+            cadence, (now, previous), None, {} if schedules is None else schedules, catch_up_days
+        )
     except CadenceRefused:
         return False
     if origin is not None:

@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import chain
-from typing import Final
+from typing import Any, Final
 
 import psycopg
 
@@ -198,6 +198,7 @@ def _lapsed_unseen(
     except psycopg.Error:
         return report  # a count is not worth failing a run that wrote its pages
     lapsed = 0
+    schedules: dict[Any, Any] = {}  # plan's schedule memo, shared by the probes at one clock
     for probe in probes:
         row = rows.get((probe.organization_id, probe.duty_id))
         lapsed += row is not None and lapsed_before_candidates(
@@ -207,6 +208,7 @@ def _lapsed_unseen(
             origin=probe.origin,
             catch_up_days=catch_up_days,
             rejudge=rejudge,
+            schedules=schedules,
         )
     if not lapsed:
         return report

@@ -89,10 +89,18 @@ def explain_each(
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
         explained = _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
-        # Older than the first candidate, where the page statement flags it too.
-        explained["account"]["lapsed_before_candidates"] = judgement.skip is None and (
-            lapsed_before_candidates(
-                row, Account.of(row), now, previous=previous, catch_up_days=catch_up_days
+        # Older than the first candidate, where a scheduled run's page flags
+        # it too; judged with the schedules judge_duty planned at this clock.
+        explained["account"]["lapsed_before_candidates"] = (
+            window is None
+            and judgement.skip is None
+            and lapsed_before_candidates(
+                row,
+                Account.of(row),
+                now,
+                previous=previous,
+                catch_up_days=catch_up_days,
+                schedules=schedules,
             )
         )
         yield duty_id, explained
