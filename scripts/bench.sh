@@ -6,7 +6,7 @@
 #                                               layout side by side (ARGS go to
 #                                               bench.dispatch, e.g. --duties 100000, or
 #                                               --mix classic --layout plain for one)
-#   ./scripts/bench.sh scale [ARGS]             the first run and the no-op at a large N
+#   ./scripts/bench.sh scale [ARGS]             the first run, the no-op and the week at a large N
 #                                               (default 10,000,000), beside N/10
 #   ./scripts/bench.sh history [ARGS]           a day's run with 34x the task history against
 #                                               the same day without it (default 200,000 duties)
@@ -15,7 +15,7 @@
 #   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
 #   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
 #   ./scripts/bench.sh shard-migration [ARGS]   migration 0011 on existing tasks, inserts going on
-#   ./scripts/bench.sh account-migration [ARGS] migration 0012 on existing duties, edits going on
+#   ./scripts/bench.sh account-migration [ARGS] migrations 0012 to 0018 on existing duties, edits going on
 #   ./scripts/bench.sh pair --against DIR [ARGS]
 #                                               this checkout's no-op against another's
 #                                               (an earlier commit's worktree), alternated

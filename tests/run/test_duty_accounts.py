@@ -587,3 +587,106 @@ def test_a_window_that_closed_before_the_horizon_counts_what_lapsed_in_it(
     later = invoke(_clock(FIRST + 12 * DAY))
 
     assert later["beyond_horizon"] == 1
+
+
+def test_a_run_at_a_past_clock_inside_a_pause_creates_nothing_that_became_owed_in_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Dispatched on the 20th, paused after that run, resumed after the 23rd's:
+    # a manual run replaying the 21st's clock reads the resumed duty first.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    for day in (1, 2, 3):
+        invoke(_clock(FIRST + day * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + DAY))
+    invoke(_clock(FIRST + 4 * DAY))
+
+    # The 21st became owed while it was paused: the resume came after it.
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-24"]
+
+
+@pytest.mark.parametrize("edit", ["frequency = 'monthly'", "owner_id = 'u2'"])
+def test_a_duty_no_run_kept_changed_after_its_first_run_set_it_aside_is_counted(
+    conn: Conn, holder: Conn, invoke: Invoke, edit: str
+) -> None:
+    # Added before any run, so it owes from the first run's origin (the 19th);
+    # that run sets it aside, and the 20th it owed under the old cadence or
+    # owner is not spelled by the new one.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    _set_aside(holder, invoke, FIRST)
+    conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
+    explained = invoke({"query": "explain", "duty_id": LOCKED, **_clock(FIRST + DAY)})
+    changed = invoke(_clock(FIRST + DAY))
+
+    assert explained["explain"]["account"]["dispatch_recast_on"] == "2026-11-20"
+    assert changed["changed_while_owed"] == 1
+
+
+def test_a_duty_no_run_kept_changed_while_paused_since_the_origin_is_not_counted(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Added paused before any run: never dispatchable since the origin, so a
+    # change while paused replaced nothing it owed.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, status="paused")])
+    insert_duties(conn, [duty("d2")])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    resumed = invoke(_clock(FIRST + DAY))
+
+    assert resumed["changed_while_owed"] == 0
+    assert task_keys(conn, LOCKED) == ["2026-11"]
+
+
+def test_a_duty_inserted_as_a_copy_of_another_row_starts_its_own_account(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # d1, paused on its account's day and resumed, holds an open span; a
+    # console copies its row whole as d3, paused, resumed after the 24th's run.
+    _paused_on_its_account_day_and_resumed_after_the_21st(conn, invoke)
+    conn.execute("CREATE TEMP TABLE copy AS SELECT * FROM duly_duty WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE copy SET id = 'd3', status = 'paused', last_dispatched_period = NULL")
+    conn.execute("INSERT INTO duly_duty SELECT * FROM copy")
+    for day in (2, 3, 4):
+        invoke(_clock(FIRST + day * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = 'd3'")
+    invoke(_clock(FIRST + 5 * DAY))
+
+    # Paused from its insert to after the 24th's run: nothing before the 25th.
+    assert task_keys(conn, "d3") == ["2026-11-25"]
+
+
+def test_explain_counts_what_lapsed_in_a_window_that_closed_before_the_horizon(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(
+        conn,
+        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
+    )
+    invoke(_clock(FIRST))
+    _set_aside(holder, invoke, FIRST + DAY)
+    _set_aside(holder, invoke, FIRST + 2 * DAY)
+    clock = _clock(FIRST + 12 * DAY)
+    explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
+    later = invoke(clock)
+
+    assert later["beyond_horizon"] == 1
+    assert explained["explain"]["account"]["lapsed_before_candidates"] is True
+
+
+def test_explain_of_a_duty_no_run_kept_owes_from_the_first_run_s_origin(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Set aside by the first run (the 20th), paused after it, resumed ten
+    # days later: the 20th became owed after the origin and lapsed.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    _set_aside(holder, invoke, FIRST)
+    _paused_over_a_run(conn, invoke, FIRST + 10 * DAY)
+    clock = _clock(FIRST + 11 * DAY)
+    explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
+    later = invoke(clock)
+
+    assert later["beyond_horizon"] == 1
+    assert explained["explain"]["account"]["lapsed_before_candidates"] is True

@@ -37,7 +37,9 @@ period engine for keys and due dates only, never the planner:
   after the account's day on a day the duty was dispatchable; and, if the duty
   became dispatchable or changed since the account was kept, or after the day
   a run at a past clock kept it on (or the run's rules differ from the
-  previous run's), also those not over that became owed by its today. Each
+  previous run's), also those not over that became owed by its today, where
+  the latest such edit was placed by its today (the account keeps that day
+  alone; an edit placed with no clock counts for every run). Each
   must pass the effective-window test on its due date (its last day after
   the period). One that is over and became owed on or before the horizon
   (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not created,
@@ -48,8 +50,9 @@ period engine for keys and due dates only, never the planner:
   end, which came after the account's day). A set-aside, faulted or skipped
   duty keeps its account.
 - ``changed_while_owed`` counts the duties judged whose cadence, owner or
-  window changed after the account's day, which they had days dispatchable
-  since (paused or not when the change came).
+  window changed after the account's day (the origin's for a duty no run
+  kept), which they had days dispatchable since (paused or not when the
+  change came).
 
 ``DULY_SOAK=1`` (``make soak``) runs it at soak size; the gate runs it small.
 """
@@ -253,8 +256,13 @@ def judge(
         return Judged(frozenset(), beyond=False, changed=False)
     horizon = today - timedelta(days=max(catch_up_days, 1) + 1)
     # A duty no run kept yet owes its current period as a new one does; under
-    # new rules every account is judged as if it changed on its own day.
-    fresh = model.fresh or model.kept is None or rejudge
+    # new rules every account is judged as if it changed on its own day. The
+    # account keeps the latest such day: a run before it owes nothing by it.
+    stamps = [edit.stamp for edit in model.since_kept if edit.fresh and edit.stamp is not None]
+    fresh_day = (
+        max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
+    )
+    fresh = fresh_day is not None and fresh_day <= today
     first = max(min(since + DAY, today), today - timedelta(days=120))
     last = today + timedelta(days=max(lead, 0))
     keys = periods.periods_between(
@@ -288,13 +296,13 @@ def judge(
             lapsed = True
             continue
         owed.add((row["id"], row["owner_id"], key))
-    changed = model.kept is not None and any(
+    changed = any(
         edit.change
         and edit.stamp is not None
-        and edit.stamp > model.kept
+        and edit.stamp > since
         and any(
-            model.dispatchable_on(model.kept + timedelta(days=n))
-            for n in range(1, (edit.stamp - model.kept).days + 1)
+            model.dispatchable_on(since + timedelta(days=n))
+            for n in range(1, (edit.stamp - since).days + 1)
         )
         for edit in model.since_kept
     )

@@ -475,9 +475,14 @@ def owed_verdict(
         if account.changed_on is not None
         else (schedule.origin if through is None else None)
     )
-    if through is not None and through > today:
+    if (through is not None and through > today) or (
+        fresh is not None and today < fresh < date.max
+    ):
         # A run at a clock before the account's day: what it could owe, the
-        # account says is done, whatever changed since.
+        # account says is done, whatever changed since. One before the mark's
+        # day: the duty became dispatchable, or changed, after its clock, and
+        # owes it nothing the mark brings (date.max: no scheduled clock placed
+        # the edit, which then counts for every run).
         fresh = None
     if not (
         (
@@ -694,6 +699,23 @@ def previous_clock(now: datetime, interval: timedelta) -> datetime:
         return now - interval
     except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
         return now
+
+
+def origin_clock(earliest: datetime | None, now: datetime, interval: timedelta) -> datetime:
+    """The scheduled clock a duty whose account no run kept owes from (docs/contract.md#account).
+
+    Such a duty existed before the first run that kept accounts, whose clock
+    is ``earliest`` (the ledger's; None: no such run): it owes from the
+    scheduled clock before that run, or, for a run at or before it, before
+    ``now``. Not bounded by the horizon: what became owed before it lapsed,
+    and a run counts it (``beyond_horizon``).
+    """
+    if earliest is None or earliest >= now:
+        return previous_clock(now, interval)
+    try:
+        return earliest - interval
+    except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
+        return previous_clock(now, interval)
 
 
 def judge_duty(

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
-from dispatch_fn.db import Connection, lookups
+from dispatch_fn.db import Connection, ledger, lookups
 from dispatch_fn.engine import (
     local_date,
     period_bounds,
@@ -24,10 +24,12 @@ from dispatch_fn.planning import (
     Account,
     Judgement,
     NotOwed,
+    SkipReason,
     WindowLike,
     became_owed_on,
     judge_duty,
     lapsed_before_candidates,
+    origin_clock,
     period_after,
     previous_clock,
 )
@@ -78,7 +80,13 @@ def explain_each(
     wanted = list(dict.fromkeys(duty_ids))
     rows = lookups.duty_rows(conn, wanted)
     schedules: dict[Any, Any] = {}
-    previous = previous_clock(now, interval)
+    # An account no run kept owes from the first run's origin, as the run
+    # that reads it takes it from the ledger; a backfill owes its window.
+    previous = (
+        previous_clock(now, interval)
+        if window is not None
+        else origin_clock(ledger.earliest_clock(conn), now, interval)
+    )
     for duty_id in wanted:
         row = rows.get(duty_id)
         if row is None:
@@ -93,7 +101,9 @@ def explain_each(
         # it too; judged with the schedules judge_duty planned at this clock.
         explained["account"]["lapsed_before_candidates"] = (
             window is None
-            and judgement.skip is None
+            # Nothing due among the candidates: a window closed behind them
+            # may still have let older periods lapse (the page flags it too).
+            and (judgement.skip is None or judgement.skip.reason == SkipReason.NOTHING_DUE)
             and lapsed_before_candidates(
                 row,
                 Account.of(row),

@@ -19,7 +19,7 @@ import psycopg
 
 from dispatch_fn.db import Connection, faults, ledger
 from dispatch_fn.errors import HandOffError
-from dispatch_fn.planning import RunRequest
+from dispatch_fn.planning import RunRequest, origin_clock
 from dispatch_fn.run import continuation
 from dispatch_fn.run._dispatch import dispatch
 from dispatch_fn.run.errors import RunFailedError
@@ -52,7 +52,7 @@ def dispatch_recorded(
         judged_by = runtime.rules()
         previous = ledger.previous_rules(conn)
         rejudge = previous is not None and previous != judged_by
-        origin = _origin(ledger.earliest_clock(conn), request)
+        origin = origin_clock(ledger.earliest_clock(conn), request.now, request.interval)
         run_id = ledger.start(
             conn,
             request,
@@ -114,21 +114,6 @@ def _fault_judgement(report: RunReport) -> faults.Judged:
         # Left out of their page (locked, timed out): the run did not judge them.
         set_aside=report.set_aside_ids,
     )
-
-
-def _origin(earliest: datetime | None, request: RunRequest) -> datetime | None:
-    """The clock a duty with no account and no mark owes from (None: the run's previous clock).
-
-    Such a duty existed before the first run that kept accounts (docs/contract.md#account):
-    it owes from the scheduled clock before that run. Not bounded by the horizon:
-    what became owed before it lapsed, and the run counts it (``beyond_horizon``).
-    """
-    if earliest is None or earliest >= request.now:
-        return None
-    try:
-        return earliest - request.interval
-    except OverflowError:  # within a day of year 1; the calendar starts in 1583 anyway
-        return None
 
 
 def _recorded(failed: RunFailedError, run_id: int) -> RunFailedError:

@@ -137,9 +137,17 @@ placed AS (
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
             OR %(rejudge)s::boolean) AS marked,
            -- Changed after days it had been dispatchable since its account's
-           -- day (the trigger's dispatch_recast_on, migration 0017): what the
-           -- old cadence or owner owed then is not spelled by the new one.
-           coalesce(page.dispatch_recast_on > page.dispatch_through, false)
+           -- day (the trigger's dispatch_recast_on, migrations 0017, 0018):
+           -- what the old cadence or owner owed then is not spelled by the new
+           -- one. The trigger asked that of a kept account; of one no run kept,
+           -- whose day is the origin, the page asks it: not paused since, paused
+           -- after it, or resumed by the change's day.
+           coalesce(page.dispatch_recast_on > coalesce(page.dispatch_through, c.origin)
+                    AND (page.dispatch_through IS NOT NULL
+                         OR page.dispatch_paused_on IS NULL
+                         OR page.dispatch_paused_on > c.origin
+                         OR lower(page.dispatch_owed_between) <= page.dispatch_recast_on),
+                    false)
                AS changed_while_owed,
            coalesce(c.today IS NULL
                     OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
@@ -279,14 +287,18 @@ owed AS (
                  -- duty that changed or whose account no run kept, it is still
                  -- current or later or became owed after the fresh day, unless
                  -- today is before the account's day (what it could owe, the
-                 -- account says is done). Dates only: the planner turned the
+                 -- account says is done) or the fresh day (the edit came after
+                 -- the run's clock; 9999-12-31: no scheduled clock placed it,
+                 -- so it counts for every run). Dates only: the planner turned the
                  -- clock into a local day once per group (ADR 0001's rule, not
                  -- AT TIME ZONE's).
                  coalesce(today IS NULL
                           OR (became <= today
                               AND ((became > since AND (paused_on IS NULL OR became <= paused_on
                                                         OR coalesce(owed_between @> became, false)))
-                                   OR ((last_day >= today AND fresh IS NOT NULL) OR became > fresh)
+                                   OR ((last_day >= today
+                                        AND (fresh <= today OR fresh = date '9999-12-31'))
+                                       OR became > fresh)
                                       AND (through IS NULL OR through <= today))), false)
                      AS now_owed
           -- plan.became_owed_on: never before its lead reaches it (a due date
