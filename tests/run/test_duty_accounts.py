@@ -690,3 +690,66 @@ def test_explain_of_a_duty_no_run_kept_owes_from_the_first_run_s_origin(
 
     assert later["beyond_horizon"] == 1
     assert explained["explain"]["account"]["lapsed_before_candidates"] is True
+
+
+def _owners(conn: Conn) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT period_key, owner_id FROM duly_task WHERE duty_id = %s ORDER BY 1, 2", (LOCKED,)
+    ).fetchall()
+    return [(str(key), str(owner)) for key, owner in rows]
+
+
+@pytest.mark.parametrize("scope", [{"organization_id": "org-1"}, {"duty_ids": [LOCKED]}, {}])
+def test_a_duty_reassigned_after_scoped_runs_gives_the_new_owner_the_current_period_alone(
+    conn: Conn, invoke: Invoke, scope: dict[str, object]
+) -> None:
+    # The runs of the 21st and the 22nd are scoped (the schedule paused, an
+    # operator running one organisation): they keep the duty's account.
+    insert_duties(
+        conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2", organization_id="org-2")]
+    )
+    invoke(_clock(FIRST))
+    invoke({**_clock(FIRST + DAY), **scope})
+    invoke({**_clock(FIRST + 2 * DAY), **scope})
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    assert _owners(conn) == [
+        ("2026-11-20", "owner-1"),
+        ("2026-11-21", "owner-1"),
+        ("2026-11-22", "owner-1"),
+        ("2026-11-23", "owner-2"),
+    ]
+
+
+@pytest.mark.parametrize("scope", [{"organization_id": "org-1"}, {"duty_ids": [LOCKED]}, {}])
+def test_a_duty_paused_over_scoped_runs_owes_nothing_that_became_owed_in_them(
+    conn: Conn, invoke: Invoke, scope: dict[str, object]
+) -> None:
+    insert_duties(
+        conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2", organization_id="org-2")]
+    )
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    invoke({**_clock(FIRST + DAY), **scope})
+    invoke({**_clock(FIRST + 2 * DAY), **scope})
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    invoke(_clock(FIRST + 3 * DAY))
+
+    # Two runs that covered the duty found it paused on the 21st and the 22nd.
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-23"]
+
+
+def test_a_dry_run_counts_the_duties_advanced_as_the_run_at_its_clock_does(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Reassigned: the new owner's task has the key last_dispatched_period holds.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(_clock(FIRST))
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
+    clock = _clock(FIRST + timedelta(hours=5))
+    dry = invoke({**clock, "dry_run": True})
+    real = invoke(clock)
+
+    assert real["tasks_created"] == dry["tasks_would_create"] == 1
+    assert real["duties_advanced"] == dry["duties_advanced"] == 0

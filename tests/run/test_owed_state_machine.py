@@ -23,8 +23,8 @@ period engine for keys and due dates only, never the planner:
   ``visible_from`` day if that is earlier, never before its first day less
   the lead.
 - Every edit is placed at the local day of the latest scheduled clock (a run
-  at a future clock never counts) in the duty's zone after the edit; with no
-  such clock, before every day. An edit placed on day ``s`` takes effect for
+  at a future clock never counts) in the duty's zone after the edit, never
+  before the account's day; with no such clock, before every day. An edit placed on day ``s`` takes effect for
   what becomes owed after ``s``.
 - A duty is dispatchable on a day when, after the edits placed before that
   day, it is active and approved. The account's day is the today of the last
@@ -483,8 +483,13 @@ class OwedMachine(RuleBasedStateMachine):
             (value, duty_id),
         )
         now = _is_dispatchable(model.row)
+        stamp = self._stamp(model.row["timezone"])
+        if stamp is not None and model.kept is not None:
+            # Never before the account's own day (a zone edit can read the
+            # latest clock a day earlier in the new zone).
+            stamp = max(stamp, model.kept)
         edit = Edit(
-            self._stamp(model.row["timezone"]),
+            stamp,
             dispatchable=now,
             fresh=now and (not was or column not in ("status", "review_status")),
             change=column not in ("status", "review_status"),

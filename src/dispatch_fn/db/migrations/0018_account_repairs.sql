@@ -1,5 +1,5 @@
 -- duly:no-transaction
--- Three repairs of the account's marks (docs/contract.md#account, docs/adr/0012),
+-- Four repairs of the account's marks (docs/contract.md#account, docs/adr/0012),
 -- each reproduced by a test in tests/run/test_duty_accounts.py first:
 --
 -- * A row inserted as a copy of another (INSERT ... SELECT * from a console)
@@ -14,6 +14,13 @@
 --   what the trigger asks of a kept account, against the origin. A duty
 --   paused and resumed before any scheduled clock loses its pause mark: it
 --   owes from the origin as if never paused, and the page reads it so.
+-- * An edit was placed at the latest unscoped run's clock, while runs scoped
+--   to the duty's organisation, or naming it, keep its account too: after
+--   such runs (the schedule paused, an operator running one organisation) a
+--   reassigned duty's new owner got the days those runs had dispatched, and
+--   a duty paused over them the days they found it paused. An edit is now
+--   placed at the latest clock of a run that covered the duty, and never
+--   before its account's own day.
 -- * Rows in flight when migration 0017 was applied: a duty resumed under
 --   0016 from a pause that owed nothing opened no span, and 0017 dropped the
 --   move of the account that 0016 made at the next pause instead; a change
@@ -21,12 +28,33 @@
 --   such rows the span and the mark 0017's trigger would have given them,
 --   and leave every other row as it is (tests/db/test_account_repair.py).
 --
--- Each statement commits alone: the function is replaced in place (the
+-- Each statement commits alone: the functions are replaced in place (the
 -- trigger, 0012's and the partitioned layout's, calls it by name), and each
 -- data step is one UPDATE that takes the row locks of the rows it repairs
 -- only, waiting at most lock_timeout. The UPDATEs write no column the
 -- trigger watches, so it does not fire. Every step is re-runnable.
 SET lock_timeout = '5s';
+
+-- The latest clock a non-dry scheduled run judged the duty at, or could have:
+-- an unscoped run, or one scoped to the duty's organisation or naming it,
+-- whose clock was not later than the wall clock when it started (0012's
+-- duly_latest_scheduled_clock() counts the unscoped alone). Read backwards
+-- along the ledger's clock index, it stops at the first run that covered the
+-- duty: the latest unscoped run, unless scoped runs came after it.
+CREATE OR REPLACE FUNCTION duly_latest_scheduled_clock(organization text, duty text)
+    RETURNS timestamptz
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path FROM CURRENT
+AS $$
+SELECT r.clock
+FROM duly_dispatch_run r
+WHERE r.mode = 'scheduled' AND NOT r.dry_run
+  AND (r.organization_id IS NULL OR r.organization_id = organization)
+  AND (r.duty_ids IS NULL OR duty = ANY (r.duty_ids))
+  AND r.clock <= r.started_at
+ORDER BY r.clock DESC
+LIMIT 1
+$$;
 
 CREATE OR REPLACE FUNCTION duly_duty_account_mark()
     RETURNS trigger
@@ -51,8 +79,18 @@ BEGIN
         NEW.grace_days, NEW.effective_from, NEW.effective_to) THEN
         RETURN NEW;
     END IF;
-    latest := duly_latest_scheduled_clock();
+    IF TG_OP = 'INSERT' THEN
+        latest := duly_latest_scheduled_clock(NEW.organization_id, NEW.id);
+    ELSE
+        latest := duly_latest_scheduled_clock(OLD.organization_id, OLD.id);
+    END IF;
     latest_day := CASE WHEN latest IS NOT NULL THEN duly_local_day(latest, NEW.timezone) END;
+    -- Never before the account's own day: a run kept it there, so the edit
+    -- came after that day's clock (a zone edit can read the clock a day
+    -- earlier in the new zone).
+    IF TG_OP = 'UPDATE' AND latest_day < OLD.dispatch_through THEN
+        latest_day := OLD.dispatch_through;
+    END IF;
     is_now := coalesce(duly_dispatchable(NEW.status, NEW.form, NEW.review_status), false);
     -- Whatever the edit, the next run reads the duty (migration 0014): the
     -- day it next owes was judged for the row as it stood.

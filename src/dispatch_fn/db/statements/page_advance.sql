@@ -66,7 +66,7 @@ advanced AS (
                                 ELSE d.dispatch_next_at END
     FROM (SELECT coalesce(k.organization_id, i.organization_id) AS organization_id,
                  coalesce(k.id, i.duty_id) AS id, k.today, k.version,
-                 coalesce(k.keep, false) AS keep, i.latest,
+                 coalesce(k.keep, false) AS keep, i.latest, k.ldp_was,
                  -- The next day, written with the account or alone when it moves.
                  CASE WHEN k.keep OR k.next IS DISTINCT FROM k.next_was THEN k.next END AS next,
                  -- Its midnight less the widest offset the zone has through
@@ -90,7 +90,12 @@ advanced AS (
                        < (duly_period_first_day(u.latest), u.latest)))
            OR ((u.keep OR u.next IS NOT NULL) AND u.version = d.dispatch_version))
     -- Read after the update: the key just inserted is the duty's latest
-    -- exactly when this statement moved it there.
-    RETURNING d.id, coalesce(d.last_dispatched_period = u.latest, false) AS advanced,
+    -- exactly when this statement moved it there, unless the duty already
+    -- held it as the page read it (a new owner's task for the same period, a
+    -- deleted task re-created): the row is then written for its account
+    -- alone. A duty written for its key alone was written only to move it.
+    RETURNING d.id,
+              coalesce(d.last_dispatched_period = u.latest
+                       AND u.ldp_was IS DISTINCT FROM u.latest, false) AS advanced,
               u.keep AND u.version = d.dispatch_version AS kept
 ),

@@ -37,7 +37,7 @@ head AS NOT MATERIALIZED (
     SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
            d.effective_from, d.effective_to, d.frequency, d.timezone,
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
-           d.holiday_calendar, d.lead_days, d.grace_days,
+           d.holiday_calendar, d.lead_days, d.grace_days, d.last_dispatched_period,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
            d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
@@ -127,6 +127,7 @@ placed AS (
            -- before the first run that keeps accounts (a pause bounds it).
            coalesce(page.dispatch_through, c.origin) AS since,
            page.dispatch_version AS version, page.dispatch_next AS next_was,
+           page.last_dispatched_period AS ldp_was,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; under rules
            -- that changed since the previous run, the account's own day
@@ -334,7 +335,7 @@ keeping AS (
     -- are left out. A duty's today, version and days are its one row's there.
     SELECT organization_id, id, max(today) AS today, max(version) AS version,
            bool_or(keep) AS keep, bool_or(lags) AS lags, max(next_was) AS next_was,
-           max(lapse_probe) AS lapse_probe,
+           max(lapse_probe) AS lapse_probe, max(ldp_was) AS ldp_was,
            max(widest_offset) AS widest_offset, max(offset_until) AS offset_until,
            -- Outside its window, the window's day; else the earliest day a
            -- later candidate becomes owed, or one after the candidates could:
@@ -350,7 +351,7 @@ keeping AS (
                  CASE WHEN pl.in_window THEN pl.lapse_probe END AS lapse_probe,
                  CASE WHEN pl.closed THEN date '9999-12-31'
                       WHEN pl.early THEN pl.effective_from END AS fixed,
-                 NULL::date AS bound, pl.widest_offset, pl.offset_until
+                 NULL::date AS bound, pl.widest_offset, pl.offset_until, pl.ldp_was
           FROM placed pl
           WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
@@ -363,7 +364,7 @@ keeping AS (
                  NULL, CASE WHEN o.later THEN o.became END, NULL, NULL,
                  CASE WHEN o.last_day >= o.today
                       THEN o.last_day + 1 - greatest(o.lead_days, 0) END,
-                 NULL, NULL
+                 NULL, NULL, NULL
           FROM owed o) k
     GROUP BY organization_id, id
     HAVING bool_or(judged)

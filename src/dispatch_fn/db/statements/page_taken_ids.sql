@@ -14,7 +14,7 @@ WITH head AS NOT MATERIALIZED (
     SELECT d.id, d.organization_id, d.owner_id, d.business_unit_id, d.name, d.source,
            d.effective_from, d.effective_to, d.frequency, d.timezone,
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.due_roll,
-           d.holiday_calendar, d.lead_days, d.grace_days,
+           d.holiday_calendar, d.lead_days, d.grace_days, d.last_dispatched_period,
            -- The duty's account (plan.Account, migration 0012).
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
            d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
