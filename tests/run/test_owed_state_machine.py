@@ -24,8 +24,8 @@ period engine for keys and due dates only, never the planner:
   the lead.
 - Every edit is placed at the local day of the latest scheduled clock (a run
   at a future clock never counts) in the duty's zone after the edit, never
-  before the account's day; with no such clock, before every day. An edit placed on day ``s`` takes effect for
-  what becomes owed after ``s``.
+  before the account's day; with no such clock, before every day. An edit
+  placed on day ``s`` takes effect for what becomes owed after ``s``.
 - A duty is dispatchable on a day when, after the edits placed before that
   day, it is active and approved. The account's day is the today of the last
   run, at a clock not in the future, that judged the duty and owed it
