@@ -206,6 +206,14 @@ def conn(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 
 @pytest.fixture
+def holder(db_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """Another session that can hold a duty's row with ``SELECT ... FOR UPDATE``."""
+    with psycopg.connect(db_url) as other:
+        yield other
+        other.rollback()
+
+
+@pytest.fixture
 def helpers(db_url: str) -> Iterator[list[psycopg.Connection[tuple[object, ...]]]]:
     """Two more autocommit connections to this test's database, for runs that share pages."""
     conns = [psycopg.connect(db_url, autocommit=True) for _ in range(2)]

@@ -41,6 +41,19 @@ DUTY_COLUMNS = (
 )  # fmt: skip
 
 
+def clock_event(at: datetime) -> dict[str, str]:
+    """A scheduled run's event at clock ``at``."""
+    return {"now": at.astimezone(UTC).isoformat().replace("+00:00", "Z")}
+
+
+def set_aside(holder: Conn, invoke: Invoke, at: datetime, duty_id: str) -> None:
+    """The run at ``at`` finds ``duty_id``'s row locked by ``holder`` and sets it aside."""
+    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (duty_id,))
+    locked = invoke(clock_event(at), lock_timeout_ms=200)
+    holder.rollback()
+    assert [each["duty_id"] for each in locked["set_aside"]] == [duty_id]
+
+
 def session_layout() -> str:
     """The layout of duly_duty and duly_task the session's databases have (``DULY_LAYOUT``)."""
     return os.environ.get("DULY_LAYOUT") or "plain"

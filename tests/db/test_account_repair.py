@@ -6,14 +6,10 @@ the migrator would (each statement alone), and goes on through the handler.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import psycopg
-import pytest
-
 from dispatch_fn.db.migrate import Migration, bundled_migrations, split_statements
-from support import Conn, Invoke, duty, insert_duties, task_keys
+from support import Conn, Invoke, clock_event, duty, insert_duties, set_aside, task_keys
 
 DAY = timedelta(days=1)
 FIRST = datetime(2026, 11, 20, 1, 0, tzinfo=UTC)
@@ -39,25 +35,6 @@ def _apply_repairs(conn: Conn) -> None:
         conn.execute(statement)
 
 
-def _clock(at: datetime) -> dict[str, str]:
-    return {"now": at.astimezone(UTC).isoformat().replace("+00:00", "Z")}
-
-
-@pytest.fixture
-def holder(db_url: str) -> Iterator[Conn]:
-    """Another session that can hold a duty's row with ``SELECT ... FOR UPDATE``."""
-    with psycopg.connect(db_url) as other:
-        yield other
-        other.rollback()
-
-
-def _set_aside(holder: Conn, invoke: Invoke, at: datetime) -> None:
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    locked = invoke(_clock(at), lock_timeout_ms=200)
-    holder.rollback()
-    assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
-
-
 def _status(conn: Conn, status: str) -> None:
     conn.execute("UPDATE duly_duty SET status = %s WHERE id = %s", (status, LOCKED))
 
@@ -70,17 +47,17 @@ def test_a_duty_resumed_under_0016_and_paused_again_after_the_repair_loses_nothi
     # the 22nd. After 0018: set aside on the 23rd, paused, resumed after the 24th's.
     conn.execute(_trigger_of("0016_owed_spans_next_at"))
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     _status(conn, "paused")
-    invoke(_clock(FIRST + DAY))
+    invoke(clock_event(FIRST + DAY))
     _status(conn, "active")
-    _set_aside(holder, invoke, FIRST + 2 * DAY)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
     _apply_repairs(conn)
-    _set_aside(holder, invoke, FIRST + 3 * DAY)
+    set_aside(holder, invoke, FIRST + 3 * DAY, LOCKED)
     _status(conn, "paused")
-    invoke(_clock(FIRST + 4 * DAY))
+    invoke(clock_event(FIRST + 4 * DAY))
     _status(conn, "active")
-    invoke(_clock(FIRST + 5 * DAY))
+    invoke(clock_event(FIRST + 5 * DAY))
 
     # The 22nd and the 23rd became owed while it was dispatchable.
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-22", "2026-11-23", "2026-11-25"]
@@ -92,11 +69,11 @@ def test_a_change_made_under_0016_is_still_counted_after_the_repair(
     # Under 0016: dispatched on the 20th, set aside on the 21st, made monthly.
     conn.execute(_trigger_of("0016_owed_spans_next_at"))
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
-    _set_aside(holder, invoke, FIRST + DAY)
+    invoke(clock_event(FIRST))
+    set_aside(holder, invoke, FIRST + DAY, LOCKED)
     conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
     _apply_repairs(conn)
-    changed = invoke(_clock(FIRST + 2 * DAY))
+    changed = invoke(clock_event(FIRST + 2 * DAY))
 
     assert changed["changed_while_owed"] == 1
     assert task_keys(conn, LOCKED) == ["2026-11", "2026-11-20"]
@@ -114,11 +91,11 @@ def test_the_repairs_leave_every_account_the_current_trigger_wrote_as_it_is(
         + [duty("d7", frequency="weekly", status="paused")],
     )
     conn.execute("UPDATE duly_duty SET grace_days = 1 WHERE id = 'd6'")
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id IN ('d2', 'd4')")
-    invoke(_clock(FIRST + DAY))
+    invoke(clock_event(FIRST + DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = 'd2'")
-    _set_aside(holder, invoke, FIRST + 2 * DAY)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
     conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id IN ('d1', 'd3')")
     accounts = (
         "SELECT id, dispatch_through, dispatch_paused_on, dispatch_changed_on,"

@@ -449,14 +449,6 @@ def connections(recorder: PlanRecorder) -> Iterator[ConnectionCache]:
     cache.discard()
 
 
-@pytest.fixture
-def holder(db_url: str) -> Iterator[Conn]:
-    """Another session, to hold a duty's row locked while a run needs it."""
-    with psycopg.connect(db_url) as other:
-        yield other
-        other.rollback()
-
-
 def _a_daily_duty(conn: Conn) -> str:
     """A dispatchable daily duty that owes a task every day: the one another session locks."""
     row = conn.execute(

@@ -31,14 +31,6 @@ def dispatcher(db_url: str) -> Iterator[list[Conn]]:
         each.close()
 
 
-@pytest.fixture
-def holder(db_url: str) -> Iterator[Conn]:
-    """Another session holding ``LOCKED`` with ``SELECT ... FOR UPDATE`` until the test ends."""
-    with psycopg.connect(db_url) as other:
-        yield other
-        other.rollback()
-
-
 HOLDS = {
     "select for update": "SELECT id FROM duly_duty WHERE id = ANY(%s) FOR UPDATE",
     "open transaction that updated them": (

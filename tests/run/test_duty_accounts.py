@@ -9,14 +9,13 @@ run that said it was complete, replayed through the handler.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 
 import psycopg
 import pytest
 
 from dispatch_fn.engine import periods
-from support import Conn, Invoke, duty, insert_duties, task_keys
+from support import Conn, Invoke, clock_event, duty, insert_duties, set_aside, task_keys
 
 DAY = timedelta(days=1)
 # The daily runs of the set-aside scenarios: 2026-11-20 at 01:00 UTC, and on.
@@ -24,50 +23,27 @@ FIRST = datetime(2026, 11, 20, 1, 0, tzinfo=UTC)
 LOCKED = "d1"
 
 
-def _clock(at: datetime) -> dict[str, str]:
-    return {"now": at.astimezone(UTC).isoformat().replace("+00:00", "Z")}
-
-
-@pytest.fixture
-def holder(db_url: str) -> Iterator[Conn]:
-    """Another session that can hold a duty's row with ``SELECT ... FOR UPDATE``."""
-    with psycopg.connect(db_url) as other:
-        yield other
-        other.rollback()
-
-
 def _set_aside_on_the_21st(conn: Conn, holder: Conn, invoke: Invoke) -> None:
     """A daily UTC duty, lead 0: the 20th dispatched, the 21st's run finds its row locked."""
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST), lock_timeout_ms=200)
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    locked = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
-    holder.rollback()
-    assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
+    set_aside(holder, invoke, FIRST + DAY, LOCKED)
 
 
 def _paused_on_its_account_day_and_resumed_after_the_21st(conn: Conn, invoke: Invoke) -> None:
     """A daily UTC duty, lead 0: the 20th dispatched, paused then, resumed after the 21st's run."""
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + DAY))
+    invoke(clock_event(FIRST + DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
 
 
 def _paused_over_a_run(conn: Conn, invoke: Invoke, at: datetime) -> None:
     """The duty paused, the run at ``at`` made, the duty resumed."""
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(at))
+    invoke(clock_event(at))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-
-
-def _set_aside(holder: Conn, invoke: Invoke, at: datetime) -> None:
-    """The run at ``at`` finds the duty's row locked and sets it aside."""
-    holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    locked = invoke(_clock(at), lock_timeout_ms=200)
-    holder.rollback()
-    assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
 
 
 @pytest.mark.parametrize(
@@ -84,9 +60,9 @@ def test_a_set_aside_duty_then_paused_is_owed_the_set_aside_day_but_not_the_paus
     _set_aside_on_the_21st(conn, holder, invoke)
     conn.execute(f"UPDATE duly_duty SET {leave} WHERE id = %s", (LOCKED,))
     for day in range(2, 6):
-        invoke(_clock(FIRST + day * DAY))
+        invoke(clock_event(FIRST + day * DAY))
     conn.execute(f"UPDATE duly_duty SET {back} WHERE id = %s", (LOCKED,))
-    resumed = invoke(_clock(FIRST + 6 * DAY))
+    resumed = invoke(clock_event(FIRST + 6 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-26"]
     assert resumed["degraded"] is False
@@ -107,9 +83,9 @@ def test_a_set_aside_duty_that_faults_before_it_is_repaid_gets_the_period_once_f
 ) -> None:
     _set_aside_on_the_21st(conn, holder, invoke)
     conn.execute(f"UPDATE duly_duty SET {broken} WHERE id = %s", (LOCKED,))
-    faulted = invoke(_clock(FIRST + 2 * DAY))
+    faulted = invoke(clock_event(FIRST + 2 * DAY))
     conn.execute(f"UPDATE duly_duty SET {fixed} WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 3 * DAY))
+    invoke(clock_event(FIRST + 3 * DAY))
 
     assert faulted["fault_counts"]["invalid_cadence"] == 1
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"]
@@ -120,7 +96,7 @@ def test_a_set_aside_duty_whose_frequency_changes_is_reported_not_lost_in_silenc
 ) -> None:
     _set_aside_on_the_21st(conn, holder, invoke)
     conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
-    changed = invoke(_clock(FIRST + 2 * DAY))
+    changed = invoke(clock_event(FIRST + 2 * DAY))
 
     # The new cadence owes its current period; what the daily cadence owed on
     # the 21st is counted as lapsed by the change, never in silence.
@@ -147,8 +123,8 @@ def test_an_hourly_schedule_owes_a_short_day_missed_in_an_outage_of_under_a_day(
     last_run, next_run = bounds.start - timedelta(minutes=15), bounds.end
     assert next_run - last_run < DAY
     insert_duties(conn, [duty("d1", frequency="daily", timezone=zone, lead_days=0)])
-    invoke(_clock(last_run), schedule_interval_hours=1)
-    after = invoke(_clock(next_run), schedule_interval_hours=1)
+    invoke(clock_event(last_run), schedule_interval_hours=1)
+    after = invoke(clock_event(next_run), schedule_interval_hours=1)
 
     assert short_day in task_keys(conn, "d1")
     assert after["degraded"] is False
@@ -162,16 +138,16 @@ def test_an_edit_committed_while_a_run_waits_on_the_row_is_never_overwritten(
     # version, sees the account's version moved, and leaves the marks. The
     # next run reads the edit: the new owner gets the current period.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, owner_id="alice")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     with psycopg.connect(db_url) as editor:
         editor.execute("UPDATE duly_duty SET owner_id = 'bob' WHERE id = %s", (LOCKED,))
         committer = threading.Timer(0.5, editor.commit)
         committer.start()
         try:
-            during = invoke(_clock(FIRST + DAY), lock_timeout_ms=10_000)
+            during = invoke(clock_event(FIRST + DAY), lock_timeout_ms=10_000)
         finally:
             committer.join()
-    after = invoke(_clock(FIRST + DAY))
+    after = invoke(clock_event(FIRST + DAY))
 
     assert during["set_aside_count"] == 0
     owners = conn.execute(
@@ -185,12 +161,12 @@ def test_an_edit_committed_while_a_run_waits_on_the_row_is_never_overwritten(
 
 def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("DELETE FROM duly_task")
-    same_rules = invoke(_clock(FIRST))
+    same_rules = invoke(clock_event(FIRST))
     # The previous run judged by other rules (a new tzdata release, say).
     conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'")
-    new_rules = invoke(_clock(FIRST))
+    new_rules = invoke(clock_event(FIRST))
 
     assert same_rules["tasks_created"] == 0
     assert new_rules["tasks_created"] == 1
@@ -201,8 +177,8 @@ def test_an_outage_longer_than_the_horizon_counts_what_it_did_not_create(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
-    later = invoke(_clock(FIRST + 10 * DAY))
+    invoke(clock_event(FIRST))
+    later = invoke(clock_event(FIRST + 10 * DAY))
 
     # The horizon is seven days: what became owed on 11-23 .. 11-30 is
     # created; 11-21 and 11-22, over and owed before it, are counted.
@@ -214,7 +190,7 @@ def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="weekly", lead_days=2)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     explained = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-20T01:00:00Z"})
 
     # 2026-11-20 is a Friday in ISO week 47; week 48 (from the 23rd) shows on the 21st.
@@ -244,7 +220,7 @@ def test_a_period_whose_due_date_rolls_back_before_it_is_owed_once_its_lead_reac
     # passed before any run could see it.
     insert_duties(conn, [duty("rolled", frequency="daily", lead_days=3, due_roll="preceding")])
     for day in range(24, 30):
-        invoke(_clock(datetime(2026, 3, day, 1, tzinfo=UTC)))
+        invoke(clock_event(datetime(2026, 3, day, 1, tzinfo=UTC)))
 
     assert "2026-03-29" in task_keys(conn, "rolled")
     due = conn.execute(
@@ -257,7 +233,7 @@ def test_a_manual_run_at_a_future_clock_is_never_the_previous_rules(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("DELETE FROM duly_task")
     # A manual run at a clock ahead of the wall clock, under other rules.
     conn.execute(
@@ -265,7 +241,7 @@ def test_a_manual_run_at_a_future_clock_is_never_the_previous_rules(
         " rules) VALUES ('scheduled', '2030-01-01T01:00:00Z', false, 'completed', now(), now(),"
         " 'tzdata 2020a; holidays 0; owed 0')"
     )
-    again = invoke(_clock(FIRST))
+    again = invoke(clock_event(FIRST))
 
     # The previous run is the one at FIRST, under this build's rules: nothing
     # is judged afresh, and the deleted task is not owed again.
@@ -277,9 +253,9 @@ def test_a_duty_set_aside_on_its_first_run_owes_every_day_the_horizon_holds(
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
     holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    invoke(_clock(FIRST), lock_timeout_ms=200, catch_up_days=1)
+    invoke(clock_event(FIRST), lock_timeout_ms=200, catch_up_days=1)
     holder.rollback()
-    invoke(_clock(FIRST + 4 * DAY), catch_up_days=1)
+    invoke(clock_event(FIRST + 4 * DAY), catch_up_days=1)
 
     # A horizon of one day owes today and the day before it.
     assert task_keys(conn, LOCKED) == ["2026-11-23", "2026-11-24"]
@@ -297,11 +273,11 @@ def test_a_run_at_a_clock_before_the_account_s_day_creates_nothing_it_says_is_do
     conn: Conn, invoke: Invoke, edit: str
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
-    invoke(_clock(FIRST + DAY))
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
     conn.execute("DELETE FROM duly_task WHERE period_key = '2026-11-20'")
     conn.execute(edit)
-    past = invoke(_clock(FIRST))
+    past = invoke(clock_event(FIRST))
 
     # The account is through the 21st: the 20th is done, whoever owns it now.
     assert past["tasks_created"] == 0
@@ -315,8 +291,8 @@ def test_an_outage_past_the_horizon_counts_nothing_its_lead_had_already_owed(
     # 23rd, with a horizon of one day, owes from the 22nd's becoming owed: the
     # 21st's day became owed on the 18th, which the account had passed.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=3)])
-    invoke(_clock(FIRST), catch_up_days=1)
-    later = invoke(_clock(FIRST + 3 * DAY), catch_up_days=1)
+    invoke(clock_event(FIRST), catch_up_days=1)
+    later = invoke(clock_event(FIRST + 3 * DAY), catch_up_days=1)
 
     assert later["beyond_horizon"] == 0
     assert task_keys(conn, LOCKED)[-1] == "2026-11-26"
@@ -326,11 +302,11 @@ def test_a_pause_longer_than_the_horizon_counts_nothing_beyond_it(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET status = 'paused'")
-    invoke(_clock(FIRST + 9 * DAY))
+    invoke(clock_event(FIRST + 9 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active'")
-    resumed = invoke(_clock(FIRST + 10 * DAY))
+    resumed = invoke(clock_event(FIRST + 10 * DAY))
 
     # Nothing became owed while it was paused: nothing lapsed.
     assert resumed["beyond_horizon"] == 0
@@ -341,8 +317,8 @@ def test_an_outage_past_the_horizon_counts_the_day_just_before_it(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST), catch_up_days=1)
-    later = invoke(_clock(FIRST + 3 * DAY), catch_up_days=1)
+    invoke(clock_event(FIRST), catch_up_days=1)
+    later = invoke(clock_event(FIRST + 3 * DAY), catch_up_days=1)
 
     # The 21st became owed on the horizon: counted, not created.
     assert later["beyond_horizon"] == 1
@@ -354,9 +330,9 @@ def test_a_duty_set_aside_on_its_first_run_counts_the_days_that_lapsed_past_the_
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
     holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    invoke(_clock(FIRST), lock_timeout_ms=200, catch_up_days=1)
+    invoke(clock_event(FIRST), lock_timeout_ms=200, catch_up_days=1)
     holder.rollback()
-    later = invoke(_clock(FIRST + 4 * DAY), catch_up_days=1)
+    later = invoke(clock_event(FIRST + 4 * DAY), catch_up_days=1)
 
     # It owed from the scheduled clock before the first run (the 19th's): the
     # 20th to the 22nd lapsed, and are counted.
@@ -369,10 +345,10 @@ def test_a_duty_set_aside_on_its_first_run_then_edited_still_owes_from_the_origi
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
     holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    invoke(_clock(FIRST), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
     holder.rollback()
     conn.execute("UPDATE duly_duty SET grace_days = 2 WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
 
     # The edit changed no period: it owes what it owed since the first run.
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
@@ -383,10 +359,10 @@ def test_a_zone_broken_before_any_run_and_fixed_later_loses_nothing(
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
     conn.execute("UPDATE duly_duty SET timezone = 'Mars/Olympus' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST))
-    invoke(_clock(FIRST + DAY))
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
     conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
 
@@ -395,12 +371,12 @@ def test_a_duty_added_paused_owes_nothing_from_before_it_is_resumed(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty("d2")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, status="paused")])
-    invoke(_clock(FIRST + DAY))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 3 * DAY))
+    invoke(clock_event(FIRST + 3 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-23"]
 
@@ -409,18 +385,18 @@ def test_a_duty_paused_again_after_a_set_aside_still_owes_the_set_aside_day(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     # Paused and resumed on the 20th: nothing owed in between.
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
     holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
+    invoke(clock_event(FIRST + DAY), lock_timeout_ms=200)
     holder.rollback()
     # Set aside on the 21st, then paused before any run read it again.
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 3 * DAY))
+    invoke(clock_event(FIRST + 3 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-23"]
 
@@ -429,14 +405,14 @@ def test_a_run_at_a_past_clock_keeps_the_marks_of_edits_made_after_it(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + DAY))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
     # A manual run at a clock of the 20th reads the resumed duty first.
-    invoke(_clock(FIRST + DAY / 2))
-    invoke(_clock(FIRST + 3 * DAY))
+    invoke(clock_event(FIRST + DAY / 2))
+    invoke(clock_event(FIRST + 3 * DAY))
 
     # Paused from after the 20th's run to after the 22nd's: the 21st and the
     # 22nd became owed while it was paused, whatever the past run read.
@@ -447,11 +423,11 @@ def test_a_change_after_the_window_closed_is_not_counted_as_changed_while_owed(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET effective_to = '2026-11-20' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + DAY))
+    invoke(clock_event(FIRST + DAY))
     conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
-    later = invoke(_clock(FIRST + 2 * DAY))
+    later = invoke(clock_event(FIRST + 2 * DAY))
 
     # Nothing was owed after the 20th, when its window closed.
     assert later["changed_while_owed"] == 0
@@ -467,16 +443,16 @@ def test_a_duty_paused_twice_between_the_runs_that_read_it_owes_both_spans(
     # it was paused.
     _set_aside_on_the_21st(conn, holder, invoke)
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
     holder.execute("SELECT id FROM duly_duty WHERE id = %s FOR UPDATE", (LOCKED,))
-    locked = invoke(_clock(FIRST + 3 * DAY), lock_timeout_ms=200)
+    locked = invoke(clock_event(FIRST + 3 * DAY), lock_timeout_ms=200)
     holder.rollback()
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 4 * DAY))
+    invoke(clock_event(FIRST + 4 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
     explained = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-25T01:00:00Z"})
-    invoke(_clock(FIRST + 5 * DAY))
+    invoke(clock_event(FIRST + 5 * DAY))
 
     assert [each["duty_id"] for each in locked["set_aside"]] == [LOCKED]
     account = explained["explain"]["account"]
@@ -497,9 +473,9 @@ def test_a_change_made_while_paused_after_owed_days_is_counted_as_changed_while_
     _set_aside_on_the_21st(conn, holder, invoke)
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
     conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    resumed = invoke(_clock(FIRST + 3 * DAY))
+    resumed = invoke(clock_event(FIRST + 3 * DAY))
 
     assert resumed["changed_while_owed"] == 1
 
@@ -510,12 +486,12 @@ def test_a_change_made_while_paused_with_nothing_owed_is_not_counted(
     # Paused on its account's day: no period became owed under the cadence
     # the edit replaced, so nothing of it is missing.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
     conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + DAY))
+    invoke(clock_event(FIRST + DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    resumed = invoke(_clock(FIRST + 2 * DAY))
+    resumed = invoke(clock_event(FIRST + 2 * DAY))
 
     assert resumed["changed_while_owed"] == 0
     assert task_keys(conn, LOCKED) == ["2026-11", "2026-11-20"]
@@ -527,10 +503,10 @@ def test_a_change_made_after_a_resume_from_a_pause_that_owed_nothing_is_counted(
     # Paused on its account's day, resumed after the 21st's run, set aside on
     # the 22nd, then changed: the 22nd became owed daily.
     _paused_on_its_account_day_and_resumed_after_the_21st(conn, invoke)
-    _set_aside(holder, invoke, FIRST + 2 * DAY)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
     conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
     explained = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-23T01:00:00Z"})
-    changed = invoke(_clock(FIRST + 3 * DAY))
+    changed = invoke(clock_event(FIRST + 3 * DAY))
 
     assert explained["explain"]["account"]["dispatch_recast_on"] == "2026-11-22"
     assert changed["changed_while_owed"] == 1
@@ -544,13 +520,13 @@ def test_a_duty_resumed_then_changed_then_paused_again_before_a_run_read_it_lose
     # resumed after the 24th's run: the 22nd and the 23rd became owed while it
     # was dispatchable, whatever changed between them.
     _paused_on_its_account_day_and_resumed_after_the_21st(conn, invoke)
-    _set_aside(holder, invoke, FIRST + 2 * DAY)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
     conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
-    _set_aside(holder, invoke, FIRST + 3 * DAY)
+    set_aside(holder, invoke, FIRST + 3 * DAY, LOCKED)
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 4 * DAY))
+    invoke(clock_event(FIRST + 4 * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 5 * DAY))
+    invoke(clock_event(FIRST + 5 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-22", "2026-11-23", "2026-11-25"]
 
@@ -563,7 +539,7 @@ def test_a_pause_after_owed_days_that_outlasts_the_horizon_counts_what_lapsed_be
     # reaches back to (the one before the horizon's).
     _set_aside_on_the_21st(conn, holder, invoke)
     _paused_over_a_run(conn, invoke, FIRST + 10 * DAY)
-    clock = _clock(FIRST + 11 * DAY)
+    clock = clock_event(FIRST + 11 * DAY)
     explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
     resumed = invoke(clock)
 
@@ -581,10 +557,10 @@ def test_a_window_that_closed_before_the_horizon_counts_what_lapsed_in_it(
         conn,
         [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
     )
-    invoke(_clock(FIRST))
-    _set_aside(holder, invoke, FIRST + DAY)
-    _set_aside(holder, invoke, FIRST + 2 * DAY)
-    later = invoke(_clock(FIRST + 12 * DAY))
+    invoke(clock_event(FIRST))
+    set_aside(holder, invoke, FIRST + DAY, LOCKED)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+    later = invoke(clock_event(FIRST + 12 * DAY))
 
     assert later["beyond_horizon"] == 1
 
@@ -595,13 +571,13 @@ def test_a_run_at_a_past_clock_inside_a_pause_creates_nothing_that_became_owed_i
     # Dispatched on the 20th, paused after that run, resumed after the 23rd's:
     # a manual run replaying the 21st's clock reads the resumed duty first.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
     for day in (1, 2, 3):
-        invoke(_clock(FIRST + day * DAY))
+        invoke(clock_event(FIRST + day * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + DAY))
-    invoke(_clock(FIRST + 4 * DAY))
+    invoke(clock_event(FIRST + DAY))
+    invoke(clock_event(FIRST + 4 * DAY))
 
     # The 21st became owed while it was paused: the resume came after it.
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-24"]
@@ -615,10 +591,10 @@ def test_a_duty_no_run_kept_changed_after_its_first_run_set_it_aside_is_counted(
     # that run sets it aside, and the 20th it owed under the old cadence or
     # owner is not spelled by the new one.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    _set_aside(holder, invoke, FIRST)
+    set_aside(holder, invoke, FIRST, LOCKED)
     conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
-    explained = invoke({"query": "explain", "duty_id": LOCKED, **_clock(FIRST + DAY)})
-    changed = invoke(_clock(FIRST + DAY))
+    explained = invoke({"query": "explain", "duty_id": LOCKED, **clock_event(FIRST + DAY)})
+    changed = invoke(clock_event(FIRST + DAY))
 
     assert explained["explain"]["account"]["dispatch_recast_on"] == "2026-11-20"
     assert changed["changed_while_owed"] == 1
@@ -631,10 +607,10 @@ def test_a_duty_no_run_kept_changed_while_paused_since_the_origin_is_not_counted
     # change while paused replaced nothing it owed.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, status="paused")])
     insert_duties(conn, [duty("d2")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET frequency = 'monthly' WHERE id = %s", (LOCKED,))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    resumed = invoke(_clock(FIRST + DAY))
+    resumed = invoke(clock_event(FIRST + DAY))
 
     assert resumed["changed_while_owed"] == 0
     assert task_keys(conn, LOCKED) == ["2026-11"]
@@ -650,9 +626,9 @@ def test_a_duty_inserted_as_a_copy_of_another_row_starts_its_own_account(
     conn.execute("UPDATE copy SET id = 'd3', status = 'paused', last_dispatched_period = NULL")
     conn.execute("INSERT INTO duly_duty SELECT * FROM copy")
     for day in (2, 3, 4):
-        invoke(_clock(FIRST + day * DAY))
+        invoke(clock_event(FIRST + day * DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = 'd3'")
-    invoke(_clock(FIRST + 5 * DAY))
+    invoke(clock_event(FIRST + 5 * DAY))
 
     # Paused from its insert to after the 24th's run: nothing before the 25th.
     assert task_keys(conn, "d3") == ["2026-11-25"]
@@ -665,10 +641,10 @@ def test_explain_counts_what_lapsed_in_a_window_that_closed_before_the_horizon(
         conn,
         [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
     )
-    invoke(_clock(FIRST))
-    _set_aside(holder, invoke, FIRST + DAY)
-    _set_aside(holder, invoke, FIRST + 2 * DAY)
-    clock = _clock(FIRST + 12 * DAY)
+    invoke(clock_event(FIRST))
+    set_aside(holder, invoke, FIRST + DAY, LOCKED)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+    clock = clock_event(FIRST + 12 * DAY)
     explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
     later = invoke(clock)
 
@@ -682,9 +658,9 @@ def test_explain_of_a_duty_no_run_kept_owes_from_the_first_run_s_origin(
     # Set aside by the first run (the 20th), paused after it, resumed ten
     # days later: the 20th became owed after the origin and lapsed.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
-    _set_aside(holder, invoke, FIRST)
+    set_aside(holder, invoke, FIRST, LOCKED)
     _paused_over_a_run(conn, invoke, FIRST + 10 * DAY)
-    clock = _clock(FIRST + 11 * DAY)
+    clock = clock_event(FIRST + 11 * DAY)
     explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
     later = invoke(clock)
 
@@ -708,11 +684,11 @@ def test_a_duty_reassigned_after_scoped_runs_gives_the_new_owner_the_current_per
     insert_duties(
         conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2", organization_id="org-2")]
     )
-    invoke(_clock(FIRST))
-    invoke({**_clock(FIRST + DAY), **scope})
-    invoke({**_clock(FIRST + 2 * DAY), **scope})
+    invoke(clock_event(FIRST))
+    invoke({**clock_event(FIRST + DAY), **scope})
+    invoke({**clock_event(FIRST + 2 * DAY), **scope})
     conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 3 * DAY))
+    invoke(clock_event(FIRST + 3 * DAY))
 
     assert _owners(conn) == [
         ("2026-11-20", "owner-1"),
@@ -729,12 +705,12 @@ def test_a_duty_paused_over_scoped_runs_owes_nothing_that_became_owed_in_them(
     insert_duties(
         conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2", organization_id="org-2")]
     )
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    invoke({**_clock(FIRST + DAY), **scope})
-    invoke({**_clock(FIRST + 2 * DAY), **scope})
+    invoke({**clock_event(FIRST + DAY), **scope})
+    invoke({**clock_event(FIRST + 2 * DAY), **scope})
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 3 * DAY))
+    invoke(clock_event(FIRST + 3 * DAY))
 
     # Two runs that covered the duty found it paused on the 21st and the 22nd.
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-23"]
@@ -745,9 +721,9 @@ def test_a_dry_run_counts_the_duties_advanced_as_the_run_at_its_clock_does(
 ) -> None:
     # Reassigned: the new owner's task has the key last_dispatched_period holds.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
-    clock = _clock(FIRST + timedelta(hours=5))
+    clock = clock_event(FIRST + timedelta(hours=5))
     dry = invoke({**clock, "dry_run": True})
     real = invoke(clock)
 

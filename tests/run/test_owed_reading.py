@@ -16,15 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dispatch_fn.engine import periods
-from support import Conn, Invoke, duty, insert_duties, task_keys
+from support import Conn, Invoke, clock_event, duty, insert_duties, task_keys
 
 DAY = timedelta(days=1)
 FIRST = datetime(2026, 3, 1, 1, 0, tzinfo=UTC)
 ZONES = ("UTC", "Europe/Berlin", "America/Los_Angeles", "Pacific/Kiritimati", "Asia/Kathmandu")
-
-
-def _clock(at: datetime) -> dict[str, str]:
-    return {"now": at.isoformat().replace("+00:00", "Z")}
 
 
 def _next_days(conn: Conn) -> dict[str, date]:
@@ -34,8 +30,8 @@ def _next_days(conn: Conn) -> dict[str, date]:
 
 def test_a_run_at_the_same_clock_again_reads_no_duty(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("m"), duty("d", frequency="daily"), duty("p", status="paused")])
-    first = invoke(_clock(FIRST))
-    again = invoke(_clock(FIRST))
+    first = invoke(clock_event(FIRST))
+    again = invoke(clock_event(FIRST))
 
     assert first["duties_read"] == 3
     # The paused duty is counted from its index, never read; the others owe nothing.
@@ -47,11 +43,11 @@ def test_the_next_day_reads_the_daily_duty_and_passes_the_monthly_one_over(
     conn: Conn, invoke: Invoke
 ) -> None:
     insert_duties(conn, [duty("m"), duty("d", frequency="daily", lead_days=0)])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     # April becomes owed as its seven days' lead reaches it.
     assert _next_days(conn) == {"d": date(2026, 3, 2), "m": date(2026, 3, 25)}
 
-    next_day = invoke(_clock(FIRST + DAY))
+    next_day = invoke(clock_event(FIRST + DAY))
 
     assert (next_day["duties_read"], next_day["tasks_created"]) == (1, 1)
 
@@ -70,10 +66,10 @@ def test_a_lead_that_reaches_the_next_period_before_its_due_date_does_not_read_i
             duty("w", frequency="weekly", due_offset_days=4, lead_days=7),
         ],
     )
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     assert _next_days(conn) == {"m": date(2026, 4, 1), "w": date(2026, 3, 6)}
 
-    week = [invoke(_clock(FIRST + days * DAY)) for days in range(1, 6)]
+    week = [invoke(clock_event(FIRST + days * DAY)) for days in range(1, 6)]
 
     assert [each["duties_read"] for each in week] == [0, 0, 0, 0, 1]
     assert [each["tasks_created"] for each in week] == [0, 0, 0, 0, 1]
@@ -87,11 +83,11 @@ def test_a_duty_in_a_zone_behind_utc_is_not_read_before_its_day_begins_there(
     insert_duties(
         conn, [duty("la", frequency="daily", lead_days=0, timezone="America/Los_Angeles")]
     )
-    first = invoke(_clock(FIRST))
-    again = invoke(_clock(FIRST))
+    first = invoke(clock_event(FIRST))
+    again = invoke(clock_event(FIRST))
     # Read no earlier than its midnight less its zone's widest offset (PDT).
-    early = invoke(_clock(FIRST + timedelta(hours=5, minutes=59)))
-    begun = invoke(_clock(FIRST + timedelta(hours=7)))
+    early = invoke(clock_event(FIRST + timedelta(hours=5, minutes=59)))
+    begun = invoke(clock_event(FIRST + timedelta(hours=7)))
 
     assert (first["duties_read"], first["tasks_created"]) == (1, 1)
     assert [each["duties_read"] for each in (again, early)] == [0, 0]
@@ -101,11 +97,11 @@ def test_a_duty_in_a_zone_behind_utc_is_not_read_before_its_day_begins_there(
 
 def test_an_edit_sends_the_duty_back_to_the_next_run(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("m")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_duty SET frequency = 'daily', lead_days = 0 WHERE id = 'm'")
     assert _next_days(conn) == {"m": date(1, 1, 1)}
 
-    changed = invoke(_clock(FIRST + DAY))
+    changed = invoke(clock_event(FIRST + DAY))
 
     assert (changed["duties_read"], changed["tasks_created"]) == (1, 1)
 
@@ -120,17 +116,17 @@ def test_a_duty_outside_its_window_is_next_read_when_the_window_opens_and_never_
             duty("over", frequency="daily", effective_to=date(2026, 1, 31)),
         ],
     )
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     assert _next_days(conn) == {"early": date(2026, 3, 10), "over": date(9999, 12, 31)}
-    assert invoke(_clock(FIRST + DAY))["duties_read"] == 0
+    assert invoke(clock_event(FIRST + DAY))["duties_read"] == 0
 
 
 def test_a_run_under_new_rules_reads_every_duty(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("m"), duty("d", frequency="daily")])
-    invoke(_clock(FIRST))
+    invoke(clock_event(FIRST))
     conn.execute("UPDATE duly_dispatch_run SET rules = 'an older tzdata'")
 
-    rejudged = invoke(_clock(FIRST))
+    rejudged = invoke(clock_event(FIRST))
 
     assert rejudged["duties_read"] == 2
 
@@ -174,7 +170,7 @@ def test_a_duty_passed_over_gets_the_tasks_it_would_get_if_read_at_every_run(
             "UPDATE duly_duty SET dispatch_next = '0001-01-01',"
             " dispatch_next_at = '0001-01-01 00:00:00+00' WHERE id LIKE 'b-%'"
         )
-        invoke(_clock(clock))
+        invoke(clock_event(clock))
         clock += timedelta(hours=hours * 6)
     tasks = conn.execute(
         "SELECT left(duty_id, 1), substr(duty_id, 3), owner_id, period_key, due_date,"

@@ -9,15 +9,13 @@ owed it (docs/contract.md#account).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from aws_lambda_powertools import Metrics
 
-from support import Conn, Invoke, duty, insert_duties, task_keys
+from support import Conn, Invoke, clock_event, duty, insert_duties, task_keys
 
 DAY = timedelta(days=1)
 # September, not November: every clock here, up to nine days on, stays before
@@ -25,18 +23,6 @@ DAY = timedelta(days=1)
 # account (see the contract's account section).
 FIRST = datetime(2026, 9, 27, 1, 0, tzinfo=UTC)
 LOCKED = "d2"
-
-
-def _clock(at: datetime) -> dict[str, str]:
-    return {"now": at.isoformat().replace("+00:00", "Z")}
-
-
-@pytest.fixture
-def holder(db_url: str) -> Iterator[Conn]:
-    """Another session that can hold a duty's row with ``SELECT ... FOR UPDATE``."""
-    with psycopg.connect(db_url) as other:
-        yield other
-        other.rollback()
 
 
 def _lock(holder: Conn) -> None:
@@ -59,12 +45,12 @@ def test_a_duty_locked_during_a_run_gets_that_period_from_the_next_run(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    invoke(_clock(FIRST), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
     _lock(holder)
 
-    locked_run = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
+    locked_run = invoke(clock_event(FIRST + DAY), lock_timeout_ms=200)
     holder.rollback()
-    following = invoke(_clock(FIRST + 2 * DAY), lock_timeout_ms=200)
+    following = invoke(clock_event(FIRST + 2 * DAY), lock_timeout_ms=200)
 
     assert task_keys(conn, LOCKED) == ["2026-09-27", "2026-09-28", "2026-09-29"]
     assert locked_run["degraded"] is True
@@ -88,11 +74,13 @@ def test_a_set_aside_duty_is_owed_every_clock_it_missed_since_within_the_catch_u
 ) -> None:
     _daily_duties(conn)
     _lock(holder)
-    invoke(_clock(FIRST), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
     holder.rollback()
     # A scoped run reads its duties' accounts as any run does: the locked duty,
     # never kept, owes from the first run's clock; the others from their day.
-    scoped = invoke({**_clock(FIRST + 3 * DAY), "organization_id": "org-1"}, lock_timeout_ms=200)
+    scoped = invoke(
+        {**clock_event(FIRST + 3 * DAY), "organization_id": "org-1"}, lock_timeout_ms=200
+    )
 
     assert task_keys(conn, LOCKED) == [
         "2026-09-27", "2026-09-28", "2026-09-29", "2026-09-30",
@@ -106,10 +94,10 @@ def test_a_duty_locked_again_while_it_is_repaid_stays_owed(
 ) -> None:
     _daily_duties(conn)
     _lock(holder)
-    invoke(_clock(FIRST), lock_timeout_ms=200)
-    again = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
+    again = invoke(clock_event(FIRST + DAY), lock_timeout_ms=200)
     holder.rollback()
-    invoke(_clock(FIRST + 2 * DAY), lock_timeout_ms=200)
+    invoke(clock_event(FIRST + 2 * DAY), lock_timeout_ms=200)
 
     assert again["set_aside_count"] == 1
     assert task_keys(conn, LOCKED) == ["2026-09-27", "2026-09-28", "2026-09-29"]
@@ -121,11 +109,11 @@ def test_a_dry_run_neither_records_a_set_aside_nor_keeps_an_account(
 ) -> None:
     _daily_duties(conn)
     _lock(holder)
-    invoke(_clock(FIRST), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
     holder.rollback()
 
-    dry = invoke({**_clock(FIRST + DAY), "dry_run": True}, lock_timeout_ms=200)
-    following = invoke(_clock(FIRST + DAY), lock_timeout_ms=200)
+    dry = invoke({**clock_event(FIRST + DAY), "dry_run": True}, lock_timeout_ms=200)
+    following = invoke(clock_event(FIRST + DAY), lock_timeout_ms=200)
 
     # What it would create: the locked duty's two days, the others' one each.
     assert dry["tasks_created"] == 2 + 4
@@ -143,7 +131,7 @@ def test_a_run_with_set_aside_duties_emits_the_set_aside_metric(
     metrics = Metrics(namespace="Duly", service="duly-dispatcher")
     metrics.clear_metrics()  # one set shared by every instance
 
-    invoke(_clock(FIRST), lock_timeout_ms=200, metrics=metrics)
+    invoke(clock_event(FIRST), lock_timeout_ms=200, metrics=metrics)
 
     assert metrics.metric_set["SetAsideDuties"]["Value"] == [1.0]
     assert metrics.metric_set["Degraded"]["Value"] == [1.0]
@@ -161,9 +149,9 @@ def test_a_duty_that_timed_out_alone_gets_that_period_from_the_next_run(
         "CREATE TRIGGER slow_insert BEFORE INSERT ON duly_task"
         " FOR EACH ROW EXECUTE FUNCTION slow_insert()"
     )
-    slow = invoke(_clock(FIRST), statement_timeout_ms=400)
+    slow = invoke(clock_event(FIRST), statement_timeout_ms=400)
     conn.execute("DROP TRIGGER slow_insert ON duly_task")
-    following = invoke(_clock(FIRST + DAY), statement_timeout_ms=400)
+    following = invoke(clock_event(FIRST + DAY), statement_timeout_ms=400)
 
     assert [(s["duty_id"], s["reason"]) for s in slow["set_aside"]] == [(LOCKED, "timed_out")]
     assert (slow["degraded"], slow["complete"]) == (True, True)
@@ -176,12 +164,12 @@ def test_a_duty_set_aside_after_an_outage_is_owed_the_days_the_outage_missed(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    invoke(_clock(FIRST), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
     _lock(holder)
     # Two days missed: this run owes -28 and -29 too, but not for the locked duty.
-    caught = invoke(_clock(FIRST + 3 * DAY), lock_timeout_ms=200)
+    caught = invoke(clock_event(FIRST + 3 * DAY), lock_timeout_ms=200)
     holder.rollback()
-    following = invoke(_clock(FIRST + 4 * DAY), lock_timeout_ms=200)
+    following = invoke(clock_event(FIRST + 4 * DAY), lock_timeout_ms=200)
 
     assert caught["tasks_created"] == 4 * 3
     assert task_keys(conn, "d0") == [
@@ -195,14 +183,14 @@ def test_a_set_aside_duty_is_owed_within_the_horizon_of_the_run_that_reads_it(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
     _daily_duties(conn)
-    invoke(_clock(FIRST), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
     _lock(holder)
     # Eight days missed; then the locked duty's run comes nine days after its
     # account's day: what became owed before its seven-day horizon is
     # counted, not created (docs/contract.md#account).
-    invoke(_clock(FIRST + 8 * DAY), lock_timeout_ms=200)
+    invoke(clock_event(FIRST + 8 * DAY), lock_timeout_ms=200)
     holder.rollback()
-    following = invoke(_clock(FIRST + 9 * DAY), lock_timeout_ms=200)
+    following = invoke(clock_event(FIRST + 9 * DAY), lock_timeout_ms=200)
 
     # The others' run eight days on still owed the 28th; the locked duty's,
     # a day later, finds it owed before its horizon.
@@ -216,12 +204,12 @@ def test_a_set_aside_duty_paused_since_is_owed_the_set_aside_day_once_resumed(
 ) -> None:
     _daily_duties(conn)
     _lock(holder)
-    invoke(_clock(FIRST), lock_timeout_ms=200)
+    invoke(clock_event(FIRST), lock_timeout_ms=200)
     holder.rollback()
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
-    paused = invoke(_clock(FIRST + DAY))
+    paused = invoke(clock_event(FIRST + DAY))
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
-    invoke(_clock(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
 
     assert paused["tasks_created"] == 4
     # The first run that reads it again owes the set-aside day, not the day
@@ -235,9 +223,9 @@ def test_a_duty_set_aside_by_a_backfill_is_recorded_and_its_account_left(
     _daily_duties(conn)
     _lock(holder)
     window = {"from": "2026-09-01", "to": "2026-09-05"}
-    backfill = invoke({**_clock(FIRST), **window}, lock_timeout_ms=200)
+    backfill = invoke({**clock_event(FIRST), **window}, lock_timeout_ms=200)
     holder.rollback()
-    following = invoke(_clock(FIRST + DAY))
+    following = invoke(clock_event(FIRST + DAY))
 
     assert backfill["set_aside_count"] == 1
     assert _set_aside_rows(conn) == [(FIRST, LOCKED, "locked")]
