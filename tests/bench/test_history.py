@@ -59,4 +59,19 @@ def test_the_same_day_is_run_with_and_without_the_history(server_dsn: str) -> No
     assert results.wall_ratio == pytest.approx(with_history.day.seconds / without.day.seconds)
     table = render_history(results)
     assert "(goal) <= 1.20x" in table
+    # The day reads what it owes: every duty it counts as read is one it judged
+    # (owing something, or none) or one not dispatched, counted from an index.
+    report = without.day.report
+    skipped = report["skipped"]
+    not_dispatched = sum(skipped[r] for r in ("standing", "one_off", "not_active", "not_approved"))
+    judged_none = skipped["nothing_due"] + skipped["outside_effective_window"]
+    assert not_dispatched > 0
+    assert report["duties_read"] == report["duties_owing"] + judged_none + not_dispatched
+    assert judged_none <= report["duties_owing"] // 100
+    row = next(line for line in table.splitlines() if line.startswith("without history"))
+    assert row.split()[-3:] == [
+        f"{report['duties_owing']:,}",
+        f"{judged_none:,}",
+        f"{not_dispatched:,}",
+    ]
     assert results.as_json()["with_history"]["tasks_before_day"] == with_history.tasks_before_day
