@@ -50,7 +50,7 @@ bench-migration:       ## migrations 0003 and 0006 on a table of existing tasks
 bench-shard-migration: ## migration 0011 (the shard keys) on 1,000,000 tasks, inserts going on
 	./scripts/bench.sh shard-migration $(ARGS)
 
-bench-account-migration: ## migrations 0012 to 0018 (each duty's account) on 1,000,000 duties, edits going on
+bench-account-migration: ## migrations 0012 to 0019 (each duty's account) on 1,000,000 duties, edits going on
 	./scripts/bench.sh account-migration $(ARGS)
 
 bench-pair:            ## this checkout's no-op against another checkout's, alternated: ARGS="--against DIR"

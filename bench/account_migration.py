@@ -1,4 +1,4 @@
-"""What migrations 0012 to 0018 (each duty's account) cost on a live table, edits going on.
+"""What migrations 0012 to 0019 (each duty's account) cost on a live table, edits going on.
 
 Run: .venv/bin/python -m bench.account_migration [--duties 1000000] [--dsn DSN]
 

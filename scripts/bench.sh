@@ -15,7 +15,7 @@
 #   ./scripts/bench.sh cold-start [ARGS]        artifact size and import CPU
 #   ./scripts/bench.sh migration [ARGS]         migrations 0003 and 0006 on existing tasks
 #   ./scripts/bench.sh shard-migration [ARGS]   migration 0011 on existing tasks, inserts going on
-#   ./scripts/bench.sh account-migration [ARGS] migrations 0012 to 0018 on existing duties, edits going on
+#   ./scripts/bench.sh account-migration [ARGS] migrations 0012 to 0019 on existing duties, edits going on
 #   ./scripts/bench.sh pair --against DIR [ARGS]
 #                                               this checkout's no-op against another's
 #                                               (an earlier commit's worktree), alternated

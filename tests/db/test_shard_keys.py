@@ -406,3 +406,44 @@ def test_pages_lose_no_duty_whose_id_repeats_in_another_organisation(
 
     assert report.duties_read == len(REPEATED)
     assert [tuple(row) for row in written] == sorted(REPEATED)
+
+
+@pytest.mark.parametrize("layout", [PLAIN, PARTITIONED])
+def test_a_duty_moved_to_another_organisation_keeps_its_account(
+    server_dsn: str, layouts: dict[str, str], layout: str
+) -> None:
+    # Partitioned by organisation, the move deletes the row from one partition
+    # and inserts it in another: the insert is no new duty (migration 0019).
+    with _connect(server_dsn, layouts, layout) as conn:
+        insert_duties(conn, [duty("d1", organization_id="org-1", frequency="daily")])
+        partition = "SELECT tableoid::regclass::text FROM duly_duty WHERE id = %s"
+        before = conn.execute(partition, ("d1",)).fetchone()
+        other = "org-2"
+        for candidate in (f"org-{n}" for n in range(2, 40)):
+            insert_duties(conn, [duty("probe", organization_id=candidate)])
+            probed = conn.execute(partition, ("probe",)).fetchone()
+            conn.execute("DELETE FROM duly_duty WHERE id = 'probe'")
+            if layout == PLAIN or probed != before:
+                other = candidate
+                break
+        conn.execute(
+            "UPDATE duly_duty SET dispatch_through = '2026-11-20',"
+            " dispatch_paused_on = '2026-11-21', dispatch_changed_on = '2026-11-23',"
+            " dispatch_owed_between = '{(2026-11-23,)}', dispatch_version = 3 WHERE id = 'd1'"
+        )
+        conn.execute("UPDATE duly_duty SET organization_id = %s WHERE id = 'd1'", (other,))
+        after = conn.execute(partition, ("d1",)).fetchone()
+        account = conn.execute(
+            "SELECT organization_id, dispatch_through, dispatch_paused_on, dispatch_changed_on,"
+            " dispatch_owed_between::text, dispatch_version FROM duly_duty WHERE id = 'd1'"
+        ).fetchone()
+
+    assert (after != before) == (layout == PARTITIONED)
+    assert account == (
+        other,
+        date(2026, 11, 20),
+        date(2026, 11, 21),
+        date(9999, 12, 31),  # a change no scheduled clock placed (no run in the ledger)
+        "{[2026-11-24,)}",
+        4,
+    )

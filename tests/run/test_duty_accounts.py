@@ -173,6 +173,23 @@ def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: I
     assert task_keys(conn, LOCKED) == ["2026-11-20"]
 
 
+def test_explain_under_new_rules_judges_the_account_afresh_as_the_run_does(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task")
+    conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'")
+    dry = invoke({**clock_event(FIRST), "dry_run": True, "duty_ids": [LOCKED]})
+    asked = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-20T01:00:00Z"})
+    real = invoke(clock_event(FIRST))
+
+    for explained in (dry["explain"][LOCKED], asked["explain"]):
+        verdicts = {c["period_key"]: c["verdict"] for c in explained["candidates"]}
+        assert verdicts == {"2026-11-20": "would_create"}
+    assert dry["tasks_would_create"] == real["tasks_created"] == 1
+
+
 def test_an_outage_longer_than_the_horizon_counts_what_it_did_not_create(
     conn: Conn, invoke: Invoke
 ) -> None:
@@ -184,6 +201,21 @@ def test_an_outage_longer_than_the_horizon_counts_what_it_did_not_create(
     # created; 11-21 and 11-22, over and owed before it, are counted.
     assert task_keys(conn, LOCKED) == [f"2026-11-{day}" for day in (20, *range(23, 31))]
     assert (later["beyond_horizon"], later["degraded"]) == (1, False)
+
+
+def test_an_outage_past_the_horizon_counts_nothing_a_backfill_created_ahead_of_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(clock_event(FIRST))
+    invoke({"from": "2026-11-20", "to": "2026-11-30"})
+    dry = invoke({**clock_event(FIRST + 10 * DAY), "dry_run": True})
+    later = invoke(clock_event(FIRST + 10 * DAY))
+
+    # 11-21 and 11-22 are over and became owed before the horizon, but the
+    # backfill created them: nothing lapsed.
+    assert task_keys(conn, LOCKED) == [f"2026-11-{day}" for day in range(20, 31)]
+    assert (dry["beyond_horizon"], later["beyond_horizon"]) == (0, 0)
 
 
 def test_explain_shows_the_duty_s_account_and_the_day_it_next_owes(
@@ -729,3 +761,82 @@ def test_a_dry_run_counts_the_duties_advanced_as_the_run_at_its_clock_does(
 
     assert real["tasks_created"] == dry["tasks_would_create"] == 1
     assert real["duties_advanced"] == dry["duties_advanced"] == 0
+
+
+@pytest.mark.parametrize(
+    ("leave", "back"),
+    [
+        ("effective_from = date '2027-06-01'", "effective_from = NULL"),
+        ("effective_to = date '2026-11-20'", "effective_to = NULL"),
+    ],
+    ids=["start deferred", "ended"],
+)
+def test_a_window_moved_away_and_back_owes_nothing_that_became_owed_outside_it(
+    conn: Conn, invoke: Invoke, leave: str, back: str
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0), duty("d2")])
+    invoke(clock_event(FIRST))
+    conn.execute(f"UPDATE duly_duty SET {leave} WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + DAY))
+    invoke(clock_event(FIRST + 2 * DAY))
+    conn.execute(f"UPDATE duly_duty SET {back} WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + 3 * DAY))
+
+    # Back in its window after the 22nd's run: as a resumed duty, its current period.
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-23"]
+
+
+def test_a_window_that_ended_and_is_extended_owes_nothing_from_the_days_after_its_end(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(
+        conn,
+        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 20))],
+    )
+    for day in range(3):
+        invoke(clock_event(FIRST + day * DAY))
+    conn.execute("UPDATE duly_duty SET effective_to = NULL WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-23"]
+
+
+def test_a_window_that_ended_and_is_extended_into_the_past_owes_nothing_from_those_days(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(
+        conn,
+        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 20))],
+    )
+    for day in range(3):
+        invoke(clock_event(FIRST + day * DAY))
+    # Still over on the 22nd, now ending on the 21st: the 21st became owed
+    # while the window as it stood then held only the days to the 20th.
+    conn.execute("UPDATE duly_duty SET effective_to = '2026-11-21' WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20"]
+
+
+def test_a_window_whose_start_is_deferred_owes_from_that_start_when_it_comes(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET effective_from = '2026-11-24' WHERE id = %s", (LOCKED,))
+    for day in range(2, 6):
+        invoke(clock_event(FIRST + day * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-24", "2026-11-25"]
+
+
+def test_a_window_moved_while_a_set_aside_day_is_owed_still_owes_it_if_it_holds_the_day(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _set_aside_on_the_21st(conn, holder, invoke)
+    # The 21st became owed in the window as it stood; the new one holds it too.
+    conn.execute("UPDATE duly_duty SET effective_from = '2026-11-01' WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + 2 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]

@@ -179,3 +179,29 @@ def test_a_duty_passed_over_gets_the_tasks_it_would_get_if_read_at_every_run(
     passed_over = sorted(tuple(row[1:]) for row in tasks if row[0] == "a")
     read_every_time = sorted(tuple(row[1:]) for row in tasks if row[0] == "b")
     assert passed_over == read_every_time
+
+
+def test_a_duty_whose_window_ends_is_read_the_day_after_as_a_run_reading_it_would_move_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # A run that reads it after its window's end moves its account there
+    # (the window closed behind it); one that passed it over must not find
+    # the account a day older: reassigned later, the duty owes the same.
+    insert_duties(
+        conn,
+        [duty(f"{kind}-m", effective_to=date(2026, 3, 20)) for kind in ("a", "b")],
+    )
+    for n in range(24):
+        if n == 23:
+            conn.execute("UPDATE duly_duty SET owner_id = 'owner-2'")
+        conn.execute(
+            "UPDATE duly_duty SET dispatch_next = '0001-01-01',"
+            " dispatch_next_at = '0001-01-01 00:00:00+00' WHERE id = 'b-m'"
+        )
+        invoke(clock_event(FIRST + n * DAY))
+    tasks = conn.execute("SELECT duty_id, owner_id, period_key FROM duly_task").fetchall()
+
+    assert sorted((owner, key) for duty_id, owner, key in tasks if duty_id == "a-m") == sorted(
+        (owner, key) for duty_id, owner, key in tasks if duty_id == "b-m"
+    )
+    assert _next_days(conn)["a-m"] == date(9999, 12, 31)

@@ -25,14 +25,17 @@ period engine for keys and due dates only, never the planner:
 - Every edit is placed at the local day of the latest scheduled clock (a run
   at a future clock never counts) in the duty's zone after the edit, never
   before the account's day; with no such clock, before every day. An edit
-  placed on day ``s`` takes effect for what becomes owed after ``s``.
+  placed on day ``s`` takes effect for what becomes owed after ``s``. An
+  edit of the effective window places outside the days after the account's
+  day, through ``s``, that the window as it stood did not hold.
 - A duty is dispatchable on a day when, after the edits placed before that
-  day, it is active and approved. The account's day is the today of the last
-  run, at a clock not in the future, that judged the duty and owed it
-  something or found it edited (the account moves with the tasks a run
-  writes); for a duty added while the ledger held a clock, that clock's day;
-  for one added before any, the scheduled clock before the first run (the
-  origin), and it owes its current period as a new duty does.
+  day, it is active and approved, and no window edit placed that day
+  outside. The account's day is the today of the last run, at a clock not
+  in the future, that judged the duty and owed it something or found it
+  edited (the account moves with the tasks a run writes); for a duty added
+  while the ledger held a clock, that clock's day; for one added before any,
+  the scheduled clock before the first run (the origin), and it owes its
+  current period as a new duty does.
 - A run judging the duty owes the periods that became owed by its today and
   after the account's day on a day the duty was dispatchable; and, if the duty
   became dispatchable or changed since the account was kept, or after the day
@@ -171,14 +174,18 @@ class Duty:
     fresh: bool = False
     # Edits since the account was kept, for changed_while_owed.
     since_kept: list[Edit] = field(default_factory=list)
+    # Days a window edit found outside the window as it stood: (after, through].
+    outside: list[tuple[date | None, date]] = field(default_factory=list)
 
     def dispatchable_on(self, day: date) -> bool:
-        """Active and approved on ``day``: after every edit placed before it."""
+        """Active and approved on ``day``, after every edit placed before it, and not outside."""
         state = self.initially
         for edit in self.edits:
             if edit.stamp is None or edit.stamp < day:
                 state = edit.dispatchable
-        return state
+        return state and not any(
+            (after is None or after < day) and day <= through for after, through in self.outside
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +237,21 @@ def _local_day(instant: datetime, zone: str) -> date:
 def _within(day: date, row: dict[str, Any]) -> bool:
     low, high = row["effective_from"], row["effective_to"]
     return (low is None or day >= low) and (high is None or day <= high)
+
+
+def _outside(
+    window: tuple[date | None, date | None], kept: date | None, stamp: date
+) -> list[tuple[date | None, date]]:
+    """The days after ``kept``, through ``stamp``, that ``window`` did not hold."""
+    low, high = window
+    if low is not None and high is not None and low > high:
+        return [(kept, stamp)]
+    days: list[tuple[date | None, date]] = []
+    if low is not None and (kept is None or low - DAY > kept):
+        days.append((kept, min(stamp, low - DAY)))
+    if high is not None and high < stamp:
+        days.append((high if kept is None else max(kept, high), stamp))
+    return days
 
 
 def _iso(instant: datetime) -> str:
@@ -477,6 +499,7 @@ class OwedMachine(RuleBasedStateMachine):
         if model.row[column] == value:
             return
         was = _is_dispatchable(model.row)
+        window = model.row["effective_from"], model.row["effective_to"]
         model.row[column] = value
         self._conn.execute(
             f"UPDATE duly_duty SET {column} = %s WHERE id = %s",  # the column is the machine's own
@@ -488,6 +511,8 @@ class OwedMachine(RuleBasedStateMachine):
             # Never before the account's own day (a zone edit can read the
             # latest clock a day earlier in the new zone).
             stamp = max(stamp, model.kept)
+        if column in ("effective_from", "effective_to") and stamp is not None:
+            model.outside.extend(_outside(window, model.kept, stamp))
         edit = Edit(
             stamp,
             dispatchable=now,

@@ -33,6 +33,7 @@ from dispatch_fn.planning import (
     period_after,
     previous_clock,
 )
+from dispatch_fn.run import _rules
 from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 # A dry run explains at most this many duties in its report (docs/contract.md#explain).
@@ -50,15 +51,24 @@ def explain(
     *,
     interval: timedelta = SCHEDULE_INTERVAL,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
+    rules: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each duty's explanation at clock ``now`` (or for backfill ``window``), by id.
 
-    ``interval`` back is the previous scheduled clock and ``catch_up_days``
-    the horizon, as in a run. An id with no stored duty is explained as
-    ``found: false``.
+    ``interval`` back is the previous scheduled clock, ``catch_up_days`` the
+    horizon and ``rules`` those judged by (None: this build's), as in a run.
+    An id with no stored duty is explained as ``found: false``.
     """
     return dict(
-        explain_each(conn, duty_ids, now, window, interval=interval, catch_up_days=catch_up_days)
+        explain_each(
+            conn,
+            duty_ids,
+            now,
+            window,
+            interval=interval,
+            catch_up_days=catch_up_days,
+            rules=rules,
+        )
     )
 
 
@@ -70,6 +80,7 @@ def explain_each(
     *,
     interval: timedelta = SCHEDULE_INTERVAL,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
+    rules: str | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``explain``'s pairs one duty at a time, in the order named, each id once.
 
@@ -87,13 +98,24 @@ def explain_each(
         if window is not None
         else origin_clock(ledger.earliest_clock(conn), now, interval)
     )
+    # Rules changed since the previous run judge every account afresh, as
+    # the run that reads the duty does (run.recorded).
+    judged_by = _rules.current() if rules is None else rules
+    previous_rules = ledger.previous_rules(conn)
+    rejudge = previous_rules is not None and previous_rules != judged_by
     for duty_id in wanted:
         row = rows.get(duty_id)
         if row is None:
             yield duty_id, {"duty_id": duty_id, "found": False}
             continue
         judgement = judge_duty(
-            row, now, window, schedules, previous=previous, catch_up_days=catch_up_days
+            row,
+            now,
+            window,
+            schedules,
+            previous=previous,
+            catch_up_days=catch_up_days,
+            rejudge=rejudge,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
         explained = _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
@@ -110,6 +132,7 @@ def explain_each(
                 now,
                 previous=previous,
                 catch_up_days=catch_up_days,
+                rejudge=rejudge,
                 schedules=schedules,
             )
         )

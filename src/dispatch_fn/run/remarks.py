@@ -33,12 +33,17 @@ def dispatch_remarked(
     made once the run has ended, and its ledger row with it.
     """
     outcome = dispatch_recorded(conns, request, runtime)
-    said = remarks_on(conns[0], request, catch_up_days=runtime.tuning.catch_up_days)
+    said = remarks_on(
+        conns[0], request, catch_up_days=runtime.tuning.catch_up_days, rules=runtime.rules()
+    )
     return replace(outcome, remarks=said)
 
 
-def remarks_on(conn: Connection, request: RunRequest, *, catch_up_days: int) -> Remarks:
-    """The remarks on a run of ``request`` that has ended: its scope's match, a dry run's why."""
+def remarks_on(conn: Connection, request: RunRequest, *, catch_up_days: int, rules: str) -> Remarks:
+    """The remarks on a run of ``request`` that has ended: its scope's match, a dry run's why.
+
+    ``rules``: those the run judged by (``Runtime.rules``), as its explanations do.
+    """
     matched, note = _scope_matched(conn, request.scope)
     duty_ids = request.scope.duty_ids
     if not request.dry_run or duty_ids is None or len(duty_ids) > MAX_EXPLAINED:
@@ -51,6 +56,7 @@ def remarks_on(conn: Connection, request: RunRequest, *, catch_up_days: int) -> 
         request.window,
         interval=request.interval,
         catch_up_days=catch_up_days,
+        rules=rules,
     )
     return Remarks(matched, note, _within_budget(each, len(set(duty_ids))))
 

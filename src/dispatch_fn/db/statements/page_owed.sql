@@ -322,7 +322,8 @@ keeping AS (
     -- it). A duty is written when it keeps its account or its next day moves.
     -- A run at a clock older than the account's day leaves it as it is
     -- (docs/contract.md#account).
-    -- lags: periods that became owed before the horizon went uncreated,
+    -- lags: periods that became owed before the horizon went uncreated (and
+    -- are not there: a backfill ahead of the runs may have created them),
     -- seen among the candidates (lapsed: the schedule holds the period
     -- before the horizon's for this, plan.Schedule): counted as beyond_horizon.
     -- The page's duties and their owed rows are grouped by duty, not joined:
@@ -341,16 +342,23 @@ keeping AS (
            -- later candidate becomes owed, or one after the candidates could:
            -- none starts before the day after the last candidate, nor becomes
            -- owed more than the lead before it starts (plan.became_owed_on),
-           -- nor by today (it would be a candidate).
+           -- nor by today (it would be a candidate); and never after the day
+           -- after its window ends, when a run that reads it moves its
+           -- account (closed) as one that passed it over would not.
            coalesce(max(fixed),
                     least(min(soon), greatest(max(today) + 1, max(bound))))
                AS next
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
                  pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
-                 false AS lags, true AS judged, pl.next_was, NULL::date AS soon,
+                 false AS lags, true AS judged, pl.next_was,
+                 CASE WHEN pl.effective_to >= pl.today AND pl.effective_to < date '9999-12-31'
+                      THEN pl.effective_to + 1 END AS soon,
                  CASE WHEN pl.in_window THEN pl.lapse_probe END AS lapse_probe,
+                 -- (An empty window, its start after its end, ends first.)
                  CASE WHEN pl.closed THEN date '9999-12-31'
-                      WHEN pl.early THEN pl.effective_from END AS fixed,
+                      WHEN pl.early THEN least(pl.effective_from,
+                                               CASE WHEN pl.effective_to < date '9999-12-31'
+                                                    THEN pl.effective_to + 1 END) END AS fixed,
                  NULL::date AS bound, pl.widest_offset, pl.offset_until, pl.ldp_was
           FROM placed pl
           WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
@@ -360,7 +368,16 @@ keeping AS (
             -- account: the scheduled runs before that clock still owe their days.
             AND %(keeps_accounts)s::boolean
           UNION ALL
-          SELECT o.organization_id, o.duty_id, NULL, NULL, o.owes OR o.lapsed, o.lapsed, false,
+          SELECT o.organization_id, o.duty_id, NULL, NULL, o.owes OR o.lapsed,
+                 -- Lapsed and not there: a backfill may have created it.
+                 CASE WHEN o.lapsed
+                      THEN NOT EXISTS (SELECT FROM duly_task t
+                                       WHERE t.organization_id = o.organization_id
+                                         AND t.duty_id = o.duty_id
+                                         AND t.owner_id = o.owner_id
+                                         AND t.period_key = o.period_key)
+                      ELSE false END,
+                 false,
                  NULL, CASE WHEN o.later THEN o.became END, NULL, NULL,
                  CASE WHEN o.last_day >= o.today
                       THEN o.last_day + 1 - greatest(o.lead_days, 0) END,
