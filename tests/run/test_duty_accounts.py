@@ -280,6 +280,24 @@ def test_a_manual_run_at_a_future_clock_is_never_the_previous_rules(
     assert again["tasks_created"] == 0
 
 
+def test_a_manual_run_at_a_future_clock_counts_what_lapsed_past_its_horizon(
+    conn: Conn, invoke: Invoke
+) -> None:
+    start = datetime.now(UTC).replace(hour=1, minute=0, second=0, microsecond=0) - 2 * DAY
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(clock_event(start))
+    ahead = invoke(clock_event(start + 12 * DAY))
+
+    # Ten days after the account's, the horizon seven: the first two lapsed.
+    # The run keeps no account (its clock is ahead of the wall clock), but
+    # it counts what it did not create, as a scheduled run there would.
+    assert len(task_keys(conn, LOCKED)) == 1 + 8
+    assert ahead["beyond_horizon"] == 1
+    assert conn.execute(
+        "SELECT dispatch_through FROM duly_duty WHERE id = %s", (LOCKED,)
+    ).fetchone() == (start.date(),)
+
+
 def test_a_duty_set_aside_on_its_first_run_owes_every_day_the_horizon_holds(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:

@@ -345,11 +345,17 @@ keeping AS (
            -- nor by today (it would be a candidate); and never after the day
            -- after its window ends, when a run that reads it moves its
            -- account (closed) as one that passed it over would not.
-           coalesce(max(fixed),
-                    least(min(soon), greatest(max(today) + 1, max(bound))))
-               AS next
+           -- A run at a clock later than the wall clock when it started (a
+           -- manual run at a future clock) creates what it owes and counts
+           -- what lapsed, but keeps no account: the scheduled runs before
+           -- that clock still owe their days.
+           CASE WHEN %(keeps_accounts)s::boolean
+                THEN coalesce(max(fixed),
+                              least(min(soon), greatest(max(today) + 1, max(bound))))
+           END AS next
     FROM (SELECT pl.organization_id, pl.id, pl.today, pl.version,
-                 pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
+                 %(keeps_accounts)s::boolean
+                     AND pl.in_window AND (pl.through IS NULL OR pl.marked OR pl.closed) AS keep,
                  false AS lags, true AS judged, pl.next_was,
                  CASE WHEN pl.effective_to >= pl.today AND pl.effective_to < date '9999-12-31'
                       THEN pl.effective_to + 1 END AS soon,
@@ -363,12 +369,9 @@ keeping AS (
           FROM placed pl
           WHERE pl.schedule_no IS NOT NULL AND pl.today IS NOT NULL
             AND (pl.through IS NULL OR pl.through <= pl.today)
-            -- A run at a clock later than the wall clock when it started (a
-            -- manual run at a future clock) creates what it owes and keeps no
-            -- account: the scheduled runs before that clock still owe their days.
-            AND %(keeps_accounts)s::boolean
           UNION ALL
-          SELECT o.organization_id, o.duty_id, NULL, NULL, o.owes OR o.lapsed,
+          SELECT o.organization_id, o.duty_id, NULL, NULL,
+                 %(keeps_accounts)s::boolean AND (o.owes OR o.lapsed),
                  -- Lapsed and not there: a backfill may have created it.
                  CASE WHEN o.lapsed
                       THEN NOT EXISTS (SELECT FROM duly_task t
