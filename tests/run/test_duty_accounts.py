@@ -804,6 +804,21 @@ def test_a_window_moved_away_and_back_owes_nothing_that_became_owed_outside_it(
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-23"]
 
 
+def test_a_second_window_edit_judges_by_the_first_only_the_days_after_it(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _set_aside_on_the_21st(conn, holder, invoke)
+    # After the 21st's run: the window ends on the 20th, then starts on the
+    # 1st, then ends never. The 21st became owed while the window held it;
+    # the second edit's old window did not, but held only after the first.
+    for edit in ("effective_to = '2026-11-20'", "effective_from = '2026-11-01'",
+                 "effective_to = NULL"):  # fmt: skip
+        conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + 2 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
 def test_a_window_that_ended_and_is_extended_owes_nothing_from_the_days_after_its_end(
     conn: Conn, invoke: Invoke
 ) -> None:

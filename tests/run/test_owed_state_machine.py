@@ -27,7 +27,8 @@ period engine for keys and due dates only, never the planner:
   before the account's day; with no such clock, before every day. An edit
   placed on day ``s`` takes effect for what becomes owed after ``s``. An
   edit of the effective window places outside the days after the account's
-  day, through ``s``, that the window as it stood did not hold.
+  day (and after the previous window edit's), through ``s``, that the window
+  as it stood did not hold.
 - A duty is dispatchable on a day when, after the edits placed before that
   day, it is active and approved, and no window edit placed that day
   outside. The account's day is the today of the last run, at a clock not
@@ -176,6 +177,8 @@ class Duty:
     since_kept: list[Edit] = field(default_factory=list)
     # Days a window edit found outside the window as it stood: (after, through].
     outside: list[tuple[date | None, date]] = field(default_factory=list)
+    # The latest window edit's stamp: the window as it stands holds since then.
+    window_since: date | None = None
 
     def dispatchable_on(self, day: date) -> bool:
         """Active and approved on ``day``, after every edit placed before it, and not outside."""
@@ -512,7 +515,12 @@ class OwedMachine(RuleBasedStateMachine):
             # latest clock a day earlier in the new zone).
             stamp = max(stamp, model.kept)
         if column in ("effective_from", "effective_to") and stamp is not None:
-            model.outside.extend(_outside(window, model.kept, stamp))
+            judged_from = max(
+                (day for day in (model.kept, model.window_since) if day is not None),
+                default=None,
+            )
+            model.outside.extend(_outside(window, judged_from, stamp))
+            model.window_since = stamp
         edit = Edit(
             stamp,
             dispatchable=now,

@@ -116,6 +116,12 @@ def latest_completed_clock(conn: Connection) -> datetime | None:
     return None if row is None else row["clock"]
 
 
+def latest_scheduled_clock(conn: Connection) -> datetime | None:
+    """The clock of the latest non-dry scheduled run not ahead of its wall clock, if any."""
+    row = named_row(conn.execute(statement("run_latest_scheduled_clock")))
+    return None if row is None else row["clock"]
+
+
 def record_set_aside(
     conn: Connection, run_id: int, set_aside: Sequence[tuple[str, str]], *, owed_from: datetime
 ) -> None:

@@ -75,6 +75,7 @@ def dispatch(
     rejudge: bool = False,
     origin: datetime | None = None,
     keeps_accounts: bool = True,
+    reads_owed_only: bool = True,
 ) -> RunReport:
     """Dispatch (or, dry, count) every task ``request`` owes; return what happened.
 
@@ -94,7 +95,8 @@ def dispatch(
     clock a duty with no account and no mark owes from (None: the scheduled
     clock before the run); ``keeps_accounts`` False: a run at a clock later
     than the wall clock writes no account, so the scheduled runs before its
-    clock still owe their own days.
+    clock still owe their own days; ``reads_owed_only`` False: a scheduled
+    run at a clock before the latest one reads every duty in its scope.
     ``dispatched_clock``, the latest clock a completed run dispatched (None:
     unknown), says whether the first pages probe for their rows before
     inserting (``page_plan.probes_from_the_start``); later pages go by what
@@ -107,9 +109,11 @@ def dispatch(
         # killed near its end would lose all of them.
         raise ValueError("dispatch needs autocommit connections; each page commits alone")
     tuning = runtime.tuning
-    if request.window is None and not rejudge:
+    if request.window is None and not rejudge and reads_owed_only:
         # A scheduled run reads only the duties whose next owed day has come
-        # (docs/contract.md#account); one whose rules changed reads them all.
+        # (docs/contract.md#account); one whose rules changed reads them all,
+        # as does one at a clock before the latest, for which no next day
+        # was judged.
         request = replace(request, scope=replace(request.scope, owed_at=request.now))
     try:
         preamble, planned = _prepare(conns[0], request, (tuning.catch_up_days, origin))

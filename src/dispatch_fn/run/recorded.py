@@ -53,6 +53,10 @@ def dispatch_recorded(
         previous = ledger.previous_rules(conn)
         rejudge = previous is not None and previous != judged_by
         origin = origin_clock(ledger.earliest_clock(conn), request.now, request.interval)
+        # The next days a run reads by were judged at the latest clock: a run
+        # at an earlier one (a manual run at a past clock) reads every duty.
+        latest = ledger.latest_scheduled_clock(conn)
+        reads_owed_only = latest is None or request.now >= latest
         run_id = ledger.start(
             conn,
             request,
@@ -75,6 +79,7 @@ def dispatch_recorded(
             # A manual run at a future clock is never the clock an account
             # stands at (as the ledger never counts it as the latest clock).
             keeps_accounts=request.now <= wall_clock,
+            reads_owed_only=reads_owed_only,
         )
     except RunFailedError as failed:
         recorded_failure = _recorded(failed, run_id)

@@ -19,8 +19,19 @@
 --   (tests/db/test_shard_keys.py).
 --
 -- The function is replaced in place (the trigger, 0012's and the partitioned
--- layout's, calls it by name); no row is written.
+-- layout's, calls it by name), and one nullable column is added, which writes
+-- the catalog alone (no row is rewritten; ACCESS EXCLUSIVE for milliseconds,
+-- waiting at most lock_timeout to get it):
+--
+--   dispatch_window_since   the day of the latest window edit: the window as
+--                           it stands holds since then, so the next window
+--                           edit judges by it only the days after it (the
+--                           days before were written down by the edit that
+--                           made them). Null: no window edit since the row
+--                           was added. Only the trigger writes it.
 SET lock_timeout = '5s';
+
+ALTER TABLE duly_duty ADD COLUMN IF NOT EXISTS dispatch_window_since date;
 
 CREATE OR REPLACE FUNCTION duly_duty_account_mark()
     RETURNS trigger
@@ -36,6 +47,7 @@ DECLARE
     spans datemultirange;
     held datemultirange;
     since date;
+    window_from date;
     rewritten boolean := false;
 BEGIN
     -- A row an update moved between partitions: the update marked it.
@@ -85,6 +97,7 @@ BEGIN
         NEW.dispatch_changed_on := latest_day;
         NEW.dispatch_owed_between := NULL;
         NEW.dispatch_recast_on := NULL;
+        NEW.dispatch_window_since := NULL;
         NEW.dispatch_version := 0;
         RETURN NEW;
     END IF;
@@ -115,15 +128,21 @@ BEGIN
                            + coalesce(spans, '{}'::datemultirange))
                           * datemultirange(daterange(since, latest_day, '(]'))
                 END;
-        held := CASE WHEN OLD.effective_from > OLD.effective_to THEN '{}'::datemultirange
-                     ELSE held * datemultirange(daterange(OLD.effective_from,
-                                                          OLD.effective_to, '[]'))
-                END;
+        -- The old window holds since the latest window edit, if any came
+        -- after the account's day: the days before were judged by theirs.
+        window_from := greatest(since, OLD.dispatch_window_since);
+        held := held * datemultirange(daterange(NULL, window_from, '(]'))
+                + CASE WHEN OLD.effective_from > OLD.effective_to THEN '{}'::datemultirange
+                       ELSE held * datemultirange(daterange(window_from, NULL, '()'))
+                                 * datemultirange(daterange(OLD.effective_from,
+                                                            OLD.effective_to, '[]'))
+                  END;
         paused := since;
         spans := nullif(held, '{}'::datemultirange);
         rewritten := true;
         NEW.dispatch_paused_on := paused;
         NEW.dispatch_owed_between := spans;
+        NEW.dispatch_window_since := latest_day;
     END IF;
     -- A change of what the duty owes (not of whether it is dispatchable) made
     -- on a day it had been dispatchable since its account's day: not paused
