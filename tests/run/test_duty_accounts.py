@@ -819,6 +819,24 @@ def test_a_second_window_edit_judges_by_the_first_only_the_days_after_it(
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
 
 
+def test_a_window_extended_for_a_duty_no_run_kept_is_not_counted_when_it_owed_nothing(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Added before any run, its window over by the first: no run keeps its
+    # account, which owes from the origin (the 19th). Extended after the
+    # 20th's run, it had no day in its window since: not changed while owed.
+    insert_duties(
+        conn,
+        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 19))],
+    )
+    invoke(clock_event(FIRST))
+    conn.execute("UPDATE duly_duty SET effective_to = NULL WHERE id = %s", (LOCKED,))
+    later = invoke(clock_event(FIRST + DAY))
+
+    assert later["changed_while_owed"] == 0
+    assert task_keys(conn, LOCKED) == ["2026-11-21"]
+
+
 def test_a_window_that_ended_and_is_extended_owes_nothing_from_the_days_after_its_end(
     conn: Conn, invoke: Invoke
 ) -> None:

@@ -142,12 +142,15 @@ placed AS (
            -- what the old cadence or owner owed then is not spelled by the new
            -- one. The trigger asked that of a kept account; of one no run kept,
            -- whose day is the origin, the page asks it: not paused since, paused
-           -- after it, or resumed by the change's day.
+           -- after it, or owed again (a resume's span, or the days a window
+           -- edit's old window held, migration 0019) after it by the change's day.
            coalesce(page.dispatch_recast_on > coalesce(page.dispatch_through, c.origin)
                     AND (page.dispatch_through IS NOT NULL
                          OR page.dispatch_paused_on IS NULL
                          OR page.dispatch_paused_on > c.origin
-                         OR lower(page.dispatch_owed_between) <= page.dispatch_recast_on),
+                         OR page.dispatch_owed_between
+                            && datemultirange(daterange(c.origin, page.dispatch_recast_on,
+                                                        '(]'))),
                     false)
                AS changed_while_owed,
            coalesce(c.today IS NULL
