@@ -56,7 +56,8 @@ period engine for keys and due dates only, never the planner:
 - ``changed_while_owed`` counts the duties judged whose cadence, owner or
   window changed after the account's day (the origin's for a duty no run
   kept), which they had days dispatchable since (paused or not when the
-  change came).
+  change came), as those days stood when the change was made for a kept
+  account.
 
 ``DULY_SOAK=1`` (``make soak``) runs it at soak size; the gate runs it small.
 """
@@ -162,6 +163,9 @@ class Edit:
     dispatchable: bool  # the duty's state after it
     fresh: bool  # it became dispatchable, or changed while dispatchable
     change: bool  # its cadence, owner or window changed
+    # A kept account's change is judged when it is made, by the days its
+    # account owed then (the trigger's dispatch_recast_on); None: at the run.
+    owed_since: bool | None = None
 
 
 @dataclass(slots=True)
@@ -325,9 +329,13 @@ def judge(
         edit.change
         and edit.stamp is not None
         and edit.stamp > since
-        and any(
-            model.dispatchable_on(since + timedelta(days=n))
-            for n in range(1, (edit.stamp - since).days + 1)
+        and (
+            edit.owed_since
+            if edit.owed_since is not None
+            else any(
+                model.dispatchable_on(since + timedelta(days=n))
+                for n in range(1, (edit.stamp - since).days + 1)
+            )
         )
         for edit in model.since_kept
     )
@@ -521,11 +529,20 @@ class OwedMachine(RuleBasedStateMachine):
             )
             model.outside.extend(_outside(window, judged_from, stamp))
             model.window_since = stamp
+        kept = model.kept
         edit = Edit(
             stamp,
             dispatchable=now,
             fresh=now and (not was or column not in ("status", "review_status")),
             change=column not in ("status", "review_status"),
+            owed_since=(
+                any(
+                    model.dispatchable_on(kept + timedelta(days=n))
+                    for n in range(1, (stamp - kept).days + 1)
+                )
+                if kept is not None and stamp is not None
+                else None
+            ),
         )
         model.edits.append(edit)
         model.since_kept.append(edit)
