@@ -101,8 +101,7 @@ def explain_each(
     # Rules changed since the previous run judge every account afresh, as
     # the run that reads the duty does (run.recorded).
     judged_by = _rules.current() if rules is None else rules
-    previous_rules = ledger.previous_rules(conn)
-    rejudge = previous_rules is not None and previous_rules != judged_by
+    rejudge = _rules.changed(ledger.previous_rules(conn), judged_by)
     for duty_id in wanted:
         row = rows.get(duty_id)
         if row is None:

@@ -18,3 +18,11 @@ from dispatch_fn.planning import OWED_RULES
 def current() -> str:
     """This build's rules, as the ledger records them."""
     return f"tzdata {version('tzdata')}; holidays {version('holidays')}; owed {OWED_RULES}"
+
+
+def changed(previous: str | None, judged_by: str) -> bool:
+    """Whether ``judged_by`` differs from the previous run's rules (None: none recorded).
+
+    A run, and an explanation of one, then judges every account it reads afresh.
+    """
+    return previous is not None and previous != judged_by

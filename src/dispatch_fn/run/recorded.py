@@ -20,7 +20,7 @@ import psycopg
 from dispatch_fn.db import Connection, faults, ledger
 from dispatch_fn.errors import HandOffError
 from dispatch_fn.planning import RunRequest, origin_clock
-from dispatch_fn.run import continuation
+from dispatch_fn.run import _rules, continuation
 from dispatch_fn.run._dispatch import dispatch
 from dispatch_fn.run.errors import RunFailedError
 from dispatch_fn.run.outcome import Ending, RunOutcome, RunReport, unreported
@@ -50,8 +50,7 @@ def dispatch_recorded(
         # row: this run judges every account it reads afresh.
         wall_clock = runtime.clock()
         judged_by = runtime.rules()
-        previous = ledger.previous_rules(conn)
-        rejudge = previous is not None and previous != judged_by
+        rejudge = _rules.changed(ledger.previous_rules(conn), judged_by)
         origin = origin_clock(ledger.earliest_clock(conn), request.now, request.interval)
         # The next days a run reads by were judged at the latest clock: a run
         # at an earlier one (a manual run at a past clock) reads every duty.
