@@ -869,6 +869,23 @@ def test_a_window_that_ended_and_is_extended_into_the_past_owes_nothing_from_tho
     assert task_keys(conn, LOCKED) == ["2026-11-20"]
 
 
+def test_a_period_rolled_back_into_the_window_but_owed_after_its_end_is_not_created(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # The window ends on Friday 2026-02-27. March's due date, Sunday 03-01,
+    # rolls back to that Friday, and so do the daily duty's weekend days;
+    # each becomes owed on its first day, when the window had ended: owed
+    # outside it, so never created, as on any day the window does not hold.
+    rolled = {"due_roll": "preceding", "lead_days": 0, "effective_to": date(2026, 2, 27)}
+    insert_duties(conn, [duty("m", **rolled), duty("d", frequency="daily", **rolled)])
+    start = datetime(2026, 2, 25, 1, 0, tzinfo=UTC)
+    for day in range(7):
+        invoke(clock_event(start + day * DAY))
+
+    assert task_keys(conn, "m") == ["2026-02"]
+    assert task_keys(conn, "d") == ["2026-02-25", "2026-02-26", "2026-02-27"]
+
+
 def test_a_window_whose_start_is_deferred_owes_from_that_start_when_it_comes(
     conn: Conn, invoke: Invoke
 ) -> None:
