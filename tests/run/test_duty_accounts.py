@@ -159,6 +159,22 @@ def test_an_edit_committed_while_a_run_waits_on_the_row_is_never_overwritten(
     assert after["tasks_created"] == 1
 
 
+def test_a_deleted_task_is_not_re_created_until_a_change_owes_its_period_afresh(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task")
+    again = invoke(clock_event(FIRST))
+    # A change owes the current period as if it became owed then.
+    conn.execute("UPDATE duly_duty SET grace_days = 3 WHERE id = %s", (LOCKED,))
+    changed = invoke(clock_event(FIRST))
+
+    assert again["tasks_created"] == 0
+    assert changed["tasks_created"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-20"]
+
+
 def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
     invoke(clock_event(FIRST))
