@@ -175,6 +175,36 @@ def test_a_deleted_task_is_not_re_created_until_a_change_owes_its_period_afresh(
     assert task_keys(conn, LOCKED) == ["2026-11-20"]
 
 
+@pytest.mark.parametrize(
+    ("edit", "tasks"),
+    [
+        ("UPDATE duly_duty SET organization_id = 'org-2' WHERE id = %s", [("org-2", "2026-11-20")]),
+        ("DELETE FROM duly_duty WHERE id = %s", []),
+    ],
+    ids=["moved", "deleted"],
+)
+def test_a_duty_moved_or_deleted_while_a_run_waits_on_it_is_no_fault(
+    conn: Conn, db_url: str, invoke: Invoke, edit: str, tasks: list[tuple[str, str]]
+) -> None:
+    # The run read the duty under org-1; the edit commits while the page's
+    # insert waits on the row, and the task's foreign key then finds no
+    # (org-1, d1): the duty changed under the statement, as in a deadlock,
+    # and nothing is wrong with its row.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    with psycopg.connect(db_url) as editor:
+        editor.execute(edit, (LOCKED,))
+        committer = threading.Timer(0.5, editor.commit)
+        committer.start()
+        try:
+            during = invoke(clock_event(FIRST), lock_timeout_ms=10_000)
+        finally:
+            committer.join()
+    invoke(clock_event(FIRST))
+
+    assert (during["degraded"], during["faults"]) == (False, [])
+    assert conn.execute("SELECT organization_id, period_key FROM duly_task").fetchall() == tasks
+
+
 def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
     invoke(clock_event(FIRST))

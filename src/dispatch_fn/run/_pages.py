@@ -33,12 +33,21 @@ from dispatch_fn.run import _settling
 from dispatch_fn.run._settling import Job, Outcome
 from dispatch_fn.run.runtime import Deadline, PageWriter
 
-_RETRYABLE: Final = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+# A task's foreign key names the very duty row the statement read, so it
+# fails only where that row's key changed under the statement: the duty moved
+# to another organisation, or deleted, while the insert waited on it. Like a
+# deadlock, that is the moment's, not the row's: run again, the statement
+# reads the row as it now is.
+_RETRYABLE: Final = (
+    pg_errors.DeadlockDetected,
+    pg_errors.SerializationFailure,
+    pg_errors.ForeignKeyViolation,
+)
 # SQLSTATE classes of errors one row's values can cause: 22 data exception
 # (a value out of range, a bad encoding), 23 integrity constraint violation (a
-# CHECK or foreign key the row breaks, e.g. its duty deleted meanwhile), 54
-# program limit exceeded (an index entry too large). Splitting the page finds
-# the row; errors of any other class are the statement's or the server's.
+# CHECK the row breaks), 54 program limit exceeded (an index entry too large).
+# Splitting the page finds the row; errors of any other class are the
+# statement's or the server's.
 _ROW_CAUSED_CLASSES: Final = ("22", "23", "54")
 # A statement the server cancelled (57014) under the session's own
 # statement_timeout ran too long for its rows: split like a row-caused error.

@@ -264,7 +264,7 @@ class TimedOut:
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
-    """A deadlock or a serialization failure: the statement may simply run again."""
+    """A deadlock, a serialization failure or a duty's key moved under it: run it again."""
 
     error: Exception
 
