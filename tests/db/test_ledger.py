@@ -24,6 +24,7 @@ from dispatch_fn.aws import app
 from dispatch_fn.cli.commands import main
 from dispatch_fn.db import ledger
 from dispatch_fn.db.sql import statement_text
+from dispatch_fn.engine import local_dates
 from dispatch_fn.errors import EventError
 from dispatch_fn.planning import RunRequest
 from dispatch_fn.run import RunFailedError, dispatch_recorded
@@ -77,6 +78,33 @@ def test_a_backfill_and_a_dry_run_are_recorded_too(conn: Conn, invoke: Invoke) -
     )
     assert backfill["duty_ids"] == ["a"]
     assert (dry_row["dry_run"], dry_row["status"], dry["run_id"]) == (True, "completed", 2)
+
+
+def test_a_scheduled_run_records_its_clock_s_day_in_every_zone_as_the_engine_judges_it(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty("a")])
+    invoke({"now": "2026-06-29T22:30:00Z"})
+    invoke({"now": "2026-06-29T22:30:00Z", "dry_run": True})
+    invoke({"from": "2026-01-01", "to": "2026-01-31", "now": "2026-06-29T22:30:00Z"})
+    scheduled, dry, backfill = _runs(conn)
+    clock = datetime.fromisoformat("2026-06-29T22:30:00+00:00")
+
+    assert scheduled["local_days"] == {
+        name: day.isoformat() for name, day in local_dates(clock).items()
+    }
+    assert len(scheduled["local_days"]) > 500
+    # The server reads `CET` as the fixed abbreviation (+01:00); the engine
+    # as the zone, on summer time here.
+    assert scheduled["local_days"]["CET"] == "2026-06-30"
+    # The trigger's marks read their days from it (migration 0020).
+    placed = conn.execute(
+        "SELECT duly_local_day(%s, 'CET'), (%s::timestamptz AT TIME ZONE 'CET')::date",
+        (clock, clock),
+    ).fetchone()
+    assert placed is not None
+    assert (str(placed[0]), str(placed[1])) == ("2026-06-30", "2026-06-29")
+    assert (dry["local_days"], backfill["local_days"]) == (None, None)
 
 
 def test_an_incomplete_run_is_recorded_as_incomplete(conn: Conn, invoke: Invoke) -> None:

@@ -205,6 +205,50 @@ def test_a_duty_moved_or_deleted_while_a_run_waits_on_it_is_no_fault(
     assert conn.execute("SELECT organization_id, period_key FROM duly_task").fetchall() == tasks
 
 
+# Zones whose day at the clock the server's tz data reads otherwise than the
+# engine's pinned release: the server takes `CET` for the fixed abbreviation
+# +01:00, a day early in summer from 22:00 to 23:00 UTC; a server whose tz
+# release predates the engine's reads America/Vancouver at -08:00 from
+# 2026-11-01 (the engine's release: -07:00). Each with a first clock and its
+# local day by the engine (00:30 there).
+ZONES_THE_SERVER_READS_OTHERWISE = [
+    pytest.param(("CET", datetime(2026, 6, 29, 22, 30, tzinfo=UTC), date(2026, 6, 30)), id="CET"),
+    pytest.param(
+        ("America/Vancouver", datetime(2026, 11, 19, 7, 30, tzinfo=UTC), date(2026, 11, 19)),
+        id="Vancouver",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ZONES_THE_SERVER_READS_OTHERWISE)
+def test_a_pause_is_placed_on_the_day_the_run_judged_in_the_duty_zone(
+    conn: Conn, holder: Conn, invoke: Invoke, case: tuple[str, datetime, date]
+) -> None:
+    zone, first, day = case
+    # Set aside on the second day, paused after that day's run, resumed after
+    # the next: the second day is owed, the third (paused) is not.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, timezone=zone)])
+    invoke(clock_event(first))
+    set_aside(holder, invoke, first + DAY, LOCKED)
+    _paused_over_a_run(conn, invoke, first + 2 * DAY)
+    invoke(clock_event(first + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == [str(day), str(day + DAY), str(day + 3 * DAY)]
+
+
+@pytest.mark.parametrize("case", ZONES_THE_SERVER_READS_OTHERWISE)
+def test_a_duty_added_after_a_run_owes_from_the_day_the_run_judged_in_its_zone(
+    conn: Conn, invoke: Invoke, case: tuple[str, datetime, date]
+) -> None:
+    zone, first, day = case
+    insert_duties(conn, [duty("d2")])
+    invoke(clock_event(first))
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, timezone=zone)])
+    invoke(clock_event(first + DAY))
+
+    assert task_keys(conn, LOCKED) == [str(day + DAY)]
+
+
 def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
     invoke(clock_event(FIRST))

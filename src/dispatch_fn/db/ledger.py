@@ -9,9 +9,9 @@ transaction and never holds a lock a page waits for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 from psycopg.rows import dict_row
@@ -63,14 +63,24 @@ def start(
     request_id: str | None,
     continues_run: int | None,
     rules: str | None = None,
+    local_days: Mapping[str, date] | None = None,
 ) -> int:
-    """Record a run as ``running``, judged by ``rules``; return its id (the report's ``run_id``)."""
+    """Record a run as ``running``, judged by ``rules``; return its id (the report's ``run_id``).
+
+    ``local_days``: its clock's local day in each zone, as the engine judged
+    it; the trigger places edits on those days (migration 0020).
+    """
     params = {
         **_request_params(request),
         "request_id": request_id,
         "continues_run": continues_run,
         "continuation": request.continuation,
         "rules": rules,
+        "local_days": (
+            None
+            if local_days is None
+            else Jsonb({zone: day.isoformat() for zone, day in local_days.items()})
+        ),
     }
     row = named_row(conn.execute(statement("run_start"), params))
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row

@@ -77,6 +77,11 @@ def local_date(instant: datetime, timezone: str) -> date:
     return dates.local_date_in(instant, zone(timezone))
 
 
+def local_dates(instant: datetime) -> dict[str, date]:
+    """The date a wall clock shows at ``instant`` in every zone the bundled tz release defines."""
+    return {name: dates.local_date_in(instant, zone(name)) for name in sorted(_zones.zone_names())}
+
+
 def start_of_day(day: date, timezone: str) -> datetime:
     """The first instant of local ``day``: midnight, or where the zone's clocks say it is.
 

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from dispatch_fn.db import Connection, faults, ledger
+from dispatch_fn.engine import local_dates
 from dispatch_fn.errors import HandOffError
 from dispatch_fn.planning import RunRequest, origin_clock
 from dispatch_fn.run import _rules, continuation
@@ -62,6 +63,14 @@ def dispatch_recorded(
             request_id=runtime.request_id,
             continues_run=ledger.continued_run(conn, request),
             rules=judged_by,
+            # The clock an edit is placed at is a scheduled run's: the
+            # trigger reads its day in the duty's zone from the engine's
+            # answer, not from the server's tz data.
+            local_days=(
+                local_dates(request.now)
+                if request.mode == "scheduled" and not request.dry_run
+                else None
+            ),
         )
     except psycopg.Error as exc:
         raise RunFailedError(

@@ -1,0 +1,51 @@
+-- The trigger's marks fall on the day the run judged (docs/contract.md#account,
+-- docs/adr/0012), reproduced by a test first (tests/run/test_duty_accounts.py):
+--
+-- The trigger placed the latest scheduled clock on a local day with
+-- PostgreSQL's AT TIME ZONE (duly_local_day, migration 0012), while every run
+-- judges its clock's local day with the engine's pinned tz release (ADR 0001).
+-- Where the two disagree a mark lands a day off, and a period is lost or one
+-- that became owed while the duty was paused is created: the server reads
+-- `CET` (a zone of the tz database) as the fixed abbreviation +01:00, a day
+-- early in summer for clocks from 22:00 to 23:00 UTC, and a server whose tz
+-- release is older than the engine's reads America/Vancouver at -08:00 from
+-- 2026-11-01, where the engine's release says -07:00.
+--
+-- A scheduled run now records, with its row, the local day of its clock in
+-- every zone the engine knows (`local_days`, a JSON object of zone names to
+-- ISO dates), and duly_local_day reads the day there: the latest run at that
+-- clock that recorded the zone. AT TIME ZONE answers only for a clock no run
+-- recorded (a run before this migration) or a zone the engine does not know
+-- (the run faults that duty). The nullable column writes the catalog alone
+-- (no row is rewritten; ACCESS EXCLUSIVE on duly_dispatch_run for
+-- milliseconds, waiting at most lock_timeout to get it); the function is
+-- replaced in place, and the trigger calls it by name. Re-runnable.
+SET lock_timeout = '5s';
+
+ALTER TABLE duly_dispatch_run ADD COLUMN IF NOT EXISTS local_days jsonb;
+
+-- SECURITY DEFINER, as duly_latest_scheduled_clock: the writers that edit
+-- duties need not read the ledger. The run's clock index finds the row.
+CREATE OR REPLACE FUNCTION duly_local_day(instant timestamptz, zone text)
+    RETURNS date
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path FROM CURRENT
+AS $$
+DECLARE
+    judged date;
+BEGIN
+    SELECT (r.local_days ->> zone)::date INTO judged
+    FROM duly_dispatch_run r
+    WHERE r.clock = instant AND r.local_days ? zone
+    ORDER BY r.id DESC
+    LIMIT 1;
+    IF judged IS NOT NULL THEN
+        RETURN judged;
+    END IF;
+    RETURN (instant AT TIME ZONE zone)::date;
+EXCEPTION WHEN invalid_parameter_value THEN
+    -- A zone PostgreSQL does not know either reads as UTC rather than
+    -- refusing the writer's edit.
+    RETURN (instant AT TIME ZONE 'UTC')::date;
+END
+$$;
