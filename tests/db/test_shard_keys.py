@@ -19,7 +19,7 @@ from dispatch_fn.db.migrate import apply_migrations, bundled_migrations, split_s
 from dispatch_fn.errors import LayoutNotEmptyError, MigrationError, UnknownLayoutError
 from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
-from dispatch_fn.run import dispatch
+from dispatch_fn.run import dispatch, dispatch_recorded
 from runtimes import runtime
 from support import NOW, Conn, cloned_database, duty, insert_duties, last_dispatched
 
@@ -406,6 +406,33 @@ def test_pages_lose_no_duty_whose_id_repeats_in_another_organisation(
 
     assert report.duties_read == len(REPEATED)
     assert [tuple(row) for row in written] == sorted(REPEATED)
+
+
+def test_a_fault_is_kept_on_account_for_its_own_organisation_not_its_namesake(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # A healthy namesake kept on the fault account would never be new when it
+    # breaks for real: its alarm would stay silent.
+    with (
+        cloned_database(server_dsn, layouts[PARTITIONED]) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
+        insert_duties(
+            conn,
+            [
+                duty("d1", organization_id="org-a", timezone="Mars/Olympus"),
+                duty("d1", organization_id="org-b"),
+                duty("d2", organization_id="org-a", form="recurrin"),
+                duty("d2", organization_id="org-b"),
+            ],
+        )
+        outcome = dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        account = conn.execute(
+            "SELECT organization_id, duty_id FROM duly_dispatch_fault ORDER BY 1, 2"
+        ).fetchall()
+
+    assert outcome.new_faults == 2
+    assert [tuple(row) for row in account] == [("org-a", "d1"), ("org-a", "d2")]
 
 
 @pytest.mark.parametrize("layout", [PLAIN, PARTITIONED])

@@ -59,6 +59,7 @@ def record(conn: Connection, run_id: int, judged: Judged) -> int:
         "run_id": run_id,
         "clock": judged.clock,
         "fault_ids": [fault.duty_id for fault in judged.faults],
+        "fault_organizations": [fault.organization_id for fault in judged.faults],
         "reasons": [str(fault.reason) for fault in judged.faults],
         # Clipped as the report clips it, so a row stays small whatever the value it quotes.
         "details": [clip(fault.detail) for fault in judged.faults],

@@ -172,12 +172,12 @@ PAGE_COUNTS: Final = tuple(
 
 def ids_with_form(
     conn: Connection, scope: Scope, forms_excluded: Sequence[str]
-) -> list[tuple[str, Any]]:
-    """``(id, form)`` of every duty in scope whose form is none of these, in id order."""
+) -> list[tuple[str, str, Any]]:
+    """``(organization_id, id, form)`` of every duty in scope whose form is none of these."""
     query = statement("unknown_form_ids")
     params = {**scope_params(scope), "forms": list(forms_excluded)}
     found = conn.execute(query, params, prepare=False)
-    return [(str(row["id"]), row["form"]) for row in named_rows(found)]
+    return [(str(row["organization_id"]), str(row["id"]), row["form"]) for row in named_rows(found)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -252,12 +252,16 @@ class Fault:
 
     The planner's skips (an ordinary reason or a fault), the faults counted
     before the pages, the duties the server refused and those a page set
-    aside (``settling.SetAside``) are each one of these.
+    aside (``settling.SetAside``) are each one of these. ``organization_id``
+    is the duty's where the run read its row (None: known by id alone, as a
+    duty the server refused): on a layout keyed by ``(organization_id, id)``
+    an id may repeat across organisations (ADR 0005).
     """
 
     duty_id: str
     reason: str
     detail: str = ""
+    organization_id: str | None = None
 
     def as_json(self) -> dict[str, str]:
         """As a report lists it: each text clipped, the reason as its plain value."""

@@ -406,8 +406,8 @@ def _prepare(
     # on account (db.faults), so NewFaults is exact whatever their number.
     if fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
-            Fault(duty_id, FaultReason.UNKNOWN_FORM, unknown_form_detail(form))
-            for duty_id, form in ids_with_form(conn, request.scope, FORMS)
+            Fault(duty_id, FaultReason.UNKNOWN_FORM, unknown_form_detail(form), organization)
+            for organization, duty_id, form in ids_with_form(conn, request.scope, FORMS)
         )
     ready: list[tuple[Group, Schedule]] = []
     refused_groups: dict[tuple[str | None, str, int], tuple[Group, CadenceRefused]] = {}
@@ -549,7 +549,9 @@ def _fault_list(
             except CadenceRefused as refused:
                 refusal = refused
         if refusal is not None:
-            faults.append(Fault(str(row["id"]), refusal.reason, refusal.detail))
+            faults.append(
+                Fault(str(row["id"]), refusal.reason, refusal.detail, str(row["organization_id"]))
+            )
     return faults
 
 

@@ -550,12 +550,12 @@ def _alone(duty_id: str, failed: Splittable, *, counted: bool) -> SetAside:
     """A duty the statement failed on alone, and why."""
     match failed:
         case Locked():
-            return SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL, counted)
+            return SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL, counted=counted)
         case TimedOut():
             # Its values are fine, its page was slow: not a fault, tried again next run.
-            return SetAside(duty_id, SetAsideReason.TIMED_OUT, TIMED_OUT_DETAIL, counted)
+            return SetAside(duty_id, SetAsideReason.TIMED_OUT, TIMED_OUT_DETAIL, counted=counted)
         case Refused(detail=detail):
-            return SetAside(duty_id, SetAsideReason.REFUSED, detail, counted)
+            return SetAside(duty_id, SetAsideReason.REFUSED, detail, counted=counted)
 
 
 def _commit(

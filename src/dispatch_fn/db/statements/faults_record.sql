@@ -1,6 +1,8 @@
 -- faults.record: the account of the faults run %(run_id)s found (migration
 -- 0013), kept in one statement, so it changes whole or not at all.
--- The run faulted the duties %(fault_ids)s, each with its reason and detail.
+-- The run faulted the duties %(fault_ids)s, each with its reason and detail,
+-- and its organisation where the run read it (%(fault_organizations)s; null:
+-- known by id alone, a duty the server refused, as its page settles by id).
 -- It judged every duty in its scope, or, having stopped early (%(complete)s
 -- false), those up to its gapless mark %(upto)s (none while that is null),
 -- except the duties it set aside (%(set_aside)s): their page never ran.
@@ -10,16 +12,19 @@
 --   A judged duty that is not faulted loses its row: its fault has ended,
 --   and if it breaks again, that is a new fault.
 -- A fault's organisation is its duty's, read under the run's scope as every
--- statement reads duties; ids compare in the database's collation, as the
--- pages compare them. Rows are added in key order, so two runs adding the
+-- statement reads duties: on a layout where an id repeats across
+-- organisations (ADR 0005), the one the run named; ids compare in the
+-- database's collation, as the pages compare them. Rows are added in key order, so two runs adding the
 -- same faults at once take their locks in the same order.
 -- began: how many rows this run added, the run's NewFaults.
 WITH faulted AS (
     SELECT DISTINCT ON (d.organization_id, d.id)
            d.organization_id, d.id AS duty_id, f.reason, f.detail
-    FROM unnest(%(fault_ids)s::text[], %(reasons)s::text[], %(details)s::text[])
-         AS f(duty_id, reason, detail)
-    JOIN duly_duty d ON d.id = f.duty_id
+    FROM unnest(%(fault_ids)s::text[], %(reasons)s::text[], %(details)s::text[],
+                %(fault_organizations)s::text[])
+         AS f(duty_id, reason, detail, organization_id)
+    JOIN duly_duty d
+      ON d.id = f.duty_id AND (f.organization_id IS NULL OR d.organization_id = f.organization_id)
     WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
     ORDER BY d.organization_id, d.id

@@ -1,6 +1,7 @@
--- (id, form) of every duty in the run's scope whose form is none of
--- %(forms)s: the faults a run lists by id, and keeps on account (faults.record).
-SELECT d.id, d.form
+-- (organization_id, id, form) of every duty in the run's scope whose form is
+-- none of %(forms)s: the faults a run lists by id, and keeps on account
+-- (faults.record).
+SELECT d.organization_id, d.id, d.form
 FROM duly_duty d
 WHERE (d.form IS NULL OR d.form <> ALL(%(forms)s))
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
