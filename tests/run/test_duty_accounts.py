@@ -705,6 +705,41 @@ def test_a_window_that_closed_before_the_horizon_counts_what_lapsed_in_it(
     assert later["beyond_horizon"] == 1
 
 
+def test_a_lapse_older_than_the_candidates_that_a_backfill_created_is_not_counted(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # The scenario above, but an operator backfills the 21st before the
+    # resumed run: nothing that lapsed is missing from duly_task.
+    _set_aside_on_the_21st(conn, holder, invoke)
+    _paused_over_a_run(conn, invoke, FIRST + 10 * DAY)
+    invoke({"from": "2026-11-20", "to": "2026-11-22", "duty_ids": [LOCKED]})
+    clock = clock_event(FIRST + 11 * DAY)
+    explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
+    dry = invoke({**clock, "dry_run": True})
+    resumed = invoke(clock)
+
+    assert explained["explain"]["account"]["lapsed_before_candidates"] is False
+    assert (dry["beyond_horizon"], resumed["beyond_horizon"]) == (0, 0)
+    assert task_keys(conn, LOCKED)[:3] == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+def test_a_lapse_in_a_window_closed_before_the_horizon_that_a_backfill_created_is_not_counted(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(
+        conn,
+        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
+    )
+    invoke(clock_event(FIRST))
+    set_aside(holder, invoke, FIRST + DAY, LOCKED)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+    invoke({"from": "2026-11-01", "to": "2026-11-30"})
+    later = invoke(clock_event(FIRST + 12 * DAY))
+
+    assert later["beyond_horizon"] == 0
+    assert task_keys(conn, LOCKED)[-3:] == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
 def test_a_run_at_a_past_clock_inside_a_pause_creates_nothing_that_became_owed_in_it(
     conn: Conn, invoke: Invoke
 ) -> None:

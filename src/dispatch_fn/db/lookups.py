@@ -73,6 +73,11 @@ def existing_tasks(
     }
 
 
+def any_task_missing(conn: Connection, duty: Mapping[str, Any], period_keys: Sequence[str]) -> bool:
+    """Whether duty row ``duty``'s owner lacks a task of any of these periods."""
+    return len(existing_tasks(conn, duty, period_keys)) < len(set(period_keys))
+
+
 def scope_matches(conn: Connection, scope: Scope) -> bool:
     """Whether any duty at all, dispatchable or not, lies in ``scope``."""
     row = named_row(conn.execute(statement("scope_matches"), scope_params(scope)))

@@ -813,13 +813,14 @@ def lapsed_before_candidates(
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rejudge: bool = False,
     schedules: ScheduleMemo | None = None,
-) -> bool:
-    """Whether the account let a period older than the run's first candidate lapse.
+) -> tuple[str, ...]:
+    """The keys of the periods older than the run's first candidate the account let lapse.
 
     A scheduled run's candidates reach back to the period before the
     horizon's, where the account's periods lapse in order; an account a pause,
     a span or the window's end bounded since its day may have owed older ones
-    only (page_owed.sql's ``lapse_probe``). Each is judged here as
+    only (page_owed.sql's ``lapse_probe``). The caller counts those not in
+    ``duly_task`` (a backfill may have created them). Each is judged here as
     ``judge_duty`` judges a candidate, at ``previous`` as it takes it, or with
     ``origin`` for the schedule's (the day a page read it at). ``schedules``
     shares planned schedules between calls at one ``now`` and ``previous``
@@ -831,16 +832,16 @@ def lapsed_before_candidates(
             cadence, (now, previous), None, {} if schedules is None else schedules, catch_up_days
         )
     except CadenceRefused:
-        return False
+        return ()
     if origin is not None:
         schedule = replace(schedule, origin=origin)
     account = account.rejudged() if rejudge else account
     since = account.since(schedule)
     if schedule.today is None or since is None or not schedule.periods:
-        return False
+        return ()
     reach = schedule.periods[0].first_day
     if since >= _days_before(reach, 1):
-        return False
+        return ()
     frequency, zone = str(cadence.frequency), cadence.timezone
     keys = periods_between(
         frequency,
@@ -849,6 +850,7 @@ def lapsed_before_candidates(
         zone,
     )
     effective = duty.get("effective_from"), duty.get("effective_to")
+    lapsed: list[str] = []
     for period in _periods(frequency, keys, current=None):
         if period.first_day >= reach:
             break
@@ -867,8 +869,8 @@ def lapsed_before_candidates(
             )
             is NotOwed.BEYOND_HORIZON
         ):
-            return True
-    return False
+            lapsed.append(period.key)
+    return tuple(lapsed)
 
 
 def _duty_schedule(

@@ -205,7 +205,9 @@ def _lapsed_unseen(
     schedules: dict[Any, Any] = {}  # plan's schedule memo, shared by the probes at one clock
     for probe in probes:
         row = rows.get((probe.organization_id, probe.duty_id))
-        lapsed += row is not None and lapsed_before_candidates(
+        if row is None:
+            continue
+        keys = lapsed_before_candidates(
             row,
             probe.account,
             report.request.now,
@@ -214,6 +216,11 @@ def _lapsed_unseen(
             rejudge=rejudge,
             schedules=schedules,
         )
+        try:
+            # Not in duly_task: a backfill may have created it.
+            lapsed += lookups.any_task_missing(conn, row, keys)
+        except psycopg.Error:
+            return report  # a count is not worth failing a run that wrote its pages
     if not lapsed:
         return report
     counted = {**report.counted, "lapsed": report.counted.get("lapsed", 0) + lapsed}

@@ -125,14 +125,19 @@ def explain_each(
             # Nothing due among the candidates: a window closed behind them
             # may still have let older periods lapse (the page flags it too).
             and (judgement.skip is None or judgement.skip.reason == SkipReason.NOTHING_DUE)
-            and lapsed_before_candidates(
+            # Counted as the run counts it: one not in duly_task.
+            and lookups.any_task_missing(
+                conn,
                 row,
-                Account.of(row),
-                now,
-                previous=previous,
-                catch_up_days=catch_up_days,
-                rejudge=rejudge,
-                schedules=schedules,
+                lapsed_before_candidates(
+                    row,
+                    Account.of(row),
+                    now,
+                    previous=previous,
+                    catch_up_days=catch_up_days,
+                    rejudge=rejudge,
+                    schedules=schedules,
+                ),
             )
         )
         yield duty_id, explained
