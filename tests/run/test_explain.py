@@ -134,6 +134,30 @@ def test_the_explain_command_prints_a_table_and_fails_for_an_unknown_duty(
     assert "to" in capsys.readouterr().err
 
 
+def test_the_explain_command_judges_with_the_deployment_s_horizon_as_its_runs_do(
+    conn: psycopg.Connection[Any],
+    db_url: str,
+    invoke: Invoke,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A horizon of one day; a daily duty reassigned during a three-day outage.
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("DISPATCH_CATCH_UP_DAYS", "1")
+    insert_duties(conn, [duty("d1", frequency="daily", lead_days=0)])
+    invoke({"now": "2026-11-20T01:00:00Z"}, catch_up_days=1)
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = 'd1'")
+    assert main(["explain", "d1", "--now", "2026-11-24T01:00:00Z", "--json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    verdicts = {c["period_key"]: c.get("reason", c["verdict"]) for c in explained["candidates"]}
+
+    assert verdicts == {
+        "2026-11-22": "beyond_horizon",
+        "2026-11-23": "would_create",
+        "2026-11-24": "would_create",
+    }
+
+
 # The function's MemorySize is 256 MB; explaining must leave the run most of it.
 EXPLAIN_PEAK_LIMIT = 64 * 2**20
 

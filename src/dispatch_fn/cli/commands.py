@@ -86,6 +86,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     from dispatch_fn.aws import parse_event  # noqa: PLC0415
     from dispatch_fn.run import explain, render_explanation  # noqa: PLC0415
+    from dispatch_fn.settings import Settings  # noqa: PLC0415
+
+    # Judged as the deployment's runs judge (docs/contract.md#explain): its
+    # horizon, and its schedule interval, which places a new duty's origin.
+    settings = Settings.from_environ(os.environ)
 
     # The clock and window are read exactly as an event's would be (the flags' types have
     # checked each value already, so a refusal here is of the combination: 'to' alone).
@@ -99,10 +104,22 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         "duty_ids": [args.duty_id],
         **{field: value for field, value in given.items() if value is not None},
     }
-    request = parse_event(event, current_time=datetime.now(UTC))
+    request = parse_event(
+        event,
+        current_time=datetime.now(UTC),
+        max_window_days=settings.max_window_days,
+        interval=settings.interval,
+    )
     now, window = request.now, request.window
     with _reader() as conn:
-        explained = explain(conn, [args.duty_id], now, window)[args.duty_id]
+        explained = explain(
+            conn,
+            [args.duty_id],
+            now,
+            window,
+            interval=settings.interval,
+            catch_up_days=settings.catch_up_days,
+        )[args.duty_id]
     if args.json:
         print(json.dumps(explained, indent=2))
     else:
