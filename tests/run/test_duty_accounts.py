@@ -249,6 +249,26 @@ def test_a_duty_added_after_a_run_owes_from_the_day_the_run_judged_in_its_zone(
     assert task_keys(conn, LOCKED) == [str(day + DAY)]
 
 
+@pytest.mark.parametrize(("old", "new"), [("weekly", "fortnightly"), ("fortnightly", "weekly")])
+def test_a_duty_moved_between_weekly_and_fortnightly_keeps_the_task_its_shared_key_holds(
+    conn: Conn, invoke: Invoke, old: str, new: str
+) -> None:
+    # Monday 2026-11-16 starts the week 2026-W47 and the fortnight 2026-W47:
+    # the key is the task's identity, so the old cadence's task stands.
+    monday = datetime(2026, 11, 16, 1, 0, tzinfo=UTC)
+    insert_duties(conn, [duty(LOCKED, frequency=old, due_anchor="period_end", lead_days=0)])
+    invoke(clock_event(monday))
+    first = conn.execute("SELECT period_key, due_date FROM duly_task").fetchall()
+    conn.execute("UPDATE duly_duty SET frequency = %s WHERE id = %s", (new, LOCKED))
+    explained = invoke({"query": "explain", "duty_id": LOCKED, **clock_event(monday + DAY)})
+    changed = invoke(clock_event(monday + DAY))
+
+    verdicts = {c["period_key"]: c["verdict"] for c in explained["explain"]["candidates"]}
+    assert verdicts["2026-W47"] == "exists"
+    assert (changed["tasks_created"], changed["tasks_existing"]) == (0, 1)
+    assert conn.execute("SELECT period_key, due_date FROM duly_task").fetchall() == first
+
+
 def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
     invoke(clock_event(FIRST))
