@@ -525,7 +525,7 @@ def test_no_statement_of_a_run_examines_a_product_of_tables_never_analysed(
     # The statements each of those paths is known by were all seen.
     assert {
         "duty_census", "page_bounds", "page_write", "page_write_rerun", "page_dry_run",
-        "page_taken_ids", "unlocked_ids", "run_start", "run_finish", "run_set_aside_record",
+        "page_taken_ids", "locked_rows", "run_start", "run_finish", "run_set_aside_record",
         "run_set_aside_of", "run_latest_completed_clock", "run_earliest_clock", "run_recent",
         "faults_record", "explain_duties", "explain_tasks",
     } <= names, sorted(names)  # fmt: skip

@@ -408,6 +408,34 @@ def test_pages_lose_no_duty_whose_id_repeats_in_another_organisation(
     assert [tuple(row) for row in written] == sorted(REPEATED)
 
 
+def test_a_locked_duty_leaves_out_its_row_alone_not_its_namesake_in_another_organisation(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # Only org-a's d2 is locked past the lock timeout: org-b's d2 is owed
+    # and dispatched, and the one set aside is org-a's.
+    with (
+        cloned_database(server_dsn, layouts[PARTITIONED]) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+        psycopg.connect(dsn) as holder,
+    ):
+        insert_duties(
+            conn,
+            [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
+        )
+        holder.execute(
+            "SELECT id FROM duly_duty WHERE organization_id = 'org-a' AND id = 'd2' FOR UPDATE"
+        )
+        conn.execute("SET lock_timeout = '200ms'")
+        report = dispatch([conn], RunRequest(now=NOW), runtime())
+        holder.rollback()
+        written = conn.execute(
+            "SELECT DISTINCT organization_id, duty_id FROM duly_task ORDER BY 1, 2"
+        ).fetchall()
+
+    assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
+    assert [(each.organization_id, each.duty_id) for each in report.set_aside] == [("org-a", "d2")]
+
+
 def test_a_fault_is_kept_on_account_for_its_own_organisation_not_its_namesake(
     server_dsn: str, layouts: dict[str, str]
 ) -> None:

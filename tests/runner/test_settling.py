@@ -69,7 +69,7 @@ class Server:
                 ids, _ = self._take(after, upto, size, None, ())
                 return settling.Duties(tuple({"id": each} for each in ids))
             case settling.FindLocked(ids):
-                return settling.Ids(tuple(each for each in ids if each in self.locked))
+                return settling.Locks(tuple(("org-1", each) for each in ids if each in self.locked))
             case settling.SpendTimeout():
                 self.allowance -= 1
                 return settling.Allowance(self.allowance >= 0)

@@ -335,8 +335,14 @@ class PageStatement:
         size: int,
         page_rows: int | None,
         excluded: Sequence[str],
+        *,
+        excluded_keys: Sequence[tuple[str, str]] = (),
     ) -> dict[str, Any]:
-        """What one page of this statement binds: the run's values, then the page's own."""
+        """What one page of this statement binds: the run's values, then the page's own.
+
+        ``excluded``: ids the run set aside, every row of each; ``excluded_keys``:
+        ``(organization_id, id)`` of rows set aside alone (their id is shared).
+        """
         budget = self.budget(size, page_rows)
         return {
             **self._bound,
@@ -346,6 +352,8 @@ class PageStatement:
             "page_rows": budget,
             "weights": _NO_WEIGHTS if budget is None else self._bound_weights,
             "excluded": list(excluded),
+            "excluded_organizations": [organization for organization, _ in excluded_keys],
+            "excluded_keyed_ids": [duty_id for _, duty_id in excluded_keys],
         }
 
     def page_size(self, chunk_size: int, page_rows: int | None) -> int:
@@ -396,6 +404,7 @@ def dispatch_page(
     *,
     page_rows: int | None = None,
     excluded: Sequence[str] = (),
+    excluded_keys: Sequence[tuple[str, str]] = (),
     time_limit_ms: int | None = None,
     probe: bool = False,
 ) -> PageResult:
@@ -403,7 +412,8 @@ def dispatch_page(
 
     A None bound is open. The page ends early, after its first duty, where the
     rows its duties can owe would pass ``page_rows`` (None: no such bound).
-    Duties in ``excluded`` (set aside by the run) are not part of the page.
+    Duties in ``excluded`` and rows in ``excluded_keys`` (set aside by the
+    run, ``PageStatement.bind``) are not part of the page.
     ``time_limit_ms`` lowers the statement timeout for this page alone.
     ``probe`` writes through page_write_rerun.sql, which looks the owed rows
     up before inserting those absent (``page_plan.rows_mostly_present`` says
@@ -411,7 +421,7 @@ def dispatch_page(
     writes nothing, so it has nothing to probe.
     """
     query = statement(_page_file(page, probe=probe))
-    params = page.bind(after, upto, size, page_rows, excluded)
+    params = page.bind(after, upto, size, page_rows, excluded, excluded_keys=excluded_keys)
     # Never prepared: a prepared statement would switch to a generic plan after
     # five pages, and that plan, guessing at the cursor and the page size,
     # measures slower than planning each page afresh (docs/performance.md has
@@ -509,9 +519,10 @@ def page_taken_ids(
     *,
     page_rows: int | None = None,
     excluded: Sequence[str] = (),
+    excluded_keys: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """The ids ``dispatch_page`` would take for these arguments, in page order (row budget too)."""
-    params = page.bind(after, upto, size, page_rows, excluded)
+    params = page.bind(after, upto, size, page_rows, excluded, excluded_keys=excluded_keys)
     rows = named_rows(conn.execute(statement("page_taken_ids"), params, prepare=False))
     return [str(row["id"]) for row in rows]
 
@@ -535,6 +546,8 @@ def page_duty_rows(
         "upto": upto,
         "size": size,
         "excluded": list(excluded),
+        "excluded_organizations": [],
+        "excluded_keyed_ids": [],
     }
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cursor:
         return list(cursor.execute(statement("page_duty_rows"), params, prepare=False).fetchall())
@@ -547,8 +560,22 @@ def any_dispatchable(conn: Connection, scope: Scope, after: str | None, upto: st
     return bool(row and row["found"])
 
 
-def locked_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
-    """Those of ``ids`` whose duty row another transaction holds locked against an update."""
-    found = conn.execute(statement("unlocked_ids"), {"ids": list(ids)})
-    free = {str(row["id"]) for row in named_rows(found)}
-    return [duty_id for duty_id in ids if duty_id not in free]
+@dataclass(frozen=True, slots=True)
+class LockedRows:
+    """The duty rows another transaction holds locked against an update."""
+
+    # (organization_id, id) of each, in the order of the ids asked about.
+    keys: tuple[tuple[str, str], ...]
+    # Those ids with a row no one holds: another organisation's duty shares it.
+    shared: frozenset[str]
+
+
+def locked_rows(conn: Connection, ids: Sequence[str]) -> LockedRows:
+    """The rows of the duties ``ids`` that another transaction holds locked against an update."""
+    rows = list(named_rows(conn.execute(statement("locked_rows"), {"ids": list(ids)})))
+    place = {duty_id: n for n, duty_id in enumerate(ids)}
+    keys = sorted(
+        ((str(row["organization_id"]), str(row["id"])) for row in rows),
+        key=lambda key: (place.get(key[1], len(place)), key[0]),
+    )
+    return LockedRows(tuple(keys), frozenset(str(row["id"]) for row in rows if row["shared"]))

@@ -22,9 +22,10 @@ from psycopg import errors as pg_errors
 from dispatch_fn import settings
 from dispatch_fn.db import (
     Connection,
+    LockedRows,
     PageStatement,
     dispatch_page,
-    locked_ids,
+    locked_rows,
     page_duty_rows,
     page_taken_ids,
 )
@@ -123,17 +124,18 @@ def _perform(conn: Connection, walk: Pages, command: _settling.Command) -> _sett
     match command:
         case _settling.Dispatch():
             return _run_statement(conn, walk, command)
-        case _settling.ListIds(target, after, upto, size, rows, excluded):
+        case _settling.ListIds(target, after, upto, size, rows, excluded, excluded_keys):
             statement = walk.statement_of(target)
             return _listing(conn, lambda: _settling.Ids(tuple(page_taken_ids(
                 conn, statement, after, upto, size, page_rows=rows, excluded=excluded,
+                excluded_keys=excluded_keys,
             ))))  # fmt: skip
         case _settling.ReadDuties(after, upto, size):
             return _listing(conn, lambda: _settling.Duties(tuple(
                 page_duty_rows(conn, walk.scope, after, upto, size=size)
             )))  # fmt: skip
         case _settling.FindLocked(ids):
-            return _listing(conn, lambda: _settling.Ids(tuple(locked_ids(conn, ids))))
+            return _listing(conn, lambda: _locks(locked_rows(conn, ids)))
         case _settling.SpendTimeout():
             return _settling.Allowance(walk.timeouts.spend())
         case _settling.Wait(seconds):
@@ -153,7 +155,8 @@ def _run_statement(conn: Connection, walk: Pages, command: _settling.Dispatch) -
     try:
         page = walk.dispatch_page(
             conn, walk.statement_of(command.target), command.after, command.upto, command.size,
-            page_rows=command.rows, excluded=command.excluded, time_limit_ms=limit,
+            page_rows=command.rows, excluded=command.excluded,
+            excluded_keys=command.excluded_keys, time_limit_ms=limit,
             probe=command.probe,
         )  # fmt: skip
     except _TIMED_OUT as exc:
@@ -177,6 +180,10 @@ def _failure(conn: Connection, exc: psycopg.Error) -> _settling.Reply:
     if (exc.sqlstate or "")[:2] in _ROW_CAUSED_CLASSES:
         return _settling.Refused(exc, _describe(exc))
     return _lost_or_failed(conn, exc)
+
+
+def _locks(found: LockedRows) -> _settling.Locks:
+    return _settling.Locks(found.keys, found.shared)
 
 
 def _listing(conn: Connection, read: Callable[[], _settling.Reply]) -> _settling.Reply:

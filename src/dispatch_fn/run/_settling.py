@@ -150,11 +150,13 @@ class PageShape:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """Run ``target`` on the first ``size`` duties in ``(after, upto]`` not in ``excluded``.
+    """Run ``target`` on the first ``size`` duties in ``(after, upto]`` not set aside.
 
     Within the run's deadline, and past its first duty within ``rows``
     candidate rows (None: no bound); ``probe``: through the statement's
-    probing variant (``Job.probe``). Replied to with ``Committed`` or a failure.
+    probing variant (``Job.probe``). Set aside: the ids ``excluded``, every
+    row of each, and the rows ``excluded_keys`` (``(organization_id, id)``)
+    alone. Replied to with ``Committed`` or a failure.
     """
 
     target: Target
@@ -164,6 +166,7 @@ class Dispatch:
     rows: int | None
     excluded: tuple[str, ...]
     probe: bool = False
+    excluded_keys: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +179,7 @@ class ListIds:
     size: int
     rows: int | None
     excluded: tuple[str, ...]
+    excluded_keys: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +193,7 @@ class ReadDuties:
 
 @dataclass(frozen=True, slots=True)
 class FindLocked:
-    """Those of ``ids`` whose row another transaction holds locked: ``Ids``."""
+    """The rows of ``ids`` another transaction holds locked: ``Locks``."""
 
     ids: tuple[str, ...]
 
@@ -224,6 +228,19 @@ class Ids:
     """Duty ids, in the server's order."""
 
     ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Locks:
+    """Locked duty rows: ``(organization_id, id)`` of each, and the ids with an unlocked row.
+
+    On a layout keyed by ``(organization_id, id)`` another organisation's
+    duty may share a locked row's id (docs/adr/0005): that row alone is set
+    aside, and the duty beside it dispatched.
+    """
+
+    keys: tuple[tuple[str, str], ...]
+    shared: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,8 +309,8 @@ class Failed:
 
 type Splittable = Locked | Refused | TimedOut
 type Reply = (
-    Committed | Ids | Duties | Allowance | Splittable | Conflict | DeadlineReached | Lost | Failed
-    | None
+    Committed | Ids | Locks | Duties | Allowance | Splittable | Conflict | DeadlineReached | Lost
+    | Failed | None
 )  # fmt: skip
 type Steps[T] = Generator[Command, Reply, T]
 
@@ -335,7 +352,16 @@ class _Record:
     probe: bool = False  # the job's: every page statement of the step probes first
 
     def excluded(self) -> tuple[str, ...]:
-        return tuple(each.duty_id for each in self.set_aside)
+        """The ids set aside, every row of each."""
+        return tuple(each.duty_id for each in self.set_aside if each.organization_id is None)
+
+    def excluded_keys(self) -> tuple[tuple[str, str], ...]:
+        """The rows set aside alone, by ``(organization_id, id)``: their id is shared."""
+        return tuple(
+            (each.organization_id, each.duty_id)
+            for each in self.set_aside
+            if each.organization_id is not None
+        )
 
     def outcome(
         self,
@@ -475,12 +501,20 @@ def _settle_ids(
     if job.deferred and kept:
         # Only those not set aside already: a duty the planner refused may be locked too.
         locked = yield FindLocked(tuple(kept))
-        if not isinstance(locked, Ids):
+        if not isinstance(locked, Locks):
             return _stop_of(locked)
+        # A row whose id an unlocked row shares is set aside by its key alone.
         record.set_aside.extend(
-            SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL) for duty_id in locked.ids
+            SetAside(
+                duty_id,
+                SetAsideReason.LOCKED,
+                LOCKED_DETAIL,
+                organization_id=organization if duty_id in locked.shared else None,
+            )
+            for organization, duty_id in locked.keys
         )
-        kept = [duty_id for duty_id in kept if duty_id not in locked.ids]
+        gone = {duty_id for _, duty_id in locked.keys} - locked.shared
+        kept = [duty_id for duty_id in kept if duty_id not in gone]
     return (yield from _settle(walk, record, PAGE, replace(span, ids=kept), settled))
 
 
@@ -571,7 +605,14 @@ def _page(
 ) -> Steps[Committed | Splittable | _Stop]:
     """The page statement, then each statement after it over exactly the duties it covered."""
     command = Dispatch(
-        PAGE, after, upto, walk.size, walk.rows, record.excluded(), probe=record.probe
+        PAGE,
+        after,
+        upto,
+        walk.size,
+        walk.rows,
+        record.excluded(),
+        probe=record.probe,
+        excluded_keys=record.excluded_keys(),
     )
     reply = yield from _dispatch_step(record, command)
     if not isinstance(reply, Committed):
@@ -599,7 +640,9 @@ def _catch_up(
     if stop is not None:
         return stop
     # The page at the run's clock is stored: only this statement is split.
-    listed = yield ListIds(extra, after, upto, walk.size, None, record.excluded())
+    listed = yield ListIds(
+        extra, after, upto, walk.size, None, record.excluded(), record.excluded_keys()
+    )
     if not isinstance(listed, Ids):
         return _stop_of(listed)
     return (yield from _settle(walk, record, extra, _Span(after, listed.ids, reply)))
@@ -608,7 +651,9 @@ def _catch_up(
 def _extra(
     walk: PageShape, record: _Record, extra: Target, after: str | None, upto: str | None
 ) -> Steps[Committed | Splittable | _Stop]:
-    command = Dispatch(extra, after, upto, walk.size, None, record.excluded())
+    command = Dispatch(
+        extra, after, upto, walk.size, None, record.excluded(), excluded_keys=record.excluded_keys()
+    )
     reply = yield from _dispatch_step(record, command)
     if isinstance(reply, Committed):
         (record.repaid if extra.repaying else record.caught).append(reply.page)
@@ -646,7 +691,9 @@ def _following(
     # A duty made dispatchable since ``ids`` were read ended a page: only the
     # server knows how its collation orders it among them. The last id
     # bounded the page that ended at ``point``, so it follows it.
-    listed = yield ListIds(target, point, ids[-1], len(ids), None, record.excluded())
+    listed = yield ListIds(
+        target, point, ids[-1], len(ids), None, record.excluded(), record.excluded_keys()
+    )
     if not isinstance(listed, Ids):
         return _stop_of(listed)
     later = set(listed.ids)

@@ -18,8 +18,15 @@ FROM (SELECT k.organization_id, k.id
         -- A scheduled run reads the duties whose next owed day has begun, in
         -- their zone, by its clock (docs/contract.md#account); null: every one.
         AND (%(owed_at)s::timestamptz IS NULL OR k.dispatch_next_at <= %(owed_at)s::timestamptz)
-        -- Duties the run set aside while settling a failing page (ADR 0003).
+        -- Duties the run set aside while settling a failing page (ADR 0003):
+        -- by id, or, a locked row whose id another organisation's duty shares
+        -- (docs/adr/0005), by its key alone. With no such row the test folds
+        -- away, as the page is planned with its values.
         AND k.id <> ALL(%(excluded)s::text[])
+        AND (cardinality(%(excluded_keyed_ids)s::text[]) = 0
+             OR (k.organization_id, k.id) NOT IN (
+                 SELECT * FROM unnest(%(excluded_organizations)s::text[],
+                                      %(excluded_keyed_ids)s::text[])))
       ORDER BY k.id
       FETCH FIRST (%(size)s) ROWS WITH TIES) key
 -- A lateral look-up, one per key (run-time pruned to the key's partition on

@@ -1,0 +1,20 @@
+-- The rows of the duties %(ids)s that another transaction holds locked against
+-- an update, each with whether its id has a row no one holds: on a layout
+-- keyed by (organization_id, id) another organisation's duty may share the id
+-- (docs/adr/0005), and the run then leaves out the locked row alone
+-- (ADR 0003). FOR NO KEY UPDATE is the lock the page's UPDATE of
+-- last_dispatched_period takes; the task's foreign key check needs KEY SHARE,
+-- which only FOR UPDATE blocks, and this finds those too. SKIP LOCKED answers
+-- without waiting: the rows it skips are the locked ones.
+-- In autocommit the probe's own locks end with it (ADR 0003).
+WITH free AS (
+    SELECT d.organization_id, d.id
+    FROM duly_duty d
+    WHERE d.id = ANY(%(ids)s::text[])
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT a.organization_id, a.id,
+       EXISTS (SELECT FROM free f WHERE f.id = a.id) AS shared
+FROM duly_duty a
+WHERE a.id = ANY(%(ids)s::text[])
+  AND (a.organization_id, a.id) NOT IN (SELECT organization_id, id FROM free)
