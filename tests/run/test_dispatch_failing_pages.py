@@ -69,6 +69,26 @@ def test_a_duty_that_breaks_a_constraint_on_its_task_is_a_fault_and_the_rest_is_
     assert (report.tasks_created, report.duties_read, report.complete) == (39, 40, True)
 
 
+def test_a_duty_whose_task_breaks_another_foreign_key_is_a_fault_and_the_rest_is_dispatched(
+    conn: Conn,
+) -> None:
+    # A foreign key added to duly_task later (here: to a table of owners) that
+    # one duty's owner breaks: the row's own error, not a key moved under the
+    # statement (which is tried again), so the page is taken apart.
+    insert_duties(conn, [duty(f"d{n:02}", owner_id=f"owner-{n:02}") for n in range(10)])
+    conn.execute("CREATE TABLE owner (id text PRIMARY KEY)")
+    conn.execute("INSERT INTO owner SELECT owner_id FROM duly_duty WHERE id <> 'd05'")
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT task_owner FOREIGN KEY (owner_id) REFERENCES owner"
+    )
+
+    report = dispatch([conn], RunRequest(now=NOW), runtime())
+
+    assert [(f.duty_id, f.reason) for f in report.faults] == [("d05", "invalid_cadence")]
+    assert "ForeignKeyViolation (SQLSTATE 23503)" in report.faults[0].detail
+    assert (report.tasks_created, report.complete, report.retries) == (9, True, 0)
+
+
 def test_an_error_every_row_causes_fails_the_run_instead_of_taking_the_page_apart(
     conn: Conn,
 ) -> None:

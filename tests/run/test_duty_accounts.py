@@ -186,10 +186,10 @@ def test_a_deleted_task_is_not_re_created_until_a_change_owes_its_period_afresh(
 def test_a_duty_moved_or_deleted_while_a_run_waits_on_it_is_no_fault(
     conn: Conn, db_url: str, invoke: Invoke, edit: str, tasks: list[tuple[str, str]]
 ) -> None:
-    # The run read the duty under org-1; the edit commits while the page's
+    # The run read the duty under org-1; the move commits while the page's
     # insert waits on the row, and the task's foreign key then finds no
     # (org-1, d1): the duty changed under the statement, as in a deadlock,
-    # and nothing is wrong with its row.
+    # and nothing is wrong with its row. Deleted instead, it owes nothing.
     insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
     with psycopg.connect(db_url) as editor:
         editor.execute(edit, (LOCKED,))

@@ -43,6 +43,7 @@ class Server:
     refuses: Mapping[int | None, set[str]] = field(default_factory=dict)  # by Target.extra
     locked: set[str] = field(default_factory=set)
     slow: set[str] = field(default_factory=set)
+    keyless: set[str] = field(default_factory=set)  # a key that stays missing, however often tried
     weights: Mapping[str, int] = field(default_factory=dict)
     allowance: int = 100
     deadline_after: int | None = None  # statements that start before the deadline
@@ -114,6 +115,9 @@ class Server:
             return settling.Locked(RuntimeError("lock timeout"))
         if self.slow & ids:
             return settling.TimedOut(RuntimeError("statement timeout"))
+        if self.keyless & ids:
+            error = RuntimeError("foreign key violation")
+            return settling.Conflict(error, settling.Refused(error, f"no key {min(self.keyless)}"))
         refused = self.refuses.get(target.extra, set()) & ids
         if refused:
             return settling.Refused(RuntimeError("check violation"), f"refused {min(refused)}")
@@ -338,6 +342,18 @@ def test_a_statement_that_deadlocks_on_every_attempt_fails_the_step() -> None:
     server = Server(ids(4), conflicts=settling.ATTEMPTS)
     outcome = drive(PageShape(size=4), Job(0, None, None), server)
     assert (outcome.failure, outcome.retries) == (Failure.ERROR, settling.ATTEMPTS - 1)
+
+
+def test_a_conflict_met_on_every_attempt_that_one_row_causes_is_split_out_as_that_row_s() -> None:
+    # A duty's key that stays missing (its row deleted, moved) is no deadlock:
+    # once the attempts are spent, the page is taken apart as for a refusal.
+    server = Server(ids(8), keyless={"d005"})
+    outcome = drive(PageShape(size=8), Job(0, None, None), server)
+    assert outcome.failure is None
+    assert [(each.duty_id, each.reason) for each in outcome.set_aside] == [
+        ("d005", SetAsideReason.REFUSED)
+    ]
+    assert server.page_ids() == [each for each in ids(8) if each != "d005"]
 
 
 def test_a_connection_lost_under_a_statement_ends_the_step_as_lost() -> None:

@@ -34,21 +34,19 @@ from dispatch_fn.run import _settling
 from dispatch_fn.run._settling import Job, Outcome
 from dispatch_fn.run.runtime import Deadline, PageWriter
 
-# A task's foreign key names the very duty row the statement read, so it
-# fails only where that row's key changed under the statement: the duty moved
-# to another organisation, or deleted, while the insert waited on it. Like a
-# deadlock, that is the moment's, not the row's: run again, the statement
-# reads the row as it now is.
-_RETRYABLE: Final = (
-    pg_errors.DeadlockDetected,
-    pg_errors.SerializationFailure,
-    pg_errors.ForeignKeyViolation,
-)
+_RETRYABLE: Final = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+# The task's foreign key to its duty (migration 0011, the partitioned layout)
+# names the very duty row the statement read, so it fails only where that
+# row's key changed under the statement: the duty moved to another
+# organisation while the insert waited on it. Like a deadlock, that is the
+# moment's, not the row's: run again, the statement reads the row as it now
+# is. Should it persist, it is split out as any row's error.
+_DUTY_FOREIGN_KEY: Final = "duly_task_duty"
 # SQLSTATE classes of errors one row's values can cause: 22 data exception
 # (a value out of range, a bad encoding), 23 integrity constraint violation (a
-# CHECK the row breaks), 54 program limit exceeded (an index entry too large).
-# Splitting the page finds the row; errors of any other class are the
-# statement's or the server's.
+# CHECK or another foreign key the row breaks), 54 program limit exceeded (an
+# index entry too large). Splitting the page finds the row; errors of any
+# other class are the statement's or the server's.
 _ROW_CAUSED_CLASSES: Final = ("22", "23", "54")
 # A statement the server cancelled (57014) under the session's own
 # statement_timeout ran too long for its rows: split like a row-caused error.
@@ -177,6 +175,11 @@ def _failure(conn: Connection, exc: psycopg.Error) -> _settling.Reply:
     # serialization failure; the statement is simply tried again.
     if isinstance(exc, _RETRYABLE):
         return _settling.Conflict(exc)
+    if (
+        isinstance(exc, pg_errors.ForeignKeyViolation)
+        and exc.diag.constraint_name == _DUTY_FOREIGN_KEY
+    ):
+        return _settling.Conflict(exc, persisting=_settling.Refused(exc, _describe(exc)))
     if (exc.sqlstate or "")[:2] in _ROW_CAUSED_CLASSES:
         return _settling.Refused(exc, _describe(exc))
     return _lost_or_failed(conn, exc)

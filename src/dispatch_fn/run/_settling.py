@@ -281,9 +281,14 @@ class TimedOut:
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
-    """A deadlock, a serialization failure or a duty's key moved under it: run it again."""
+    """A deadlock, a serialization failure or a duty's key moved under it: run it again.
+
+    ``persisting``: what the failure means if every attempt meets it (None:
+    the step stops); a key that stays missing is one row's to split out.
+    """
 
     error: Exception
+    persisting: Refused | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -661,14 +666,14 @@ def _extra(
 
 
 def _dispatch_step(record: _Record, command: Dispatch) -> Steps[Committed | Splittable | _Stop]:
-    """One statement, tried again after a deadlock or a serialization failure."""
+    """One statement, tried again after a conflict (``Conflict``)."""
     attempt = 1
     while True:
         reply = yield command
         if not isinstance(reply, Conflict):
             return _answer(reply)
         if attempt == ATTEMPTS:
-            return _Stop(Failure.ERROR, reply.error)
+            return reply.persisting or _Stop(Failure.ERROR, reply.error)
         record.retries += 1
         yield Wait(0.05 * attempt)
         attempt += 1
