@@ -68,7 +68,8 @@ def start(
     """Record a run as ``running``, judged by ``rules``; return its id (the report's ``run_id``).
 
     ``local_days``: its clock's local day in each zone, as the engine judged
-    it; the trigger places edits on those days (migration 0020).
+    it; the ledger keeps those the server's tz data reads otherwise, and the
+    trigger places edits on them (migration 0020).
     """
     params = {
         **_request_params(request),
@@ -76,11 +77,8 @@ def start(
         "continues_run": continues_run,
         "continuation": request.continuation,
         "rules": rules,
-        "local_days": (
-            None
-            if local_days is None
-            else Jsonb({zone: day.isoformat() for zone, day in local_days.items()})
-        ),
+        "zones": None if local_days is None else list(local_days),
+        "days": None if local_days is None else list(local_days.values()),
     }
     row = named_row(conn.execute(statement("run_start"), params))
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row

@@ -44,7 +44,8 @@ def dispatch_recorded(
         # The latest clock dispatched: whether this run's pages find their
         # rows present from the first (a re-run).
         dispatched: datetime | None = None
-        if request.mode == "scheduled" and not request.dry_run and not request.scope.named:
+        scheduled = request.mode == "scheduled" and not request.dry_run
+        if scheduled and not request.scope.named:
             dispatched = ledger.latest_completed_clock(conn)
         # Rules that changed since the previous run (a new tz or holidays
         # release, or new owed rules) move what is owed without touching a
@@ -66,11 +67,7 @@ def dispatch_recorded(
             # The clock an edit is placed at is a scheduled run's: the
             # trigger reads its day in the duty's zone from the engine's
             # answer, not from the server's tz data.
-            local_days=(
-                local_dates(request.now)
-                if request.mode == "scheduled" and not request.dry_run
-                else None
-            ),
+            local_days=local_dates(request.now) if scheduled else None,
         )
     except psycopg.Error as exc:
         raise RunFailedError(

@@ -11,41 +11,47 @@
 -- release is older than the engine's reads America/Vancouver at -08:00 from
 -- 2026-11-01, where the engine's release says -07:00.
 --
--- A scheduled run now records, with its row, the local day of its clock in
--- every zone the engine knows (`local_days`, a JSON object of zone names to
--- ISO dates), and duly_local_day reads the day there: the latest run at that
--- clock that recorded the zone. AT TIME ZONE answers only for a clock no run
--- recorded (a run before this migration) or a zone the engine does not know
--- (the run faults that duty). The nullable column writes the catalog alone
--- (no row is rewritten; ACCESS EXCLUSIVE on duly_dispatch_run for
--- milliseconds, waiting at most lock_timeout to get it); the function is
--- replaced in place, and the trigger calls it by name. Re-runnable.
+-- A scheduled run now records, with its row, the zones whose local day at its
+-- clock the engine judges otherwise than the server (`local_days`: zone name
+-- to ISO date; `{}` where they all agree, as they mostly do), and
+-- duly_local_day takes a zone's day from the latest run at that clock that
+-- recorded one, else from the server (duly_server_day, 0012's body): so the
+-- value stays small and the trigger reads one row's. The nullable column
+-- writes the catalog alone (no row is rewritten; ACCESS EXCLUSIVE on
+-- duly_dispatch_run for milliseconds, waiting at most lock_timeout to get
+-- it); the functions are replaced in place, and the trigger calls them by
+-- name. A clock no run recorded (a run before this migration) reads the
+-- server's day, as before. Re-runnable.
 SET lock_timeout = '5s';
 
 ALTER TABLE duly_dispatch_run ADD COLUMN IF NOT EXISTS local_days jsonb;
+
+-- The local day of an instant by the server's tz data; a zone PostgreSQL does
+-- not know (the run faults the duty for it) reads as UTC rather than refusing
+-- the writer's edit. The run records where the engine judges otherwise.
+CREATE OR REPLACE FUNCTION duly_server_day(instant timestamptz, zone text)
+    RETURNS date
+    LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    RETURN (instant AT TIME ZONE zone)::date;
+EXCEPTION WHEN invalid_parameter_value THEN
+    RETURN (instant AT TIME ZONE 'UTC')::date;
+END
+$$;
 
 -- SECURITY DEFINER, as duly_latest_scheduled_clock: the writers that edit
 -- duties need not read the ledger. The run's clock index finds the row.
 CREATE OR REPLACE FUNCTION duly_local_day(instant timestamptz, zone text)
     RETURNS date
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path FROM CURRENT
 AS $$
-DECLARE
-    judged date;
-BEGIN
-    SELECT (r.local_days ->> zone)::date INTO judged
-    FROM duly_dispatch_run r
-    WHERE r.clock = instant AND r.local_days ? zone
-    ORDER BY r.id DESC
-    LIMIT 1;
-    IF judged IS NOT NULL THEN
-        RETURN judged;
-    END IF;
-    RETURN (instant AT TIME ZONE zone)::date;
-EXCEPTION WHEN invalid_parameter_value THEN
-    -- A zone PostgreSQL does not know either reads as UTC rather than
-    -- refusing the writer's edit.
-    RETURN (instant AT TIME ZONE 'UTC')::date;
-END
+SELECT coalesce(
+    ((SELECT r.local_days
+      FROM duly_dispatch_run r
+      WHERE r.clock = instant AND r.local_days IS NOT NULL
+      ORDER BY r.id DESC
+      LIMIT 1) ->> zone)::date,
+    duly_server_day(instant, zone))
 $$;

@@ -1,11 +1,17 @@
 -- ledger.start: a run begins. One autocommit statement before the run's
--- first page; its id is the report's run_id. local_days: a scheduled run's
--- clock on the local day of each zone, as the engine judged it (migration
--- 0020: the trigger places edits on those days).
+-- first page; its id is the report's run_id. local_days: of a scheduled
+-- run's clock's local day in each zone as the engine judged it (%(zones)s,
+-- %(days)s; null for other runs), those the server's tz data reads otherwise
+-- (migration 0020: the trigger places edits on the engine's days).
 INSERT INTO duly_dispatch_run (mode, clock, window_from, window_to, organization_id, duty_ids,
                                dry_run, request_id, continues_run, continuation, resume_after,
                                rules, local_days)
 VALUES (%(mode)s, %(clock)s, %(window_from)s, %(window_to)s, %(organization_id)s,
         %(duty_ids)s, %(dry_run)s, %(request_id)s, %(continues_run)s, %(continuation)s,
-        %(resume_after)s, %(rules)s, %(local_days)s)
+        %(resume_after)s, %(rules)s,
+        CASE WHEN %(zones)s::text[] IS NOT NULL THEN
+            (SELECT coalesce(jsonb_object_agg(e.zone, e.day), '{}'::jsonb)
+             FROM unnest(%(zones)s::text[], %(days)s::date[]) AS e(zone, day)
+             WHERE e.day <> duly_server_day(%(clock)s, e.zone))
+        END)
 RETURNING id
