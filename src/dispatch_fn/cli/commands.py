@@ -117,7 +117,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             [args.duty_id],
             now,
             window,
-            interval=settings.interval,
+            interval=request.interval,
             catch_up_days=settings.catch_up_days,
         )[args.duty_id]
     if args.json:
@@ -292,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
         f"(exit {ExitStatus.UNKNOWN_DUTY.value}: unknown)",
         description="Every candidate period of one duty at the run's clock, with its verdict"
         " (would_create, exists, not_owed and why), or the duty's skip or fault; judged by the"
-        " planner the run itself uses.",
+        " planner the run itself uses, with the deployment's DISPATCH_CATCH_UP_DAYS and"
+        " DISPATCH_SCHEDULE_INTERVAL_HOURS from the environment.",
     )
     why.add_argument("duty_id")
     why.add_argument(

@@ -50,7 +50,6 @@ from dispatch_fn.planning import (
     SkipReason,
     check_cadence_rule,
     classify,
-    lapsed_before_candidates,
     lead_bucket,
     near_edge,
     page_plan,
@@ -60,6 +59,7 @@ from dispatch_fn.planning import (
 )
 from dispatch_fn.run import _agenda, _pages, _settling
 from dispatch_fn.run._agenda import CONNECTION_ATTEMPTS, STOPPED_BY_DEADLINE
+from dispatch_fn.run._lapses import lapsed_unseen
 from dispatch_fn.run.errors import RunFailedError
 from dispatch_fn.run.outcome import RunOutcome, RunReport
 from dispatch_fn.run.progress import ProgressMeter
@@ -207,18 +207,17 @@ def _lapsed_unseen(
         row = rows.get((probe.organization_id, probe.duty_id))
         if row is None:
             continue
-        keys = lapsed_before_candidates(
-            row,
-            probe.account,
-            report.request.now,
-            origin=probe.origin,
-            catch_up_days=catch_up_days,
-            rejudge=rejudge,
-            schedules=schedules,
-        )
         try:
-            # Not in duly_task: a backfill may have created it.
-            lapsed += lookups.any_task_missing(conn, row, keys)
+            lapsed += lapsed_unseen(
+                conn,
+                row,
+                probe.account,
+                report.request.now,
+                origin=probe.origin,
+                catch_up_days=catch_up_days,
+                rejudge=rejudge,
+                schedules=schedules,
+            )
         except psycopg.Error:
             return report  # a count is not worth failing a run that wrote its pages
     if not lapsed:

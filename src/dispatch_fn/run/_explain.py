@@ -28,12 +28,12 @@ from dispatch_fn.planning import (
     WindowLike,
     became_owed_on,
     judge_duty,
-    lapsed_before_candidates,
     origin_clock,
     period_after,
     previous_clock,
 )
 from dispatch_fn.run import _rules
+from dispatch_fn.run._lapses import lapsed_unseen
 from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 
 # A dry run explains at most this many duties in its report (docs/contract.md#explain).
@@ -125,19 +125,15 @@ def explain_each(
             # Nothing due among the candidates: a window closed behind them
             # may still have let older periods lapse (the page flags it too).
             and (judgement.skip is None or judgement.skip.reason == SkipReason.NOTHING_DUE)
-            # Counted as the run counts it: one not in duly_task.
-            and lookups.any_task_missing(
+            and lapsed_unseen(
                 conn,
                 row,
-                lapsed_before_candidates(
-                    row,
-                    Account.of(row),
-                    now,
-                    previous=previous,
-                    catch_up_days=catch_up_days,
-                    rejudge=rejudge,
-                    schedules=schedules,
-                ),
+                Account.of(row),
+                now,
+                previous=previous,
+                catch_up_days=catch_up_days,
+                rejudge=rejudge,
+                schedules=schedules,
             )
         )
         yield duty_id, explained
