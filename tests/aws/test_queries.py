@@ -63,6 +63,10 @@ def test_the_explain_query_answers_what_explain_json_does(conn: Conn, invoke: In
     ]  # fmt: skip
     missing = invoke({"query": "explain", "duty_id": "nobody", "now": CLOCK})["explain"]
     assert missing == {"duty_id": "nobody", "found": False}
+    elsewhere = invoke(
+        {"query": "explain", "duty_id": "d1", "organization_id": "org-2", "now": CLOCK}
+    )["explain"]
+    assert elsewhere == {"duty_id": "d1", "found": False}
 
 
 @pytest.mark.parametrize(

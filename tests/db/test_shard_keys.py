@@ -14,12 +14,13 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from dispatch_fn.cli import exit_status
 from dispatch_fn.db.layout import LAYOUTS, PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations, split_statements
 from dispatch_fn.errors import LayoutNotEmptyError, MigrationError, UnknownLayoutError
 from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
-from dispatch_fn.run import dispatch, dispatch_recorded
+from dispatch_fn.run import dispatch, dispatch_recorded, explain, render_explanation
 from runtimes import runtime
 from support import NOW, Conn, cloned_database, duty, insert_duties, last_dispatched
 
@@ -434,6 +435,30 @@ def test_a_locked_duty_leaves_out_its_row_alone_not_its_namesake_in_another_orga
 
     assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
     assert [(each.organization_id, each.duty_id) for each in report.set_aside] == [("org-a", "d2")]
+
+
+def test_explain_names_the_organisations_that_hold_an_id_until_one_is_named(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # Answering for either duty of a repeated id would be a guess.
+    with (
+        cloned_database(server_dsn, layouts[PARTITIONED]) as dsn,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
+        insert_duties(
+            conn,
+            [
+                duty("d1", organization_id="org-a", frequency="monthly"),
+                duty("d1", organization_id="org-b", frequency="weekly"),
+            ],
+        )
+        unnamed = explain(conn, ["d1"], NOW)["d1"]
+        named = explain(conn, ["d1"], NOW, organization_id="org-b")["d1"]
+
+    assert (unnamed["found"], unnamed["organizations"]) == (True, ["org-a", "org-b"])
+    assert exit_status.of_explained(unnamed)[0] == exit_status.ExitStatus.REFUSED
+    assert "name one" in render_explanation(unnamed, NOW.isoformat())
+    assert (named["organization_id"], named["frequency"]) == ("org-b", "weekly")
 
 
 def test_a_fault_is_kept_on_account_for_its_own_organisation_not_its_namesake(

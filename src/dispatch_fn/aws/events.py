@@ -187,12 +187,13 @@ class RunsQueryEvent(BaseModel):
 
 
 class ExplainQueryEvent(BaseModel):
-    """``{"query": "explain", "duty_id", "now"?, "from"?, "to"?}``: one duty's verdicts."""
+    """``{"query": "explain", "duty_id", "organization_id"?, "now"?, "from"?, "to"?}``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     query: Literal["explain"]
     duty_id: Identifier
+    organization_id: Identifier | None = None
     now: Instant | None = None
     from_date: StrictDate | None = Field(default=None, alias="from")
     to_date: StrictDate | None = Field(default=None, alias="to")
@@ -211,6 +212,7 @@ class Query:
     status: str | None = None
     run_id: int | None = None
     duty_id: str | None = None
+    organization_id: str | None = None
     now: datetime | None = None
     window: Window | None = None
 
@@ -239,7 +241,11 @@ def parse_query(event: Mapping[str, Any], *, current_time: datetime, max_window_
         asked = _validate(ExplainQueryEvent, event)
         now = asked.now or current_time
         return Query(
-            "explain", duty_id=asked.duty_id, now=now, window=_window(asked, now, max_window_days)
+            "explain",
+            duty_id=asked.duty_id,
+            organization_id=asked.organization_id,
+            now=now,
+            window=_window(asked, now, max_window_days),
         )
     raise EventError(f"query: {quote(kind)}; expected 'runs' or 'explain'")
 

@@ -49,6 +49,7 @@ def answer(
         query.window,
         interval=interval,
         catch_up_days=catch_up_days,
+        organization_id=query.organization_id,
     )
     return {"explain": explained[query.duty_id]}
 

@@ -102,6 +102,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     event: dict[str, object] = {
         "dry_run": True,
         "duty_ids": [args.duty_id],
+        "organization_id": args.organization_id,
         **{field: value for field, value in given.items() if value is not None},
     }
     request = parse_event(
@@ -119,6 +120,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             window,
             interval=request.interval,
             catch_up_days=settings.catch_up_days,
+            organization_id=request.scope.organization_id,
         )[args.duty_id]
     if args.json:
         print(json.dumps(explained, indent=2))
@@ -310,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
         dest="to_date",
         type=arguments.day,
         help="backfill window's last day (default: today)",
+    )
+    why.add_argument(
+        "--organization",
+        dest="organization_id",
+        help="the duty's organisation, where several hold its id (a partitioned layout)",
     )
     why.add_argument("--json", action="store_true", help="machine-readable output")
     why.set_defaults(run=_cmd_explain)

@@ -155,6 +155,9 @@ def of_explained(explained: Mapping[str, Any]) -> tuple[ExitStatus, str | None]:
     duty_id = explained.get("duty_id")
     if explained.get("found") is False:
         return ExitStatus.UNKNOWN_DUTY, f"no duty {duty_id!r}"
+    if "organizations" in explained:
+        # Several organisations hold the id: the command line must name one.
+        return ExitStatus.REFUSED, f"{explained.get('detail')} with --organization"
     skip = explained.get("skip")
     if isinstance(skip, Mapping) and skip.get("fault"):
         return ExitStatus.DUTY_FAULTED, (

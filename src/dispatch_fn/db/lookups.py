@@ -29,11 +29,22 @@ class ExistingTask:
     created_at: datetime
 
 
-def duty_rows(conn: Connection, duty_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The stored ``duly_duty`` rows of ``duty_ids``, every column, by id (absent: no such duty)."""
+def duty_rows(
+    conn: Connection, duty_ids: Sequence[str], organization_id: str | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The stored ``duly_duty`` rows of ``duty_ids``, every column, by id (absent: no such duty).
+
+    One per organisation that holds the id (of ``organization_id`` alone, if given).
+    """
+    found: dict[str, list[dict[str, Any]]] = {}
     with conn.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(statement("explain_duties"), {"duty_ids": list(duty_ids)})
-        return {str(row["id"]): row for row in cursor.fetchall()}
+        cursor.execute(
+            statement("explain_duties"),
+            {"duty_ids": list(duty_ids), "organization_id": organization_id},
+        )
+        for row in cursor.fetchall():
+            found.setdefault(str(row["id"]), []).append(row)
+    return found
 
 
 def duty_rows_by_key(

@@ -52,12 +52,15 @@ def explain(
     interval: timedelta = SCHEDULE_INTERVAL,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rules: str | None = None,
+    organization_id: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each duty's explanation at clock ``now`` (or for backfill ``window``), by id.
 
     ``interval`` back is the previous scheduled clock, ``catch_up_days`` the
-    horizon and ``rules`` those judged by (None: this build's), as in a run.
-    An id with no stored duty is explained as ``found: false``.
+    horizon and ``rules`` those judged by (None: this build's), as in a run;
+    ``organization_id``, the one whose duties are meant (None: any). An id
+    with no stored duty is explained as ``found: false``; one that several
+    organisations hold, none named, as the list of them.
     """
     return dict(
         explain_each(
@@ -68,6 +71,7 @@ def explain(
             interval=interval,
             catch_up_days=catch_up_days,
             rules=rules,
+            organization_id=organization_id,
         )
     )
 
@@ -81,6 +85,7 @@ def explain_each(
     interval: timedelta = SCHEDULE_INTERVAL,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rules: str | None = None,
+    organization_id: str | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """``explain``'s pairs one duty at a time, in the order named, each id once.
 
@@ -89,7 +94,7 @@ def explain_each(
     five years is 1,826 candidates.
     """
     wanted = list(dict.fromkeys(duty_ids))
-    rows = lookups.duty_rows(conn, wanted)
+    held = lookups.duty_rows(conn, wanted, organization_id)
     schedules: dict[Any, Any] = {}
     # An account no run kept owes from the first run's origin, as the run
     # that reads it takes it from the ledger; a backfill owes its window.
@@ -103,10 +108,16 @@ def explain_each(
     judged_by = _rules.current() if rules is None else rules
     rejudge = _rules.changed(ledger.previous_rules(conn), judged_by)
     for duty_id in wanted:
-        row = rows.get(duty_id)
-        if row is None:
+        rows = held.get(duty_id, [])
+        if not rows:
             yield duty_id, {"duty_id": duty_id, "found": False}
             continue
+        if len(rows) > 1:
+            # On a layout keyed by (organization_id, id) the id repeats
+            # (docs/adr/0005): which duty is meant is the asker's to say.
+            yield duty_id, _held_by_several(duty_id, rows)
+            continue
+        row = rows[0]
         judgement = judge_duty(
             row,
             now,
@@ -172,6 +183,7 @@ def _as_json(
     return {
         "duty_id": judgement.duty_id,
         "found": True,
+        "organization_id": row.get("organization_id"),
         "name": row.get("name"),
         "frequency": cadence.frequency,
         "timezone": cadence.timezone,
@@ -294,10 +306,25 @@ def _bounds(frequency: str, key: str, timezone: str) -> dict[str, str | None]:
     return {"start": bounds.start.isoformat(), "end": bounds.end.isoformat()}
 
 
+def _held_by_several(duty_id: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    organizations = sorted(str(row["organization_id"]) for row in rows)
+    return {
+        "duty_id": duty_id,
+        "found": True,
+        "organizations": organizations,
+        "detail": (
+            f"duty id {duty_id!r} is held by {len(organizations)} organisations "
+            f"({', '.join(organizations)}); name one"
+        ),
+    }
+
+
 def render_explanation(explained: dict[str, Any], clock: str) -> str:
     """One duty's explanation as a readable table."""
     if not explained["found"]:
         return f"duty {explained['duty_id']!r} is unknown"
+    if "organizations" in explained:
+        return str(explained["detail"])
     lines = [
         f"duty {explained['duty_id']} ({explained['name']}): {explained['frequency']} in "
         f"{explained['timezone']}, at {clock}"

@@ -57,6 +57,7 @@ def remarks_on(conn: Connection, request: RunRequest, *, catch_up_days: int, rul
         interval=request.interval,
         catch_up_days=catch_up_days,
         rules=rules,
+        organization_id=request.scope.organization_id,
     )
     return Remarks(matched, note, _within_budget(each, len(set(duty_ids))))
 
