@@ -23,12 +23,13 @@ import pytest
 from dispatch_fn.aws import app
 from dispatch_fn.cli.commands import main
 from dispatch_fn.db import ledger
+from dispatch_fn.db.migrate import apply_migrations
 from dispatch_fn.db.sql import statement_text
 from dispatch_fn.engine import local_dates
 from dispatch_fn.errors import EventError
 from dispatch_fn.planning import RunRequest
 from dispatch_fn.run import RunFailedError, dispatch_recorded
-from support import CLOCK, Conn, Invoke, duty, insert_duties
+from support import CLOCK, Conn, Invoke, duty, insert_duties, task_keys
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -112,6 +113,27 @@ def test_a_scheduled_run_records_the_zones_whose_day_the_engine_judges_otherwise
     assert placed is not None
     assert [str(day) for day in placed] == ["2026-06-30", "2026-06-30", "2026-06-29"]
     assert (dry["local_days"], backfill["local_days"]) == (None, None)
+
+
+def test_the_migration_step_records_the_engine_days_of_the_latest_clocks_recorded_before_0020(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Runs before migration 0020 recorded no days: an edit made after the
+    # upgrade, before the next scheduled run, would fall on the server's day.
+    insert_duties(conn, [duty("other")])
+    invoke({"now": "2026-06-28T22:30:00Z"})
+    invoke({"now": "2026-06-29T22:30:00Z"})
+    conn.execute("UPDATE duly_dispatch_run SET local_days = NULL")
+    apply_migrations(conn)
+    earlier, latest = (row["local_days"] for row in _runs(conn))
+    insert_duties(conn, [duty("d1", frequency="daily", lead_days=0, timezone="CET")])
+    invoke({"now": "2026-06-30T22:30:00Z"})
+
+    # No duty's latest clock: left as it was.
+    assert earlier is None
+    assert latest["CET"] == "2026-06-30"
+    # Added after the run of 06-30 (the engine's day; the server's 06-29).
+    assert task_keys(conn, "d1") == ["2026-07-01"]
 
 
 def test_an_incomplete_run_is_recorded_as_incomplete(conn: Conn, invoke: Invoke) -> None:

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
+import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from dispatch_fn.db.sql import Connection, named_row, statement
+from dispatch_fn.db.sql import Connection, named_row, named_rows, statement
+from dispatch_fn.engine import local_dates
 from dispatch_fn.planning import STATUSES, RunRequest
 
 # The function's Timeout in template.yaml (a template test holds them equal):
@@ -83,6 +85,26 @@ def start(
     row = named_row(conn.execute(statement("run_start"), params))
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
     return int(row["id"])
+
+
+def record_engine_days(conn: psycopg.Connection[Any]) -> int:
+    """Record the engine's local days of the latest scheduled clocks that recorded none.
+
+    Runs before migration 0020 recorded none, and the trigger would place an
+    edit made before the next scheduled run on the server's day; the
+    migration step calls this once it has applied 0020. Returns the clocks
+    recorded.
+    """
+    clocks = [
+        row["clock"] for row in named_rows(conn.execute(statement("run_engine_days_missing")))
+    ]
+    for clock in clocks:
+        days = local_dates(clock)
+        conn.execute(
+            statement("run_engine_days_record"),
+            {"clock": clock, "zones": list(days), "days": list(days.values())},
+        )
+    return len(clocks)
 
 
 def finish(

@@ -33,6 +33,8 @@ NO_TRANSACTION: Final = "-- duly:no-transaction"
 _MIGRATION_LOCK: Final = 0x0D01_7D15
 _LOCK_POLL_S: Final = 0.2
 _LOCK_WAIT_S: Final = 600.0
+# The migration whose ledger column the migration step fills for runs recorded before it.
+_ENGINE_DAYS: Final = "0020_engine_local_days"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,11 @@ def _apply(
             break
         _run(conn, each)
         applied.append(each.version)
+    if _ENGINE_DAYS in done or _ENGINE_DAYS in applied:
+        # A data step no SQL can take: the engine's days (migration 0020).
+        from dispatch_fn.db import ledger  # noqa: PLC0415 - the engine loads only here
+
+        ledger.record_engine_days(conn)
     return applied
 
 

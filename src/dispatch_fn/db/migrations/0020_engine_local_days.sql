@@ -20,8 +20,11 @@
 -- writes the catalog alone (no row is rewritten; ACCESS EXCLUSIVE on
 -- duly_dispatch_run for milliseconds, waiting at most lock_timeout to get
 -- it); the functions are replaced in place, and the trigger calls them by
--- name. A clock no run recorded (a run before this migration) reads the
--- server's day, as before. Re-runnable.
+-- name. The engine's days of the latest scheduled clocks recorded before
+-- this migration are written by the migration step itself once it has
+-- applied it (db.migrate, ledger.record_engine_days: the engine is Python),
+-- so an edit made before the next scheduled run falls on the engine's day
+-- too. Re-runnable.
 SET lock_timeout = '5s';
 
 ALTER TABLE duly_dispatch_run ADD COLUMN IF NOT EXISTS local_days jsonb;
@@ -38,6 +41,18 @@ BEGIN
 EXCEPTION WHEN invalid_parameter_value THEN
     RETURN (instant AT TIME ZONE 'UTC')::date;
 END
+$$;
+
+-- Of the local days the engine judged for the zones at instant (days and
+-- zones, in one order), those the server's tz data reads otherwise; {} where
+-- none does.
+CREATE OR REPLACE FUNCTION duly_engine_days_apart(instant timestamptz, zones text[], days date[])
+    RETURNS jsonb
+    LANGUAGE sql STABLE
+AS $$
+SELECT coalesce(jsonb_object_agg(e.zone, e.day), '{}'::jsonb)
+FROM unnest(zones, days) AS e(zone, day)
+WHERE e.day <> duly_server_day(instant, e.zone)
 $$;
 
 -- SECURITY DEFINER, as duly_latest_scheduled_clock: the writers that edit

@@ -9,9 +9,6 @@ INSERT INTO duly_dispatch_run (mode, clock, window_from, window_to, organization
 VALUES (%(mode)s, %(clock)s, %(window_from)s, %(window_to)s, %(organization_id)s,
         %(duty_ids)s, %(dry_run)s, %(request_id)s, %(continues_run)s, %(continuation)s,
         %(resume_after)s, %(rules)s,
-        CASE WHEN %(zones)s::text[] IS NOT NULL THEN
-            (SELECT coalesce(jsonb_object_agg(e.zone, e.day), '{}'::jsonb)
-             FROM unnest(%(zones)s::text[], %(days)s::date[]) AS e(zone, day)
-             WHERE e.day <> duly_server_day(%(clock)s, e.zone))
-        END)
+        CASE WHEN %(zones)s::text[] IS NOT NULL
+             THEN duly_engine_days_apart(%(clock)s, %(zones)s::text[], %(days)s::date[]) END)
 RETURNING id
