@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from dispatch_fn.engine import _zones
-from dispatch_fn.engine.periods import local_date, start_of_day, zone
+from dispatch_fn.engine.periods import local_date, local_dates, start_of_day, zone
 
 
 def test_tzdata_is_the_pinned_release() -> None:
@@ -50,6 +50,17 @@ def test_local_date_is_the_wall_calendar_date() -> None:
     instant = datetime(2026, 8, 20, 18, 15, tzinfo=UTC)
     assert local_date(instant, "Asia/Kathmandu") == date(2026, 8, 21)
     assert local_date(instant, "America/Los_Angeles") == date(2026, 8, 20)
+
+
+def test_local_dates_are_each_zone_s_local_date_less_those_past_the_calendar() -> None:
+    instant = datetime(2026, 6, 29, 22, 30, tzinfo=UTC)
+    shown = local_dates(instant)
+    assert shown == {name: local_date(instant, name) for name in _zones.zone_names()}
+    assert (shown["CET"], shown["UTC"]) == (date(2026, 6, 30), date(2026, 6, 29))
+    # An hour before the calendar's last instant: east of UTC it is year 10000.
+    last = local_dates(datetime(9999, 12, 31, 23, tzinfo=UTC))
+    assert "UTC" in last
+    assert "Africa/Addis_Ababa" not in last
 
 
 def test_local_date_accepts_any_aware_tzinfo() -> None:

@@ -78,8 +78,18 @@ def local_date(instant: datetime, timezone: str) -> date:
 
 
 def local_dates(instant: datetime) -> dict[str, date]:
-    """The date a wall clock shows at ``instant`` in every zone the bundled tz release defines."""
-    return {name: dates.local_date_in(instant, zone(name)) for name in sorted(_zones.zone_names())}
+    """The date a wall clock shows at ``instant`` in every zone the bundled tz release defines.
+
+    Less the zones where that date lies outside the calendar (an instant
+    within hours of its ends).
+    """
+    shown = {}
+    for name in sorted(_zones.zone_names()):
+        try:
+            shown[name] = dates.local_date_in(instant, zone(name))
+        except YearOutOfRangeError:
+            continue
+    return shown
 
 
 def start_of_day(day: date, timezone: str) -> datetime:
