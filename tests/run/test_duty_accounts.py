@@ -1031,6 +1031,57 @@ def test_a_period_rolled_back_into_the_window_but_owed_after_its_end_is_not_crea
     assert task_keys(conn, "d") == ["2026-02-25", "2026-02-26", "2026-02-27"]
 
 
+def test_a_period_rolled_back_into_the_window_but_owed_after_its_end_is_not_created_after_an_outage(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # As above, with the runs of the window's last day, the 28th and March 1
+    # missed (inside the horizon): what became owed after the window's end
+    # is not created, whatever the runs between.
+    rolled = {"due_roll": "preceding", "lead_days": 0, "effective_to": date(2026, 2, 27)}
+    insert_duties(conn, [duty("m", **rolled), duty("d", frequency="daily", **rolled)])
+    start = datetime(2026, 2, 25, 1, 0, tzinfo=UTC)
+    invoke(clock_event(start))
+    invoke(clock_event(start + DAY))
+    clock = clock_event(start + 5 * DAY)  # Monday 03-02
+    dry = invoke({**clock, "dry_run": True})
+    later = invoke(clock)
+
+    assert task_keys(conn, "m") == ["2026-02"]
+    assert task_keys(conn, "d") == ["2026-02-25", "2026-02-26", "2026-02-27"]
+    assert dry["tasks_would_create"] == later["tasks_created"] == 1
+
+
+def test_a_run_at_a_future_clock_creates_no_period_owed_after_the_window_ended(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # The window ends on the coming Friday; Saturday's and Sunday's due dates
+    # roll back to it. A manual run at the Monday after: not owed.
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    friday = now.date() + timedelta(days=(4 - now.weekday()) % 7 or 7)
+    rolled = {"due_roll": "preceding", "lead_days": 0, "effective_to": friday}
+    insert_duties(conn, [duty(LOCKED, frequency="daily", **rolled)])
+    invoke(clock_event(now))
+    invoke(clock_event(datetime.combine(friday + 3 * DAY, datetime.min.time(), UTC)))
+
+    assert not {str(friday + DAY), str(friday + 2 * DAY)} & set(task_keys(conn, LOCKED))
+
+
+def test_a_period_a_lead_opened_before_the_window_began_is_owed_from_its_first_day(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # The lead (7 days) opens the 16th on the 9th, while the window (from the
+    # 16th) had not begun: it becomes owed as the duty enters its window, so a
+    # run missed on the 16th leaves it to the next, within the horizon.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", effective_from=date(2026, 11, 16))])
+    first = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
+    for day in range(15):  # the 1st to the 15th
+        invoke(clock_event(first + day * DAY))
+    after = invoke(clock_event(first + 16 * DAY))  # the 17th; the 16th's run missed
+
+    assert after["beyond_horizon"] == 0
+    assert task_keys(conn, LOCKED)[0] == "2026-11-16"
+
+
 def test_a_window_whose_start_is_deferred_owes_from_that_start_when_it_comes(
     conn: Conn, invoke: Invoke
 ) -> None:

@@ -21,7 +21,8 @@ period engine for keys and due dates only, never the planner:
 
 - A period becomes owed on a local day: its first day, or its
   ``visible_from`` day if that is earlier, never before its first day less
-  the lead.
+  the lead, nor before the effective window's first day; one that becomes
+  owed after the window's last day is not owed.
 - Every edit is placed at the local day of the latest scheduled clock (a run
   at a future clock never counts) in the duty's zone after the edit, never
   before the account's day; with no such clock, before every day. An edit
@@ -313,10 +314,15 @@ def judge(
         )
         visible = periods.visible_from_for(due, lead)
         became = min(first_day, max(visible, first_day - timedelta(days=max(lead, 0))))
+        if row["effective_from"] is not None:
+            # Its lead opened it before the window began: owed as it begins.
+            became = max(became, row["effective_from"])
         if became > today:
             continue
         if not _within(last_day if row["due_anchor"] == "after_period_end" else due, row):
             continue
+        if row["effective_to"] is not None and became > row["effective_to"]:
+            continue  # owed after the window's last day: outside it
         live = last_day >= today
         by_account = became > since and model.dispatchable_on(became)
         if not (by_account or (fresh and live)):

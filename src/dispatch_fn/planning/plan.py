@@ -434,16 +434,39 @@ def window_closed_behind(account: Account, schedule: Schedule, effective_to: dat
     return since is not None and since < effective_to
 
 
-def became_owed_on(period: Period, visible_from: date, lead_days: int) -> date:
+def became_owed_on(
+    period: Period, visible_from: date, lead_days: int, opens: date | None = None
+) -> date:
     """The local day a period becomes owed: its first day, or its ``visible_from`` if earlier.
 
     Never before its lead reaches it (its first day less ``lead_days``): a
     due date rolled back before the period (``preceding``) would otherwise
     make it owed before any run holds it as a candidate, and a run that kept
-    the account in between would never owe it.
+    the account in between would never owe it. Nor before ``opens``, the
+    duty's effective window's first day: a period its lead opened before the
+    duty entered its window becomes owed as it enters (docs/contract.md#account).
     """
     reached = _days_before(period.first_day, max(lead_days, 0))
-    return min(period.first_day, max(visible_from, reached))
+    became = min(period.first_day, max(visible_from, reached))
+    return became if opens is None else max(became, opens)
+
+
+def owed_in_window(
+    cadence: Cadence,
+    period: Period,
+    due_date: date,
+    became: date,
+    window: tuple[date | None, date | None],
+) -> bool:
+    """Whether a period passes the effective window: on its window day, owed by the window's end.
+
+    One whose due date a roll moved back into the window, but that became
+    owed after its last day, became owed outside it (docs/contract.md#account).
+    """
+    effective_from, effective_to = window
+    return within(cadence.window_day(period, due_date), effective_from, effective_to) and (
+        effective_to is None or became <= effective_to
+    )
 
 
 def owed_verdict(
@@ -452,6 +475,8 @@ def owed_verdict(
     schedule: Schedule,
     account: Account = Account(),
     lead_days: int = 0,
+    *,
+    opens: date | None = None,
 ) -> NotOwed | None:
     """Whether a duty's account owes ``period`` at the schedule's clock (None: it does).
 
@@ -468,7 +493,7 @@ def owed_verdict(
     today = schedule.today
     if today is None:
         return None
-    became = became_owed_on(period, visible_from, lead_days)
+    became = became_owed_on(period, visible_from, lead_days, opens)
     if became > today:
         return NotOwed.NOT_VISIBLE_YET
     live = period.last_day >= today
@@ -777,13 +802,18 @@ def judge_duty(
         for period in schedule.periods:
             due_date = cadence.due_date(period)
             visible_from = visible_from_for(due_date, cadence.lead_days)
-            verdict = owed_verdict(period, visible_from, schedule, account, cadence.lead_days)
+            verdict = owed_verdict(
+                period, visible_from, schedule, account, cadence.lead_days, opens=effective_from
+            )
             past = schedule.today is not None and period.last_day < schedule.today
             if past and verdict in (NotOwed.DISPATCHED, NotOwed.NOT_DISPATCHABLE):
                 # Over, and not this run's to owe: an earlier run's question.
                 continue
             not_owed = verdict
-            if not within(cadence.window_day(period, due_date), effective_from, effective_to):
+            became = became_owed_on(period, visible_from, cadence.lead_days, effective_from)
+            if not owed_in_window(
+                cadence, period, due_date, became, (effective_from, effective_to)
+            ):
                 if past and verdict is not None:
                     continue
                 not_owed = NotOwed.OUTSIDE_EFFECTIVE_WINDOW
@@ -849,7 +879,10 @@ def lapsed_before_candidates(
         start_of_day(_days_before(reach, 1), zone),
         zone,
     )
-    effective = duty.get("effective_from"), duty.get("effective_to")
+    effective: tuple[date | None, date | None] = (
+        duty.get("effective_from"),
+        duty.get("effective_to"),
+    )
     lapsed: list[str] = []
     for period in _periods(frequency, keys, current=None):
         if period.first_day >= reach:
@@ -858,14 +891,12 @@ def lapsed_before_candidates(
             due = cadence.due_date(period)
         except (PeriodError, OverflowError):  # past the calendar's last day
             continue
+        visible = visible_from_for(due, cadence.lead_days)
+        became = became_owed_on(period, visible, cadence.lead_days, effective[0])
         if (
-            within(cadence.window_day(period, due), *effective)
+            owed_in_window(cadence, period, due, became, effective)
             and owed_verdict(
-                period,
-                visible_from_for(due, cadence.lead_days),
-                schedule,
-                account,
-                cadence.lead_days,
+                period, visible, schedule, account, cadence.lead_days, opens=effective[0]
             )
             is NotOwed.BEYOND_HORIZON
         ):

@@ -228,7 +228,12 @@ def _account(
     """
     account = Account.of(row)
     ahead = [
-        became_owed_on(candidate.period, candidate.visible_from, judgement.cadence.lead_days)
+        became_owed_on(
+            candidate.period,
+            candidate.visible_from,
+            judgement.cadence.lead_days,
+            row.get("effective_from"),
+        )
         for candidate in judgement.candidates
         if candidate.not_owed is NotOwed.NOT_VISIBLE_YET
     ]

@@ -281,10 +281,14 @@ owed AS (
                AND NOT coalesce(last_day < today AND became <= horizon, false) AS owes
     FROM (SELECT *,
                  -- plan.Cadence.window_day: after the period, the window holds
-                 -- the period's last day; otherwise the due date.
+                 -- the period's last day; otherwise the due date. And it became
+                 -- owed by the window's last day (plan.owed_in_window): one
+                 -- whose due date a roll moved back into the window became
+                 -- owed outside it if after that day.
                  CASE WHEN due_anchor = 'after_period_end' THEN last_day ELSE due_date END
                      BETWEEN coalesce(effective_from, '-infinity'::date)
-                         AND coalesce(effective_to, 'infinity'::date) AS windowed,
+                         AND coalesce(effective_to, 'infinity'::date)
+                     AND became <= coalesce(effective_to, 'infinity'::date) AS windowed,
                  -- plan.owed_verdict: the period became owed by today, after the
                  -- account's day (and, paused since, by the pause's or in a span a
                  -- resume opened after it, migration 0016), or, for a
@@ -306,9 +310,12 @@ owed AS (
                                       AND (through IS NULL OR through <= today))), false)
                      AS now_owed
           -- plan.became_owed_on: never before its lead reaches it (a due date
-          -- rolled back before the period would be owed before it is a candidate).
-          FROM (SELECT *, least(first_day, greatest(due_date - lead_days,
-                                                    first_day - greatest(lead_days, 0))) AS became
+          -- rolled back before the period would be owed before it is a
+          -- candidate), nor before the window's first day: a period its lead
+          -- opened before the duty entered its window becomes owed then.
+          FROM (SELECT *, greatest(least(first_day, greatest(due_date - lead_days,
+                                                             first_day - greatest(lead_days, 0))),
+                                   coalesce(effective_from, '-infinity'::date)) AS became
                 FROM dated) b) dated
     WHERE windowed AND (now_owed OR became > today) OR last_day >= today
 ),
