@@ -136,6 +136,19 @@ def test_the_migration_step_records_the_engine_days_of_the_latest_clocks_recorde
     assert task_keys(conn, "d1") == ["2026-07-01"]
 
 
+def test_the_migration_step_records_one_clock_a_scope_however_long_the_ledger(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Only a scope's latest clock can be a duty's latest (duly_latest_scheduled_clock).
+    insert_duties(conn, [duty("a")])
+    for day in (27, 28, 29):
+        invoke({"now": f"2026-06-{day}T22:30:00Z", "organization_id": "org-1"})
+    conn.execute("UPDATE duly_dispatch_run SET local_days = NULL")
+    apply_migrations(conn)
+
+    assert [row["local_days"] is not None for row in _runs(conn)] == [False, False, True]
+
+
 def test_an_incomplete_run_is_recorded_as_incomplete(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("a")])
     report = invoke({"now": CLOCK}, _Context("req-2", remaining_ms=0))

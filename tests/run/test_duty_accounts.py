@@ -1082,6 +1082,40 @@ def test_a_period_a_lead_opened_before_the_window_began_is_owed_from_its_first_d
     assert task_keys(conn, LOCKED)[0] == "2026-11-16"
 
 
+def test_a_period_begun_before_a_reopened_window_is_owed_as_the_window_opens_after_an_outage(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # The window ended on 03-08; on 03-10 it is reopened from Wednesday 03-11,
+    # in the middle of week 11 (due Sunday 03-15). The runs of 03-11 to 03-15
+    # are missed: week 11 became owed as the window opened, within the
+    # horizon, so the run of 03-16 owes it though it is over.
+    insert_duties(
+        conn,
+        [
+            duty(
+                LOCKED,
+                frequency="weekly",
+                due_anchor="period_end",
+                lead_days=0,
+                effective_to=date(2026, 3, 8),
+            )
+        ],
+    )
+    start = datetime(2026, 3, 7, 1, 0, tzinfo=UTC)
+    for day in range(4):  # 03-07 to 03-10
+        invoke(clock_event(start + day * DAY))
+    conn.execute(
+        "UPDATE duly_duty SET effective_from = '2026-03-11', effective_to = NULL WHERE id = %s",
+        (LOCKED,),
+    )
+    clock = clock_event(start + 9 * DAY)  # 03-16
+    dry = invoke({**clock, "dry_run": True})
+    later = invoke(clock)
+
+    assert "2026-W11" in task_keys(conn, LOCKED)
+    assert dry["tasks_would_create"] == later["tasks_created"]
+
+
 def test_a_window_whose_start_is_deferred_owes_from_that_start_when_it_comes(
     conn: Conn, invoke: Invoke
 ) -> None:

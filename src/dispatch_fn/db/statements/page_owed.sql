@@ -222,12 +222,15 @@ unrolled AS (
       -- The duty's own candidates (docs/contract.md#account): periods not
       -- over that start by today plus its lead (the schedule was planned for
       -- the largest lead in its group, whose leads share one bucket:
-      -- plan.lead_bucket), and periods over by today that began after the
-      -- account's day: only those can have become owed since (a period
-      -- becomes owed on or before its first day).
+      -- plan.lead_bucket), and periods over by today that began, or whose
+      -- window opened, after the account's day: only those can have become
+      -- owed since (a period becomes owed on or before its first day, or as
+      -- the duty enters its window).
       AND (pl.today IS NULL
            OR (p.last_day >= pl.today AND p.first_day <= greatest(pl.today, pl.today + pl.lead_days))
-           OR (p.last_day < pl.today AND p.first_day > least(pl.since, pl.fresh))
+           OR (p.last_day < pl.today
+               AND greatest(p.first_day, coalesce(pl.effective_from, '-infinity'::date))
+                   > least(pl.since, pl.fresh))
            -- And the period after the last not over, never owed yet: the day
            -- it becomes owed is the account's next day (keeping). Only a lead
            -- moves that day off its first day, the bound keeping computes
