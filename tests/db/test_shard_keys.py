@@ -415,9 +415,8 @@ def test_a_locked_duty_leaves_out_its_row_alone_not_its_namesake_in_another_orga
     # Only org-a's d2 is locked past the lock timeout: org-b's d2 is owed
     # and dispatched, and the one set aside is org-a's.
     with (
-        cloned_database(server_dsn, layouts[PARTITIONED]) as dsn,
-        psycopg.connect(dsn, autocommit=True) as conn,
-        psycopg.connect(dsn) as holder,
+        _connect(server_dsn, layouts, PARTITIONED) as conn,
+        psycopg.connect(conn.info.dsn) as holder,
     ):
         insert_duties(
             conn,
@@ -441,10 +440,7 @@ def test_explain_names_the_organisations_that_hold_an_id_until_one_is_named(
     server_dsn: str, layouts: dict[str, str]
 ) -> None:
     # Answering for either duty of a repeated id would be a guess.
-    with (
-        cloned_database(server_dsn, layouts[PARTITIONED]) as dsn,
-        psycopg.connect(dsn, autocommit=True) as conn,
-    ):
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
         insert_duties(
             conn,
             [
@@ -466,10 +462,7 @@ def test_a_fault_is_kept_on_account_for_its_own_organisation_not_its_namesake(
 ) -> None:
     # A healthy namesake kept on the fault account would never be new when it
     # breaks for real: its alarm would stay silent.
-    with (
-        cloned_database(server_dsn, layouts[PARTITIONED]) as dsn,
-        psycopg.connect(dsn, autocommit=True) as conn,
-    ):
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
         insert_duties(
             conn,
             [

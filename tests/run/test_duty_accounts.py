@@ -39,6 +39,17 @@ def _paused_on_its_account_day_and_resumed_after_the_21st(conn: Conn, invoke: In
     conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
 
 
+def _set_aside_on_the_last_two_days_of_its_window(conn: Conn, holder: Conn, invoke: Invoke) -> None:
+    """A daily UTC duty, lead 0, its window ending on the 22nd: set aside on the 21st and 22nd."""
+    insert_duties(
+        conn,
+        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
+    )
+    invoke(clock_event(FIRST))
+    set_aside(holder, invoke, FIRST + DAY, LOCKED)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+
+
 def _paused_over_a_run(conn: Conn, invoke: Invoke, at: datetime) -> None:
     """The duty paused, the run at ``at`` made, the duty resumed."""
     conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
@@ -711,15 +722,8 @@ def test_a_pause_after_owed_days_that_outlasts_the_horizon_counts_what_lapsed_be
 def test_a_window_that_closed_before_the_horizon_counts_what_lapsed_in_it(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
-    # Set aside on the 21st and the 22nd, its window ending on the 22nd, no
-    # run reading it for ten days: both lapsed inside the window.
-    insert_duties(
-        conn,
-        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
-    )
-    invoke(clock_event(FIRST))
-    set_aside(holder, invoke, FIRST + DAY, LOCKED)
-    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+    # No run reading it for ten days: both set-aside days lapsed inside the window.
+    _set_aside_on_the_last_two_days_of_its_window(conn, holder, invoke)
     later = invoke(clock_event(FIRST + 12 * DAY))
 
     assert later["beyond_horizon"] == 1
@@ -746,13 +750,7 @@ def test_a_lapse_older_than_the_candidates_that_a_backfill_created_is_not_counte
 def test_a_lapse_in_a_window_closed_before_the_horizon_that_a_backfill_created_is_not_counted(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
-    insert_duties(
-        conn,
-        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
-    )
-    invoke(clock_event(FIRST))
-    set_aside(holder, invoke, FIRST + DAY, LOCKED)
-    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+    _set_aside_on_the_last_two_days_of_its_window(conn, holder, invoke)
     invoke({"from": "2026-11-01", "to": "2026-11-30"})
     later = invoke(clock_event(FIRST + 12 * DAY))
 
@@ -832,13 +830,7 @@ def test_a_duty_inserted_as_a_copy_of_another_row_starts_its_own_account(
 def test_explain_counts_what_lapsed_in_a_window_that_closed_before_the_horizon(
     conn: Conn, holder: Conn, invoke: Invoke
 ) -> None:
-    insert_duties(
-        conn,
-        [duty(LOCKED, frequency="daily", lead_days=0, effective_to=date(2026, 11, 22))],
-    )
-    invoke(clock_event(FIRST))
-    set_aside(holder, invoke, FIRST + DAY, LOCKED)
-    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+    _set_aside_on_the_last_two_days_of_its_window(conn, holder, invoke)
     clock = clock_event(FIRST + 12 * DAY)
     explained = invoke({"query": "explain", "duty_id": LOCKED, **clock})
     later = invoke(clock)

@@ -9,9 +9,9 @@ transaction and never holds a lock a page waits for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import psycopg
@@ -65,22 +65,21 @@ def start(
     request_id: str | None,
     continues_run: int | None,
     rules: str | None = None,
-    local_days: Mapping[str, date] | None = None,
 ) -> int:
     """Record a run as ``running``, judged by ``rules``; return its id (the report's ``run_id``).
 
-    ``local_days``: its clock's local day in each zone, as the engine judged
-    it; the ledger keeps those the server's tz data reads otherwise, and the
-    trigger places edits on them (migration 0020).
+    A non-dry scheduled run's clock is the one the trigger places edits at:
+    the ledger keeps the local days the engine judges for it where the
+    server's tz data reads them otherwise (migration 0020).
     """
+    scheduled = request.mode == "scheduled" and not request.dry_run
     params = {
         **_request_params(request),
         "request_id": request_id,
         "continues_run": continues_run,
         "continuation": request.continuation,
         "rules": rules,
-        "zones": None if local_days is None else list(local_days),
-        "days": None if local_days is None else list(local_days.values()),
+        **(_engine_days(request.now) if scheduled else {"zones": None, "days": None}),
     }
     row = named_row(conn.execute(statement("run_start"), params))
     assert row is not None  # noqa: S101 - an insert with RETURNING returns its row
@@ -99,12 +98,14 @@ def record_engine_days(conn: psycopg.Connection[Any]) -> int:
         row["clock"] for row in named_rows(conn.execute(statement("run_engine_days_missing")))
     ]
     for clock in clocks:
-        days = local_dates(clock)
-        conn.execute(
-            statement("run_engine_days_record"),
-            {"clock": clock, "zones": list(days), "days": list(days.values())},
-        )
+        conn.execute(statement("run_engine_days_record"), {"clock": clock, **_engine_days(clock)})
     return len(clocks)
+
+
+def _engine_days(clock: datetime) -> dict[str, list[Any]]:
+    """``clock``'s local day in every zone the engine knows, as the statements bind them."""
+    days = local_dates(clock)
+    return {"zones": list(days), "days": list(days.values())}
 
 
 def finish(

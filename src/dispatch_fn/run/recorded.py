@@ -18,7 +18,6 @@ from typing import Any
 import psycopg
 
 from dispatch_fn.db import Connection, faults, ledger
-from dispatch_fn.engine import local_dates
 from dispatch_fn.errors import HandOffError
 from dispatch_fn.planning import RunRequest, origin_clock
 from dispatch_fn.run import _rules, continuation
@@ -44,8 +43,7 @@ def dispatch_recorded(
         # The latest clock dispatched: whether this run's pages find their
         # rows present from the first (a re-run).
         dispatched: datetime | None = None
-        scheduled = request.mode == "scheduled" and not request.dry_run
-        if scheduled and not request.scope.named:
+        if request.mode == "scheduled" and not request.dry_run and not request.scope.named:
             dispatched = ledger.latest_completed_clock(conn)
         # Rules that changed since the previous run (a new tz or holidays
         # release, or new owed rules) move what is owed without touching a
@@ -64,10 +62,6 @@ def dispatch_recorded(
             request_id=runtime.request_id,
             continues_run=ledger.continued_run(conn, request),
             rules=judged_by,
-            # The clock an edit is placed at is a scheduled run's: the
-            # trigger reads its day in the duty's zone from the engine's
-            # answer, not from the server's tz data.
-            local_days=local_dates(request.now) if scheduled else None,
         )
     except psycopg.Error as exc:
         raise RunFailedError(
