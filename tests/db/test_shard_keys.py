@@ -22,7 +22,15 @@ from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
 from dispatch_fn.run import dispatch, dispatch_recorded, explain, render_explanation
 from runtimes import runtime
-from support import NOW, Conn, cloned_database, duty, insert_duties, last_dispatched
+from support import (
+    NOW,
+    Conn,
+    cloned_database,
+    duty,
+    insert_duties,
+    last_dispatched,
+    refuse_tasks,
+)
 
 SHARD_KEYS = "0011_shard_keys"
 TABLES = ("duly_duty", "duly_task")
@@ -434,6 +442,57 @@ def test_a_locked_duty_leaves_out_its_row_alone_not_its_namesake_in_another_orga
 
     assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
     assert [(each.organization_id, each.duty_id) for each in report.set_aside] == [("org-a", "d2")]
+
+
+def test_a_refused_duty_is_set_aside_alone_not_its_namesake_in_another_organisation(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # The server refuses org-a's d2 alone: org-b's d2 is owed and
+    # dispatched, and only org-a's is faulted and kept on the fault account.
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
+        insert_duties(
+            conn,
+            [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
+        )
+        refuse_tasks(conn, "NEW.organization_id = 'org-a' AND NEW.duty_id = 'd2'")
+        outcome = dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        written = conn.execute(
+            "SELECT DISTINCT organization_id, duty_id FROM duly_task ORDER BY 1, 2"
+        ).fetchall()
+        account = conn.execute(
+            "SELECT organization_id, duty_id FROM duly_dispatch_fault ORDER BY 1, 2"
+        ).fetchall()
+
+    assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
+    assert [(each.organization_id, each.duty_id) for each in outcome.report.faults] == [
+        ("org-a", "d2")
+    ]
+    assert [tuple(row) for row in account] == [("org-a", "d2")]
+
+
+def test_a_duty_the_planner_refuses_at_the_calendar_edge_is_set_aside_alone_not_its_namesake(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # org-a's d2 has a grace that reaches past 9999; org-b's d2 has none.
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
+        insert_duties(
+            conn,
+            [
+                duty(id_, organization_id=org, due_anchor="period_end",
+                     grace_days=1 if (org, id_) == ("org-a", "d2") else 0)
+                for org, id_ in REPEATED
+            ],
+        )  # fmt: skip
+        window = Window(date(9999, 10, 1), date(9999, 12, 31))
+        report = dispatch(
+            [conn], RunRequest(now=datetime(9999, 12, 1, tzinfo=UTC), window=window), runtime()
+        )
+        written = conn.execute(
+            "SELECT DISTINCT organization_id, duty_id FROM duly_task ORDER BY 1, 2"
+        ).fetchall()
+
+    assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
+    assert [(each.organization_id, each.duty_id) for each in report.faults] == [("org-a", "d2")]
 
 
 def test_explain_names_the_organisations_that_hold_an_id_until_one_is_named(

@@ -192,10 +192,10 @@ class Judge:
         self.refused_ids = set(refused)
         self.judged: list[str] = []
 
-    def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
-        found = [str(duty["id"]) for duty in duties]
-        self.judged.extend(found)
-        return [(each, "past the calendar") for each in found if each in self.refused_ids]
+    def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
+        rows = list(duties)
+        self.judged.extend(str(duty["id"]) for duty in rows)
+        return [(duty, "past the calendar") for duty in rows if duty["id"] in self.refused_ids]
 
 
 def set_aside(outcomes: Iterable[Outcome]) -> list[str]:

@@ -148,8 +148,8 @@ class Edge:
     # How far back the run still owes (plan.judge_duty's ``catch_up_days``).
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS
 
-    def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
-        """``(duty_id, detail)`` of the duties (dispatchable rows) the planner refuses.
+    def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
+        """``(duty row, detail)`` of the duties (dispatchable rows) the planner refuses.
 
         Duties whose due rule the engine refuses (its anchor, roll or calendar,
         or offsets or grace out of range) are left out: the run counts those
@@ -163,7 +163,7 @@ class Edge:
                 continue
             refusal = self.refusal(duty, schedules)
             if refusal is not None:
-                found.append((str(duty["id"]), refusal.detail))
+                found.append((duty, refusal.detail))
         return found
 
     def refusal(

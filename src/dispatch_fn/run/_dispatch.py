@@ -622,7 +622,8 @@ def _faults(
     """
     faults = [
         *preamble.faults,
-        *(Fault(each.duty_id, FaultReason.INVALID_CADENCE, each.detail) for each in refused),
+        *(Fault(each.duty_id, FaultReason.INVALID_CADENCE, each.detail, each.organization_id)
+          for each in refused),
     ]  # fmt: skip
     counts = Counter(preamble.fault_counts)
     counts[FaultReason.INVALID_CADENCE] += len(refused)

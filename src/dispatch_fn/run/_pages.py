@@ -128,9 +128,9 @@ def _perform(conn: Connection, walk: Pages, command: _settling.Command) -> _sett
                 conn, statement, after, upto, size, page_rows=rows, excluded=excluded,
                 excluded_keys=excluded_keys,
             ))))  # fmt: skip
-        case _settling.ReadDuties(after, upto, size):
+        case _settling.ReadDuties(after, upto, size, excluded):
             return _listing(conn, lambda: _settling.Duties(tuple(
-                page_duty_rows(conn, walk.scope, after, upto, size=size)
+                page_duty_rows(conn, walk.scope, after, upto, size=size, excluded=excluded)
             )))  # fmt: skip
         case _settling.FindLocked(ids):
             return _listing(conn, lambda: _locks(locked_rows(conn, ids)))

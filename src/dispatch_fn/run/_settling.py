@@ -20,6 +20,7 @@ the failures ``Locked``, ``Refused``, ``TimedOut``, ``Conflict``,
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -125,8 +126,8 @@ PAGE: Final = Target()
 class Judge(Protocol):
     """The planner at the calendar's edge (``calendar_edge.Edge``): which duties it refuses, why."""
 
-    def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
-        """``(duty_id, detail)`` of the duties the planner refuses."""
+    def refused(self, duties: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], str]]:
+        """``(duty row, detail)`` of the duties the planner refuses."""
         ...
 
 
@@ -184,11 +185,12 @@ class ListIds:
 
 @dataclass(frozen=True, slots=True)
 class ReadDuties:
-    """The duty rows of the first ``size`` duties in ``(after, upto]``: ``Duties``."""
+    """The rows of the first ``size`` duties in ``(after, upto]`` not ``excluded``: ``Duties``."""
 
     after: str | None
     upto: str | None
     size: int
+    excluded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +357,8 @@ class _Record:
     retries: int = 0
     isolated: int = 0  # duties set aside because a statement failed on them alone
     probe: bool = False  # the job's: every page statement of the step probes first
+    # Rows left out while each row of an id is tried alone (``_settle_namesakes``).
+    held_back: tuple[tuple[str, str], ...] = ()
 
     def excluded(self) -> tuple[str, ...]:
         """The ids set aside, every row of each."""
@@ -362,10 +366,13 @@ class _Record:
 
     def excluded_keys(self) -> tuple[tuple[str, str], ...]:
         """The rows set aside alone, by ``(organization_id, id)``: their id is shared."""
-        return tuple(
-            (each.organization_id, each.duty_id)
-            for each in self.set_aside
-            if each.organization_id is not None
+        return (
+            tuple(
+                (each.organization_id, each.duty_id)
+                for each in self.set_aside
+                if each.organization_id is not None
+            )
+            + self.held_back
         )
 
     def outcome(
@@ -427,10 +434,7 @@ def _judged_steps(walk: PageShape, edge: Judge, job: Job, record: _Record) -> St
     read = yield ReadDuties(job.after, job.upto, walk.size)
     if not isinstance(read, Duties):
         return _stopped(job, record, _stop_of(read))
-    record.set_aside.extend(
-        SetAside(duty_id, SetAsideReason.REFUSED, detail)
-        for duty_id, detail in edge.refused(read.rows)
-    )
+    record.set_aside.extend(_refused_by_planner(read.rows, edge.refused(read.rows)))
     ids = [str(duty["id"]) for duty in read.rows]
     if not ids:
         return record.outcome(job, reached=job.after)
@@ -440,6 +444,22 @@ def _judged_steps(walk: PageShape, edge: Judge, job: Job, record: _Record) -> St
         if stop is not None:
             return _stopped(job, record, stop, ids)
     return record.outcome(job, reached=ids[-1], more=_judged_more(walk, job, ids))
+
+
+def _refused_by_planner(
+    rows: Sequence[Mapping[str, Any]], refused: Sequence[tuple[Mapping[str, Any], str]]
+) -> list[SetAside]:
+    """The duties the planner refused, set aside; by key where another row shares the id."""
+    held = Counter(str(row["id"]) for row in rows)
+    return [
+        SetAside(
+            str(row["id"]),
+            SetAsideReason.REFUSED,
+            detail,
+            organization_id=str(row["organization_id"]) if held[str(row["id"])] > 1 else None,
+        )
+        for row, detail in refused
+    ]
 
 
 def _through(
@@ -552,8 +572,7 @@ def _settle_span(
     if not now.ids:
         return None
     if now.failed is not None:
-        stop = _halve(record, target, now, pending)
-        return stop or (now.ids[0] if len(now.ids) == 1 else None)
+        return (yield from _settle_failed(walk, record, target, now, pending))
     reply = yield from _commit(walk, record, target, now.after, now.ids[-1])
     if isinstance(reply, _Stop):
         return reply
@@ -570,18 +589,64 @@ def _settle_span(
     return reached
 
 
-def _halve(record: _Record, target: Target, span: _Span, pending: list[_Span]) -> _Stop | None:
-    """Queue the halves of a span that failed, first half on top; or set aside its one duty."""
-    ids, failed = span.ids, span.failed
-    assert failed is not None  # noqa: S101 - only spans that failed are halved
-    if len(ids) > 1:
-        half = len(ids) // 2
-        pending.extend([_Span(ids[half - 1], ids[half:]), _Span(span.after, ids[:half])])
-        return None
+def _settle_failed(
+    walk: PageShape, record: _Record, target: Target, span: _Span, pending: list[_Span]
+) -> Steps[_Stop | str | None]:
+    """Queue the halves of a span that failed, first half on top; or settle its one id."""
+    ids = span.ids
+    if len(ids) == 1:
+        stop = yield from _settle_namesakes(walk, record, target, span)
+        return stop or ids[0]
+    half = len(ids) // 2
+    pending.extend([_Span(ids[half - 1], ids[half:]), _Span(span.after, ids[:half])])
+    return None
+
+
+def _settle_namesakes(
+    walk: PageShape, record: _Record, target: Target, span: _Span
+) -> Steps[_Stop | None]:
+    """Set aside the one id a span failed on; of rows of several organisations, each that fails.
+
+    On a layout keyed by ``(organization_id, id)`` an id may repeat across
+    organisations (docs/adr/0005): each row is tried with the others left
+    out, so a row the server refuses keeps no other organisation's duty from
+    its tasks.
+    """
+    duty_id, failed = span.ids[0], span.failed
+    assert failed is not None  # noqa: S101 - only spans that failed are settled alone
+    read = yield ReadDuties(span.after, duty_id, walk.size, record.excluded())
+    if not isinstance(read, Duties):
+        return _stop_of(read)
+    aside = set(record.excluded_keys())
+    keys = [
+        key
+        for key in ((str(row.get("organization_id")), str(row["id"])) for row in read.rows)
+        if key[1] == duty_id and key not in aside
+    ]
+    if len(keys) < 2:
+        return _isolate(record, _alone(duty_id, failed, counted=target.extra is not None), failed)
+    for organization, _ in keys:
+        record.held_back = tuple(key for key in keys if key[0] != organization)
+        reply = yield from _commit(walk, record, target, span.after, duty_id)
+        record.held_back = ()
+        if isinstance(reply, _Stop):
+            return reply
+        if isinstance(reply, Committed):
+            continue
+        stop = yield from _spend(reply)
+        alone = _alone(duty_id, reply, counted=target.extra is not None)
+        stop = stop or _isolate(record, replace(alone, organization_id=organization), reply)
+        if stop is not None:
+            return stop
+    return None
+
+
+def _isolate(record: _Record, alone: SetAside, failed: Splittable) -> _Stop | None:
+    """Set aside a duty a statement failed on alone, within the page's allowance of them."""
     if record.isolated >= MAX_SET_ASIDE_PER_PAGE:
         return _Stop(Failure.ERROR, failed.error)
     record.isolated += 1
-    record.set_aside.append(_alone(ids[0], failed, counted=target.extra is not None))
+    record.set_aside.append(alone)
     return None
 
 
