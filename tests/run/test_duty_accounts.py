@@ -79,6 +79,28 @@ def test_a_set_aside_duty_then_paused_is_owed_the_set_aside_day_but_not_the_paus
     assert resumed["degraded"] is False
 
 
+@pytest.mark.parametrize("added_broken", [False, True])
+def test_a_duty_of_an_unknown_form_gets_the_days_it_was_faulted_once_fixed(
+    conn: Conn, invoke: Invoke, added_broken: bool
+) -> None:
+    # An unknown form is a fault (unknown_form), not a pause: fixed, the duty
+    # owes what became owed meanwhile, as one whose zone was fixed does.
+    insert_duties(conn, [duty("d2")])
+    invoke(clock_event(FIRST))
+    if added_broken:
+        insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, form="recurrin")])
+    else:
+        insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+        invoke(clock_event(FIRST + DAY))
+        conn.execute("UPDATE duly_duty SET form = 'recurrin' WHERE id = %s", (LOCKED,))
+    faulted = invoke(clock_event(FIRST + 2 * DAY))
+    conn.execute("UPDATE duly_duty SET form = 'recurring' WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + 3 * DAY))
+
+    assert faulted["fault_counts"]["unknown_form"] == 1
+    assert task_keys(conn, LOCKED) == ["2026-11-21", "2026-11-22", "2026-11-23"]
+
+
 @pytest.mark.parametrize(
     ("broken", "fixed"),
     [
@@ -1130,3 +1152,62 @@ def test_a_window_moved_while_a_set_aside_day_is_owed_still_owes_it_if_it_holds_
     invoke(clock_event(FIRST + 2 * DAY))
 
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+# Pacific/Kiritimati (+14) and Pacific/Pago_Pago (-11) read one instant 25
+# hours apart: at 10:30 UTC the first is two local days ahead of the second.
+AHEAD, BEHIND = "Pacific/Kiritimati", "Pacific/Pago_Pago"
+HALF_PAST_TEN = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
+
+
+def test_a_duty_moved_to_a_zone_whose_day_is_behind_owes_the_new_cadence_s_current_period(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # The run at 10:30 on the 22nd keeps the account on the 23rd in
+    # Kiritimati; Pago Pago is still on the 21st, a Saturday. Moved there and
+    # made weekly, the duty's current period at the next run is week 47.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=AHEAD, lead_days=0)])
+    for n in range(3):
+        invoke(clock_event(HALF_PAST_TEN + n * DAY))
+    conn.execute(
+        "UPDATE duly_duty SET frequency = 'weekly', timezone = %s WHERE id = %s", (BEHIND, LOCKED)
+    )
+    invoke(clock_event(HALF_PAST_TEN + 3 * DAY))
+    invoke(clock_event(HALF_PAST_TEN + 4 * DAY))
+
+    assert [key for key in task_keys(conn, LOCKED) if "W" in key] == ["2026-W47", "2026-W48"]
+
+
+def test_a_duty_moved_to_a_zone_whose_day_is_behind_and_reassigned_gives_the_new_owner_every_day(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # After the run at 10:30 on the 21st (the 22nd in Kiritimati, the 20th
+    # in Pago Pago), the duty moves and changes hands; the hourly runs after
+    # it find Pago Pago's 21st from 11:00 and its 22nd a day later.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=AHEAD, lead_days=0)])
+    invoke(clock_event(HALF_PAST_TEN), schedule_interval_hours=1)
+    invoke(clock_event(HALF_PAST_TEN + DAY), schedule_interval_hours=1)
+    conn.execute(
+        "UPDATE duly_duty SET owner_id = 'owner-2', timezone = %s WHERE id = %s", (BEHIND, LOCKED)
+    )
+    for hours in (25, 49):
+        invoke(clock_event(HALF_PAST_TEN + timedelta(hours=hours)), schedule_interval_hours=1)
+
+    assert [key for key, owner in _owners(conn) if owner == "owner-2"] == [
+        "2026-11-21",
+        "2026-11-22",
+    ]
+
+
+def test_a_duty_reassigned_after_a_move_to_a_zone_whose_day_is_behind_owes_the_new_owner_today(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=AHEAD, lead_days=0)])
+    invoke(clock_event(HALF_PAST_TEN))
+    conn.execute("UPDATE duly_duty SET timezone = %s WHERE id = %s", (BEHIND, LOCKED))
+    invoke(clock_event(HALF_PAST_TEN + DAY - timedelta(hours=2)))
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
+    invoke(clock_event(HALF_PAST_TEN + DAY - timedelta(hours=1)))
+
+    # 09:30 on the 21st is 22:30 on the 20th in Pago Pago: its current period.
+    assert [key for key, owner in _owners(conn) if owner == "owner-2"] == ["2026-11-20"]

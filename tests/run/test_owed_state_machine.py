@@ -25,7 +25,11 @@ period engine for keys and due dates only, never the planner:
   owed after the window's last day is not owed.
 - Every edit is placed at the local day of the latest scheduled clock (a run
   at a future clock never counts) in the duty's zone after the edit, never
-  before the account's day; with no such clock, before every day. An edit
+  before the account's day; with no such clock, before every day. A zone
+  edit to a zone whose day there is behind the account's (where the old
+  zone's is not) moves the account's day, and every edit and window day
+  placed after it, back to that day; a change counted as changed while owed
+  stays counted. An edit
   placed on day ``s`` takes effect for what becomes owed after ``s``. An
   edit of the effective window places outside the days after the account's
   day (and after the previous window edit's), through ``s``, that the window
@@ -167,6 +171,9 @@ class Edit:
     # A kept account's change is judged when it is made, by the days its
     # account owed then (the trigger's dispatch_recast_on); None: at the run.
     owed_since: bool | None = None
+    # Judged changed while owed before a zone edit moved the account's day
+    # back to it: counted all the same.
+    recast: bool = False
 
 
 @dataclass(slots=True)
@@ -262,6 +269,38 @@ def _outside(
     return days
 
 
+def _move_back(model: Duty, day: date) -> None:
+    """A zone edit to a zone whose day is behind the account's: the account's days move back.
+
+    Every day the account holds is the old zone's day of a clock no later
+    than the latest; in the new zone none is after ``day``.
+    """
+    kept = model.kept
+    moved: dict[int, Edit] = {}
+    for edit in model.edits:
+        moved[id(edit)] = replace(
+            edit,
+            stamp=None if edit.stamp is None else min(edit.stamp, day),
+            recast=edit.recast
+            or bool(
+                edit.change
+                and edit.stamp is not None
+                and kept is not None
+                and edit.stamp > kept
+                and edit.owed_since
+            ),
+        )
+    model.since_kept = [moved.get(id(edit), edit) for edit in model.since_kept]
+    model.edits = [moved[id(edit)] for edit in model.edits]
+    model.outside = [
+        (None if after is None else min(after, day), min(through, day))
+        for after, through in model.outside
+    ]
+    if model.window_since is not None:
+        model.window_since = min(model.window_since, day)
+    model.kept = day
+
+
 def _iso(instant: datetime) -> str:
     return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
@@ -332,15 +371,18 @@ def judge(
             continue
         owed.add((row["id"], row["owner_id"], key))
     changed = any(
-        edit.change
-        and edit.stamp is not None
-        and edit.stamp > since
-        and (
-            edit.owed_since
-            if edit.owed_since is not None
-            else any(
-                model.dispatchable_on(since + timedelta(days=n))
-                for n in range(1, (edit.stamp - since).days + 1)
+        edit.recast
+        or (
+            edit.change
+            and edit.stamp is not None
+            and edit.stamp > since
+            and (
+                edit.owed_since
+                if edit.owed_since is not None
+                else any(
+                    model.dispatchable_on(since + timedelta(days=n))
+                    for n in range(1, (edit.stamp - since).days + 1)
+                )
             )
         )
         for edit in model.since_kept
@@ -517,6 +559,7 @@ class OwedMachine(RuleBasedStateMachine):
             return
         was = _is_dispatchable(model.row)
         window = model.row["effective_from"], model.row["effective_to"]
+        old_zone = model.row["timezone"]
         model.row[column] = value
         self._conn.execute(
             f"UPDATE duly_duty SET {column} = %s WHERE id = %s",  # the column is the machine's own
@@ -524,10 +567,12 @@ class OwedMachine(RuleBasedStateMachine):
         )
         now = _is_dispatchable(model.row)
         stamp = self._stamp(model.row["timezone"])
-        if stamp is not None and model.kept is not None:
-            # Never before the account's own day (a zone edit can read the
-            # latest clock a day earlier in the new zone).
-            stamp = max(stamp, model.kept)
+        old_stamp = self._stamp(old_zone)
+        if stamp is not None and model.kept is not None and stamp < model.kept:
+            if column == "timezone" and old_stamp is not None and old_stamp >= model.kept:
+                _move_back(model, stamp)
+            else:
+                stamp = model.kept  # never before the account's own day
         if column in ("effective_from", "effective_to") and stamp is not None:
             judged_from = max(
                 (day for day in (model.kept, model.window_since) if day is not None),

@@ -1,0 +1,242 @@
+-- duly:no-transaction
+-- Two repairs of the account's marks (docs/contract.md#account,
+-- docs/adr/0012), each reproduced by tests in tests/run/test_duty_accounts.py
+-- first:
+--
+-- * A zone edit kept the account's days in the old zone. The trigger placed
+--   an edit at the latest scheduled clock's day in the duty's zone after the
+--   edit, never before the account's own day; but the account's days are
+--   local days of the zone the duty had. Moved to a zone whose day at that
+--   clock is behind the account's (Pacific/Kiritimati to Pacific/Pago_Pago,
+--   25 hours apart), the edit landed on the account's day, ahead of every
+--   run's today in the new zone, and the runs owed nothing until the new zone
+--   reached it: a duty made weekly in the same edit lost the week it was in,
+--   a new owner the days between. Every day the account holds is the old
+--   zone's day of a clock no later than the latest scheduled clock (a run
+--   that kept it, or an edit placed at it), so in the new zone it falls on or
+--   before that clock's day there. Where the new zone's day is behind the
+--   account's, the account's day moves back to it, and so does every mark
+--   after it; after that day the account owes what the duty as it stood
+--   before the edit owed: all, or, not owing, nothing. Where the old zone's
+--   day at the latest clock is itself before the account's (a ledger that
+--   lost the run), the edit keeps the account's day, as before.
+--   dispatch_recast_on is left as it is: the change it marks came after the
+--   account's day all the same, and the run counts it in changed_while_owed.
+-- * A duty of a form no run knows (a typo: the run's unknown_form fault) was
+--   marked paused, as a standing or one-off duty is: fixed later, it owed
+--   only its current period. Its periods become owed as a recurring duty's
+--   do (duly_owes), so once fixed it owes what became owed meanwhile, as a
+--   duty whose zone a fix made known again does.
+--
+-- The functions are replaced in place (the trigger, 0012's and the
+-- partitioned layout's, calls it by name); no row is rewritten.
+SET lock_timeout = '5s';
+
+-- Whether the periods of a duty with these values become owed: an active,
+-- approved duty of any form but the two that are never dispatched (standing,
+-- one-off). A run reads only the dispatchable (duly_dispatchable, the partial
+-- indexes' predicate) and faults one of another form (unknown_form).
+CREATE OR REPLACE FUNCTION duly_owes(status text, form text, review_status text)
+    RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+SELECT status = 'active' AND review_status = 'approved'
+       AND form IS DISTINCT FROM 'standing' AND form IS DISTINCT FROM 'one_off'
+$$;
+
+CREATE OR REPLACE FUNCTION duly_duty_account_mark()
+    RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path FROM CURRENT
+AS $$
+DECLARE
+    was boolean;
+    is_now boolean;
+    latest timestamptz;
+    latest_day date;
+    paused date;
+    spans datemultirange;
+    held datemultirange;
+    since date;
+    window_from date;
+    rewritten boolean := false;
+    -- The account as this edit finds it, in the new zone's days.
+    through date;
+    changed date;
+    window_since date;
+BEGIN
+    -- A row an update moved between partitions: the update marked it.
+    IF TG_OP = 'INSERT'
+       AND current_setting('duly.account_moved', true)
+           = format('%s/%s/%s', NEW.organization_id, NEW.id, NEW.dispatch_version) THEN
+        PERFORM set_config('duly.account_moved', '', true);
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'UPDATE' AND
+       (OLD.form, OLD.status, OLD.review_status, OLD.owner_id, OLD.organization_id,
+        OLD.frequency, OLD.timezone, OLD.due_anchor, OLD.due_offset_days,
+        OLD.due_offset_months, OLD.due_roll, OLD.holiday_calendar, OLD.lead_days,
+        OLD.grace_days, OLD.effective_from, OLD.effective_to)
+       IS NOT DISTINCT FROM
+       (NEW.form, NEW.status, NEW.review_status, NEW.owner_id, NEW.organization_id,
+        NEW.frequency, NEW.timezone, NEW.due_anchor, NEW.due_offset_days,
+        NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar, NEW.lead_days,
+        NEW.grace_days, NEW.effective_from, NEW.effective_to) THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        latest := duly_latest_scheduled_clock(NEW.organization_id, NEW.id);
+    ELSE
+        latest := duly_latest_scheduled_clock(OLD.organization_id, OLD.id);
+    END IF;
+    latest_day := CASE WHEN latest IS NOT NULL THEN duly_local_day(latest, NEW.timezone) END;
+    IF TG_OP = 'UPDATE' THEN
+        through := OLD.dispatch_through;
+        paused := OLD.dispatch_paused_on;
+        spans := OLD.dispatch_owed_between;
+        changed := OLD.dispatch_changed_on;
+        window_since := OLD.dispatch_window_since;
+    END IF;
+    IF TG_OP = 'UPDATE' AND latest_day < through THEN
+        IF NEW.timezone IS DISTINCT FROM OLD.timezone
+           AND duly_local_day(latest, OLD.timezone) >= through THEN
+            -- Moved to a zone whose day at the latest clock is behind the
+            -- account's: the account's days were the old zone's, each of a
+            -- clock no later than the latest, so in the new zone none is
+            -- after its day there. What becomes owed after it is owed as
+            -- the duty stood before this edit.
+            through := latest_day;
+            paused := CASE WHEN coalesce(duly_owes(OLD.status, OLD.form,
+                                                           OLD.review_status), false)
+                           THEN NULL ELSE latest_day END;
+            spans := NULL;
+            changed := least(changed, latest_day);
+            window_since := least(window_since, latest_day);
+            NEW.dispatch_through := through;
+            NEW.dispatch_paused_on := paused;
+            NEW.dispatch_owed_between := spans;
+            NEW.dispatch_changed_on := changed;
+            NEW.dispatch_window_since := window_since;
+        ELSE
+            -- Never before the account's own day otherwise: a run kept it
+            -- there, so the edit came after that day's clock.
+            latest_day := through;
+        END IF;
+    END IF;
+    is_now := coalesce(duly_owes(NEW.status, NEW.form, NEW.review_status), false);
+    -- Whatever the edit, the next run reads the duty (migration 0014): the
+    -- day it next owes was judged for the row as it stood.
+    NEW.dispatch_next := date '0001-01-01';
+    NEW.dispatch_next_at := timestamptz '0001-01-01 00:00:00+00';
+    IF TG_OP = 'INSERT' THEN
+        -- A new duty owes its current period and what became owed after
+        -- the latest scheduled clock, as a changed one does, and nothing
+        -- before it; with no run yet, it owes from the first run's origin.
+        -- One added not owing (duly_owes) is paused from then on.
+        NEW.dispatch_through := latest_day;
+        NEW.dispatch_paused_on := CASE WHEN NOT is_now
+                                       THEN coalesce(latest_day, date '0001-01-01') END;
+        NEW.dispatch_changed_on := latest_day;
+        NEW.dispatch_owed_between := NULL;
+        NEW.dispatch_recast_on := NULL;
+        NEW.dispatch_window_since := NULL;
+        NEW.dispatch_version := 0;
+        RETURN NEW;
+    END IF;
+    NEW.dispatch_version := OLD.dispatch_version + 1;
+    IF OLD.organization_id IS DISTINCT FROM NEW.organization_id THEN
+        -- On a layout partitioned by organisation the row moves: the insert
+        -- that follows in the other partition keeps what this update marks.
+        PERFORM set_config('duly.account_moved',
+                           format('%s/%s/%s', NEW.organization_id, NEW.id, NEW.dispatch_version),
+                           true);
+    END IF;
+    was := coalesce(duly_owes(OLD.status, OLD.form, OLD.review_status), false);
+    IF latest_day IS NOT NULL
+       AND (OLD.effective_from, OLD.effective_to)
+           IS DISTINCT FROM (NEW.effective_from, NEW.effective_to) THEN
+        -- The window moves: what became owed up to the edit's day was owed
+        -- only on the days the window held then (a period that became owed
+        -- while the duty was outside it is never created), what becomes owed
+        -- after it by the new window. The days the account owed after its
+        -- own day, through the edit's, less those the old window did not
+        -- hold, become the spans, which a pause at the account's day bounds.
+        since := coalesce(through, date '0001-01-01');
+        held := CASE WHEN paused IS NULL
+                     THEN datemultirange(daterange(since, latest_day, '(]'))
+                     ELSE (datemultirange(daterange(since, greatest(paused, since), '(]'))
+                           + coalesce(spans, '{}'::datemultirange))
+                          * datemultirange(daterange(since, latest_day, '(]'))
+                END;
+        -- The old window holds since the latest window edit, if any came
+        -- after the account's day: the days before were judged by theirs.
+        window_from := greatest(since, window_since);
+        held := held * datemultirange(daterange(NULL, window_from, '(]'))
+                + CASE WHEN OLD.effective_from > OLD.effective_to THEN '{}'::datemultirange
+                       ELSE held * datemultirange(daterange(window_from, NULL, '()'))
+                                 * datemultirange(daterange(OLD.effective_from,
+                                                            OLD.effective_to, '[]'))
+                  END;
+        paused := since;
+        spans := nullif(held, '{}'::datemultirange);
+        rewritten := true;
+        NEW.dispatch_paused_on := paused;
+        NEW.dispatch_owed_between := spans;
+        NEW.dispatch_window_since := latest_day;
+    END IF;
+    -- A change of what the duty owes (not of whether it owes) made on a day
+    -- it had owed since its account's day: not paused
+    -- since, paused after days it owed, or resumed before the change's day
+    -- (the spans resumes opened). An account no run kept owes from the first
+    -- run's origin, which only a run knows: every such change is marked, and
+    -- the page asks the same of it against the origin (page_owed.sql). A
+    -- window edit asks it of the days its window held (above).
+    IF latest_day IS NOT NULL
+       AND (through IS NULL OR latest_day > through)
+       AND (OLD.owner_id, OLD.organization_id, OLD.frequency, OLD.timezone, OLD.due_anchor,
+            OLD.due_offset_days, OLD.due_offset_months, OLD.due_roll, OLD.holiday_calendar,
+            OLD.lead_days, OLD.grace_days, OLD.effective_from, OLD.effective_to)
+           IS DISTINCT FROM
+           (NEW.owner_id, NEW.organization_id, NEW.frequency, NEW.timezone, NEW.due_anchor,
+            NEW.due_offset_days, NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar,
+            NEW.lead_days, NEW.grace_days, NEW.effective_from, NEW.effective_to)
+       AND (through IS NULL
+            OR paused IS NULL
+            OR paused > through
+            OR lower(spans) <= latest_day) THEN
+        NEW.dispatch_recast_on := greatest(OLD.dispatch_recast_on, latest_day);
+    END IF;
+    -- With no scheduled clock in the ledger (runs made without it), a pause
+    -- is placed at the account's own day, and a change of a kept account
+    -- after any day: the duty then owes its current period and those its
+    -- lead opened. A duty no run kept owes from the first run's origin
+    -- whatever was edited before it. The far days are dates every driver
+    -- reads (no 'infinity').
+    IF was AND NOT is_now THEN
+        -- The first pause since the account was kept bounds what it owed;
+        -- a later one closes the span its resume opened.
+        NEW.dispatch_paused_on := coalesce(
+            paused, latest_day, through, date '0001-01-01');
+        IF latest_day IS NOT NULL THEN
+            NEW.dispatch_owed_between := nullif(
+                spans * datemultirange(daterange(NULL, latest_day, '(]')),
+                '{}'::datemultirange);
+        END IF;
+    ELSIF is_now AND NOT was AND latest_day IS NULL AND through IS NULL THEN
+        -- Paused and resumed before any scheduled clock: the duty owes from
+        -- the first run's origin as if never paused, and its row says so.
+        NEW.dispatch_paused_on := NULL;
+    ELSIF is_now AND (latest_day IS NOT NULL OR through IS NOT NULL) THEN
+        NEW.dispatch_changed_on := greatest(
+            changed, coalesce(latest_day, date '9999-12-31'));
+        -- Resumed while a pause still bounds the account, or its window
+        -- moved: what becomes owed from now on is owed again, whatever pause
+        -- or change comes next.
+        IF latest_day IS NOT NULL AND ((NOT was AND paused IS NOT NULL) OR rewritten) THEN
+            NEW.dispatch_owed_between := coalesce(spans, '{}'::datemultirange)
+                + datemultirange(daterange(latest_day, NULL, '(]'));
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
