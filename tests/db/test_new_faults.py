@@ -286,7 +286,7 @@ def _judged(faulted: list[str], *, set_aside: tuple[str, ...] = ()) -> faults.Ju
         faults=[Fault(duty_id, "invalid_cadence", "bad") for duty_id in faulted],
         complete=True,
         upto=None,
-        set_aside=set_aside,
+        set_aside=[Fault(duty_id, "locked") for duty_id in set_aside],
     )
 
 

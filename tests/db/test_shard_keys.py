@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -493,6 +493,60 @@ def test_a_duty_the_planner_refuses_at_the_calendar_edge_is_set_aside_alone_not_
 
     assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
     assert [(each.organization_id, each.duty_id) for each in report.faults] == [("org-a", "d2")]
+
+
+def _fault_account(conn: Conn) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT organization_id, duty_id FROM duly_dispatch_fault ORDER BY 1, 2"
+    ).fetchall()
+    return [(str(organization), str(duty_id)) for organization, duty_id in rows]
+
+
+def test_a_refused_duty_whose_namesake_its_page_did_not_read_is_faulted_alone(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # Monthly, lead 7: from the 22nd, org-b's d2 owes nothing until the month
+    # turns, and the scheduled run passes it over; org-a's is refused daily.
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
+        insert_duties(conn, [duty("d2", organization_id=org) for org in ("org-a", "org-b")])
+        refuse_tasks(conn, "NEW.organization_id = 'org-a' AND NEW.duty_id = 'd2'")
+        new_faults, accounts = [], []
+        for day in (21, 22, 25, 26):
+            at = datetime(2026, 8, day, 1, tzinfo=UTC)
+            new_faults.append(dispatch_recorded([conn], RunRequest(now=at), runtime()).new_faults)
+            accounts.append(_fault_account(conn))
+
+    assert new_faults == [1, 0, 0, 0]
+    assert accounts == [[("org-a", "d2")]] * 4
+
+
+def test_a_namesake_set_aside_by_key_keeps_no_other_organisation_s_ended_fault(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with (
+        _connect(server_dsn, layouts, PARTITIONED) as conn,
+        psycopg.connect(conn.info.dsn) as holder,
+    ):
+        insert_duties(
+            conn,
+            [duty("d2", organization_id=org, frequency="daily") for org in ("org-a", "org-b")],
+        )
+        refuse_tasks(conn, "NEW.organization_id = 'org-b' AND NEW.duty_id = 'd2'")
+        dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        conn.execute("ALTER TABLE duly_task DISABLE TRIGGER refuse_task")
+        # Mended, while org-a's row of the id is locked and set aside by key.
+        holder.execute(
+            "SELECT id FROM duly_duty WHERE organization_id = 'org-a' AND id = 'd2' FOR UPDATE"
+        )
+        conn.execute("SET lock_timeout = '200ms'")
+        dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=1)), runtime())
+        holder.rollback()
+        mended = _fault_account(conn)
+        conn.execute("ALTER TABLE duly_task ENABLE TRIGGER refuse_task")
+        broken_again = dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=2)), runtime())
+
+    assert mended == []
+    assert broken_again.new_faults == 1
 
 
 def test_explain_names_the_organisations_that_hold_an_id_until_one_is_named(

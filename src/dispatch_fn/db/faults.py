@@ -37,7 +37,8 @@ class Judged:
 
     ``faults`` is every duty it faulted, not the report's first hundred. It
     judged every other duty in ``scope`` when ``complete``, else those up to
-    its gapless mark ``upto`` (None: none), except the ``set_aside`` ids.
+    its gapless mark ``upto`` (None: none), except the duties ``set_aside``
+    (by key where their organisation is known, else every row of the id).
     """
 
     clock: datetime
@@ -45,7 +46,7 @@ class Judged:
     faults: Sequence[Fault]
     complete: bool
     upto: str | None
-    set_aside: Sequence[str] = ()
+    set_aside: Sequence[Fault] = ()
 
 
 def record(conn: Connection, run_id: int, judged: Judged) -> int:
@@ -65,7 +66,8 @@ def record(conn: Connection, run_id: int, judged: Judged) -> int:
         "details": [clip(fault.detail) for fault in judged.faults],
         "complete": judged.complete,
         "upto": judged.upto,
-        "set_aside": list(judged.set_aside),
+        "set_aside": [each.duty_id for each in judged.set_aside],
+        "set_aside_organizations": [each.organization_id for each in judged.set_aside],
     }
     try:
         # Unprepared, as the data layer runs its scoped statements (store says why).

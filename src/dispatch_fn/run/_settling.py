@@ -20,7 +20,6 @@ the failures ``Locked``, ``Refused``, ``TimedOut``, ``Conflict``,
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -449,15 +448,9 @@ def _judged_steps(walk: PageShape, edge: Judge, job: Job, record: _Record) -> St
 def _refused_by_planner(
     rows: Sequence[Mapping[str, Any]], refused: Sequence[tuple[Mapping[str, Any], str]]
 ) -> list[SetAside]:
-    """The duties the planner refused, set aside; by key where another row shares the id."""
-    held = Counter(str(row["id"]) for row in rows)
+    """The duties the planner refused, set aside by key: a fault is its own organisation's."""
     return [
-        SetAside(
-            str(row["id"]),
-            SetAsideReason.REFUSED,
-            detail,
-            organization_id=str(row["organization_id"]) if held[str(row["id"])] > 1 else None,
-        )
+        SetAside(str(row["id"]), SetAsideReason.REFUSED, detail, _organization_of(row))
         for row, detail in refused
     ]
 
@@ -618,17 +611,24 @@ def _settle_namesakes(
     if not isinstance(read, Duties):
         return _stop_of(read)
     aside = set(record.excluded_keys())
-    keys = [
-        key
-        for key in ((str(row.get("organization_id")), str(row["id"])) for row in read.rows)
-        if key[1] == duty_id and key not in aside
+    organizations = [
+        organization
+        for organization in (_organization_of(row) for row in read.rows if row["id"] == duty_id)
+        if organization is not None and (organization, duty_id) not in aside
     ]
-    if len(keys) < 2:
-        return _isolate(record, _alone(duty_id, failed, counted=target.extra is not None), failed)
-    for organization, _ in keys:
-        record.held_back = tuple(key for key in keys if key[0] != organization)
+    alone = _alone(duty_id, failed, counted=target.extra is not None)
+    if len(organizations) < 2:
+        # Its one row, by key where the read named it: a fault is its
+        # organisation's, not that of a namesake the page did not read.
+        only = organizations[0] if organizations else None
+        return _isolate(record, replace(alone, organization_id=only), failed)
+    outer = record.held_back  # a statement after the page may settle its own namesakes
+    for organization in organizations:
+        record.held_back = outer + tuple(
+            (other, duty_id) for other in organizations if other != organization
+        )
         reply = yield from _commit(walk, record, target, span.after, duty_id)
-        record.held_back = ()
+        record.held_back = outer
         if isinstance(reply, _Stop):
             return reply
         if isinstance(reply, Committed):
@@ -639,6 +639,11 @@ def _settle_namesakes(
         if stop is not None:
             return stop
     return None
+
+
+def _organization_of(row: Mapping[str, Any]) -> str | None:
+    organization = row.get("organization_id")
+    return None if organization is None else str(organization)
 
 
 def _isolate(record: _Record, alone: SetAside, failed: Splittable) -> _Stop | None:

@@ -116,7 +116,7 @@ def _fault_judgement(report: RunReport) -> faults.Judged:
         complete=report.complete,
         upto=report.last_duty_id,
         # Left out of their page (locked, timed out): the run did not judge them.
-        set_aside=report.set_aside_ids,
+        set_aside=report.set_aside,
     )
 
 

@@ -5,7 +5,9 @@
 -- known by id alone, a duty the server refused, as its page settles by id).
 -- It judged every duty in its scope, or, having stopped early (%(complete)s
 -- false), those up to its gapless mark %(upto)s (none while that is null),
--- except the duties it set aside (%(set_aside)s): their page never ran.
+-- except the duties it set aside (%(set_aside)s, each by its organisation
+-- %(set_aside_organizations)s where the run read it, else every row of the
+-- id): their page never ran.
 --   A faulted duty with no row gets one, since this run: its fault began
 --   here. One with a row keeps it (ON CONFLICT DO NOTHING), and with it the
 --   clock its fault began at; so does any duty the run did not judge.
@@ -34,7 +36,11 @@ ended AS (
     WHERE duly_in_scope(a.duty_id, a.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
       AND (%(complete)s OR a.duty_id <= %(upto)s)
-      AND a.duty_id <> ALL(%(set_aside)s::text[])
+      AND NOT EXISTS (
+          SELECT FROM unnest(%(set_aside)s::text[], %(set_aside_organizations)s::text[])
+                      AS s(duty_id, organization_id)
+          WHERE s.duty_id = a.duty_id
+            AND (s.organization_id IS NULL OR s.organization_id = a.organization_id))
       AND NOT EXISTS (
           SELECT FROM faulted f
           WHERE f.organization_id = a.organization_id AND f.duty_id = a.duty_id)
