@@ -1211,3 +1211,93 @@ def test_a_duty_reassigned_after_a_move_to_a_zone_whose_day_is_behind_owes_the_n
 
     # 09:30 on the 21st is 22:30 on the 20th in Pago Pago: its current period.
     assert [key for key, owner in _owners(conn) if owner == "owner-2"] == ["2026-11-20"]
+
+
+def _keys_of(conn: Conn, owner: str) -> list[str]:
+    return [key for key, holder in _owners(conn) if holder == owner]
+
+
+def test_a_move_ahead_and_back_gives_the_new_owner_the_current_period_at_the_next_run(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # 09:30 on the 20th is the 19th in Pago Pago and the 20th in Kiritimati:
+    # the first move marks the change on Kiritimati's day, ahead of every
+    # run's today once the duty is back, unless the second move re-expresses it.
+    start = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0)])
+    invoke(clock_event(start), schedule_interval_hours=1)
+    conn.execute("UPDATE duly_duty SET timezone = %s WHERE id = %s", (AHEAD, LOCKED))
+    conn.execute(
+        "UPDATE duly_duty SET timezone = %s, owner_id = 'owner-2' WHERE id = %s", (BEHIND, LOCKED)
+    )
+    counts = [
+        invoke(clock_event(start + hours * timedelta(hours=1)), schedule_interval_hours=1)[
+            "changed_while_owed"
+        ]
+        for hours in (1, 2)
+    ]
+
+    assert _keys_of(conn, "owner-2") == ["2026-11-19", "2026-11-20"]
+    # Moved ahead, the duty owed Kiritimati's 20th, after the account's day
+    # (the 19th): the new owner replaced it before a run created it.
+    assert counts == [1, 0]
+
+
+def test_a_duty_resumed_then_moved_to_a_zone_whose_day_is_behind_owes_the_current_period(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=AHEAD, lead_days=0)])
+    invoke(clock_event(HALF_PAST_TEN))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = %s", (LOCKED,))
+    for n in (1, 2, 3):
+        invoke(clock_event(HALF_PAST_TEN + n * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET timezone = %s WHERE id = %s", (BEHIND, LOCKED))
+    invoke(clock_event(HALF_PAST_TEN + 4 * DAY))
+    invoke(clock_event(HALF_PAST_TEN + 5 * DAY))
+
+    # Resumed at 10:30 on the 23rd's run: the 23rd in Pago Pago is current.
+    assert task_keys(conn, LOCKED) == ["2026-11-21", "2026-11-23", "2026-11-24"]
+
+
+@pytest.mark.parametrize("zone", [BEHIND, "UTC"])
+def test_a_set_aside_day_a_move_and_a_new_cadence_replace_is_counted_once(
+    conn: Conn, holder: Conn, invoke: Invoke, zone: str
+) -> None:
+    # Kiritimati's 22nd was set aside, so owed; the duty then moves to a zone
+    # whose day is not after the account's and is made weekly, in one edit or two.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=AHEAD, lead_days=0)])
+    invoke(clock_event(HALF_PAST_TEN))
+    set_aside(holder, invoke, HALF_PAST_TEN + DAY, LOCKED)
+    conn.execute(
+        "UPDATE duly_duty SET frequency = 'weekly', timezone = %s WHERE id = %s", (zone, LOCKED)
+    )
+    together = [
+        invoke(clock_event(HALF_PAST_TEN + n * DAY))["changed_while_owed"] for n in (2, 3, 4)
+    ]
+
+    assert together == [1, 0, 0]
+
+
+def test_a_new_cadence_then_a_move_to_a_zone_whose_day_is_behind_is_counted_once(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=AHEAD, lead_days=0)])
+    invoke(clock_event(HALF_PAST_TEN))
+    set_aside(holder, invoke, HALF_PAST_TEN + DAY, LOCKED)
+    conn.execute("UPDATE duly_duty SET frequency = 'weekly' WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET timezone = %s WHERE id = %s", (BEHIND, LOCKED))
+    counts = [invoke(clock_event(HALF_PAST_TEN + n * DAY))["changed_while_owed"] for n in (2, 3, 4)]
+
+    assert counts == [1, 0, 0]
+
+
+def test_a_move_to_a_zone_whose_day_is_ahead_that_replaces_nothing_owed_is_not_counted(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0)])
+    invoke(clock_event(HALF_PAST_TEN))
+    conn.execute("UPDATE duly_duty SET timezone = %s WHERE id = %s", (AHEAD, LOCKED))
+    moved = invoke(clock_event(HALF_PAST_TEN + DAY))
+
+    assert moved["changed_while_owed"] == 0

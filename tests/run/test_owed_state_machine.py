@@ -168,12 +168,10 @@ class Edit:
     dispatchable: bool  # the duty's state after it
     fresh: bool  # it became dispatchable, or changed while dispatchable
     change: bool  # its cadence, owner or window changed
-    # A kept account's change is judged when it is made, by the days its
-    # account owed then (the trigger's dispatch_recast_on); None: at the run.
-    owed_since: bool | None = None
-    # Judged changed while owed before a zone edit moved the account's day
-    # back to it: counted all the same.
-    recast: bool = False
+    # A kept account's change is judged when it is made, on the account's own
+    # days, by the days it owed then (the trigger's dispatch_recast_on); None:
+    # no account was kept, judged at the run against the origin.
+    recast: bool | None = None
 
 
 @dataclass(slots=True)
@@ -275,21 +273,9 @@ def _move_back(model: Duty, day: date) -> None:
     Every day the account holds is the old zone's day of a clock no later
     than the latest; in the new zone none is after ``day``.
     """
-    kept = model.kept
     moved: dict[int, Edit] = {}
     for edit in model.edits:
-        moved[id(edit)] = replace(
-            edit,
-            stamp=None if edit.stamp is None else min(edit.stamp, day),
-            recast=edit.recast
-            or bool(
-                edit.change
-                and edit.stamp is not None
-                and kept is not None
-                and edit.stamp > kept
-                and edit.owed_since
-            ),
-        )
+        moved[id(edit)] = replace(edit, stamp=None if edit.stamp is None else min(edit.stamp, day))
     model.since_kept = [moved.get(id(edit), edit) for edit in model.since_kept]
     model.edits = [moved[id(edit)] for edit in model.edits]
     model.outside = [
@@ -298,7 +284,19 @@ def _move_back(model: Duty, day: date) -> None:
     ]
     if model.window_since is not None:
         model.window_since = min(model.window_since, day)
-    model.kept = day
+    if model.kept is not None:
+        model.kept = min(model.kept, day)
+
+
+def _recast(model: Duty, change: bool, day: date | None) -> bool | None:
+    """Whether a change on ``day`` replaced a cadence that owed since the account's day."""
+    kept = model.kept
+    if kept is None or day is None:
+        return None
+    judged = max(day, kept)
+    return change and any(
+        model.dispatchable_on(kept + timedelta(days=n)) for n in range(1, (judged - kept).days + 1)
+    )
 
 
 def _iso(instant: datetime) -> str:
@@ -372,17 +370,14 @@ def judge(
         owed.add((row["id"], row["owner_id"], key))
     changed = any(
         edit.recast
-        or (
+        if edit.recast is not None
+        else (
             edit.change
             and edit.stamp is not None
             and edit.stamp > since
-            and (
-                edit.owed_since
-                if edit.owed_since is not None
-                else any(
-                    model.dispatchable_on(since + timedelta(days=n))
-                    for n in range(1, (edit.stamp - since).days + 1)
-                )
+            and any(
+                model.dispatchable_on(since + timedelta(days=n))
+                for n in range(1, (edit.stamp - since).days + 1)
             )
         )
         for edit in model.since_kept
@@ -567,33 +562,34 @@ class OwedMachine(RuleBasedStateMachine):
         )
         now = _is_dispatchable(model.row)
         stamp = self._stamp(model.row["timezone"])
-        old_stamp = self._stamp(old_zone)
-        if stamp is not None and model.kept is not None and stamp < model.kept:
-            if column == "timezone" and old_stamp is not None and old_stamp >= model.kept:
-                _move_back(model, stamp)
-            else:
+        # The account's days are the old zone's: a change is judged on them.
+        old_stamp = self._stamp(old_zone) if column == "timezone" else stamp
+        change = column not in ("status", "review_status")
+        if (
+            stamp is not None
+            and old_stamp is not None
+            and stamp < old_stamp
+            and (model.kept is None or old_stamp >= model.kept)
+        ):
+            recast = _recast(model, change, old_stamp)
+            _move_back(model, stamp)
+        else:
+            if stamp is not None and model.kept is not None and stamp < model.kept:
                 stamp = model.kept  # never before the account's own day
-        if column in ("effective_from", "effective_to") and stamp is not None:
-            judged_from = max(
-                (day for day in (model.kept, model.window_since) if day is not None),
-                default=None,
-            )
-            model.outside.extend(_outside(window, judged_from, stamp))
-            model.window_since = stamp
-        kept = model.kept
+            if column in ("effective_from", "effective_to") and stamp is not None:
+                judged_from = max(
+                    (day for day in (model.kept, model.window_since) if day is not None),
+                    default=None,
+                )
+                model.outside.extend(_outside(window, judged_from, stamp))
+                model.window_since = stamp
+            recast = _recast(model, change, old_stamp)
         edit = Edit(
             stamp,
             dispatchable=now,
             fresh=now and (not was or column not in ("status", "review_status")),
-            change=column not in ("status", "review_status"),
-            owed_since=(
-                any(
-                    model.dispatchable_on(kept + timedelta(days=n))
-                    for n in range(1, (stamp - kept).days + 1)
-                )
-                if kept is not None and stamp is not None
-                else None
-            ),
+            change=change,
+            recast=recast,
         )
         model.edits.append(edit)
         model.since_kept.append(edit)

@@ -1,27 +1,33 @@
 -- duly:no-transaction
--- Two repairs of the account's marks (docs/contract.md#account,
+-- Three repairs of the account's marks (docs/contract.md#account,
 -- docs/adr/0012), each reproduced by tests in tests/run/test_duty_accounts.py
 -- first:
 --
 -- * A zone edit kept the account's days in the old zone. The trigger placed
 --   an edit at the latest scheduled clock's day in the duty's zone after the
---   edit, never before the account's own day; but the account's days are
---   local days of the zone the duty had. Moved to a zone whose day at that
---   clock is behind the account's (Pacific/Kiritimati to Pacific/Pago_Pago,
---   25 hours apart), the edit landed on the account's day, ahead of every
---   run's today in the new zone, and the runs owed nothing until the new zone
---   reached it: a duty made weekly in the same edit lost the week it was in,
---   a new owner the days between. Every day the account holds is the old
---   zone's day of a clock no later than the latest scheduled clock (a run
---   that kept it, or an edit placed at it), so in the new zone it falls on or
---   before that clock's day there. Where the new zone's day is behind the
---   account's, the account's day moves back to it, and so does every mark
---   after it; after that day the account owes what the duty as it stood
---   before the edit owed: all, or, not owing, nothing. Where the old zone's
---   day at the latest clock is itself before the account's (a ledger that
---   lost the run), the edit keeps the account's day, as before.
---   dispatch_recast_on is left as it is: the change it marks came after the
---   account's day all the same, and the run counts it in changed_while_owed.
+--   edit, never before the account's own day; but the account's days and
+--   marks are local days of the zone the duty had. Moved to a zone whose day
+--   at that clock is behind the old zone's (Pacific/Kiritimati to
+--   Pacific/Pago_Pago, 25 hours apart), the edit landed on the account's day
+--   and earlier marks stayed on the old zone's days, ahead of every run's
+--   today in the new zone, and the runs owed nothing they bring until the
+--   new zone reached them: a duty made weekly in the same edit lost the week
+--   it was in, a new owner the days between, a duty resumed before the move
+--   its current day. Every day the account holds is the old zone's day of a
+--   clock no later than the latest scheduled clock (a run that kept it, or
+--   an edit placed at it), so in the new zone it falls on or before that
+--   clock's day there: each one after it (the account's day, the pause, the
+--   spans' bounds, the change and window days) moves back to it. Where the
+--   old zone's day at the latest clock is before the account's (a ledger
+--   that lost the run), the edit keeps the account's day, as before.
+-- * Whether a change replaced a cadence that still owed (dispatch_recast_on,
+--   changed_while_owed) was judged on the new zone's day against the
+--   account's, days of two zones: a move behind hid a set-aside day the old
+--   cadence owed, a move ahead counted one it never owed, and a change day
+--   left on the old zone's days was counted again by a later run. It is
+--   judged on the old zone's day, on the account as the edit finds it; and
+--   the page counts a kept account's change day on or after its day
+--   (page_owed.sql), since a move behind brings both to the same day.
 -- * A duty of a form no run knows (a typo: the run's unknown_form fault) was
 --   marked paused, as a standing or one-off duty is: fixed later, it owed
 --   only its current period. Its periods become owed as a recurring duty's
@@ -64,6 +70,14 @@ DECLARE
     through date;
     changed date;
     window_since date;
+    recast date;
+    -- The latest clock's day in the zone the account's days are the old
+    -- zone's; the day a change is judged on; whether the account moved back.
+    old_day date;
+    judged date;
+    moved_back boolean := false;
+    cadence_changed boolean;
+    recast_due boolean := false;
 BEGIN
     -- A row an update moved between partitions: the update marked it.
     IF TG_OP = 'INSERT'
@@ -96,33 +110,57 @@ BEGIN
         spans := OLD.dispatch_owed_between;
         changed := OLD.dispatch_changed_on;
         window_since := OLD.dispatch_window_since;
+        recast := OLD.dispatch_recast_on;
+        old_day := CASE WHEN NEW.timezone IS DISTINCT FROM OLD.timezone
+                        THEN duly_local_day(latest, OLD.timezone) ELSE latest_day END;
+        cadence_changed := coalesce(
+            (OLD.owner_id, OLD.organization_id, OLD.frequency, OLD.timezone, OLD.due_anchor,
+             OLD.due_offset_days, OLD.due_offset_months, OLD.due_roll, OLD.holiday_calendar,
+             OLD.lead_days, OLD.grace_days, OLD.effective_from, OLD.effective_to)
+            IS DISTINCT FROM
+            (NEW.owner_id, NEW.organization_id, NEW.frequency, NEW.timezone, NEW.due_anchor,
+             NEW.due_offset_days, NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar,
+             NEW.lead_days, NEW.grace_days, NEW.effective_from, NEW.effective_to), false);
     END IF;
-    IF TG_OP = 'UPDATE' AND latest_day < through THEN
-        IF NEW.timezone IS DISTINCT FROM OLD.timezone
-           AND duly_local_day(latest, OLD.timezone) >= through THEN
-            -- Moved to a zone whose day at the latest clock is behind the
-            -- account's: the account's days were the old zone's, each of a
-            -- clock no later than the latest, so in the new zone none is
-            -- after its day there. What becomes owed after it is owed as
-            -- the duty stood before this edit.
-            through := latest_day;
-            paused := CASE WHEN coalesce(duly_owes(OLD.status, OLD.form,
-                                                           OLD.review_status), false)
-                           THEN NULL ELSE latest_day END;
-            spans := NULL;
-            changed := least(changed, latest_day);
-            window_since := least(window_since, latest_day);
-            NEW.dispatch_through := through;
-            NEW.dispatch_paused_on := paused;
-            NEW.dispatch_owed_between := spans;
-            NEW.dispatch_changed_on := changed;
-            NEW.dispatch_window_since := window_since;
-        ELSE
-            -- Never before the account's own day otherwise: a run kept it
-            -- there, so the edit came after that day's clock.
-            latest_day := through;
-        END IF;
+    IF TG_OP = 'UPDATE' AND latest_day < old_day AND coalesce(old_day >= through, true) THEN
+        -- Moved to a zone whose day at the latest clock is behind the old
+        -- zone's. Each of the account's days is the old zone's day of a
+        -- clock no later than the latest (a run that kept it, an edit placed
+        -- at it), so in the new zone none is after the latest clock's day
+        -- there: every one after it moves back to it. Whether the change
+        -- replaced a cadence that still owed is judged first, on the account
+        -- as it stood.
+        moved_back := true;
+        recast_due := cadence_changed
+            AND (through IS NULL
+                 OR old_day > through
+                    AND (paused IS NULL OR paused > through OR lower(spans) <= old_day));
+        through := CASE WHEN through > latest_day THEN latest_day ELSE through END;
+        paused := CASE WHEN paused > latest_day THEN latest_day ELSE paused END;
+        spans := nullif(
+            (SELECT range_agg(daterange(
+                        CASE WHEN lower(r) > latest_day + 1 THEN latest_day + 1 ELSE lower(r) END,
+                        CASE WHEN upper(r) > latest_day + 1 THEN latest_day + 1 ELSE upper(r) END))
+             FROM unnest(spans) r),
+            '{}'::datemultirange);
+        changed := CASE WHEN changed > latest_day THEN latest_day ELSE changed END;
+        window_since := CASE WHEN window_since > latest_day THEN latest_day ELSE window_since END;
+        recast := CASE WHEN recast > latest_day THEN latest_day ELSE recast END;
+        NEW.dispatch_through := through;
+        NEW.dispatch_paused_on := paused;
+        NEW.dispatch_owed_between := spans;
+        NEW.dispatch_changed_on := changed;
+        NEW.dispatch_window_since := window_since;
+        NEW.dispatch_recast_on := recast;
+    ELSIF TG_OP = 'UPDATE' AND latest_day < through THEN
+        -- Never before the account's own day otherwise: a run kept it there,
+        -- so the edit came after that day's clock (a ledger that lost the
+        -- run reads the latest clock earlier).
+        latest_day := through;
     END IF;
+    -- A change is judged on the account's own days: a move to a zone whose
+    -- day is ahead replaced nothing the old zone owed after its latest clock.
+    judged := greatest(old_day, through);
     is_now := coalesce(duly_owes(NEW.status, NEW.form, NEW.review_status), false);
     -- Whatever the edit, the next run reads the duty (migration 0014): the
     -- day it next owes was judged for the row as it stood.
@@ -191,20 +229,17 @@ BEGIN
     -- run's origin, which only a run knows: every such change is marked, and
     -- the page asks the same of it against the origin (page_owed.sql). A
     -- window edit asks it of the days its window held (above).
-    IF latest_day IS NOT NULL
-       AND (through IS NULL OR latest_day > through)
-       AND (OLD.owner_id, OLD.organization_id, OLD.frequency, OLD.timezone, OLD.due_anchor,
-            OLD.due_offset_days, OLD.due_offset_months, OLD.due_roll, OLD.holiday_calendar,
-            OLD.lead_days, OLD.grace_days, OLD.effective_from, OLD.effective_to)
-           IS DISTINCT FROM
-           (NEW.owner_id, NEW.organization_id, NEW.frequency, NEW.timezone, NEW.due_anchor,
-            NEW.due_offset_days, NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar,
-            NEW.lead_days, NEW.grace_days, NEW.effective_from, NEW.effective_to)
-       AND (through IS NULL
-            OR paused IS NULL
-            OR paused > through
-            OR lower(spans) <= latest_day) THEN
-        NEW.dispatch_recast_on := greatest(OLD.dispatch_recast_on, latest_day);
+    IF NOT moved_back THEN
+        recast_due := latest_day IS NOT NULL
+            AND (through IS NULL OR judged > through)
+            AND cadence_changed
+            AND (through IS NULL
+                 OR paused IS NULL
+                 OR paused > through
+                 OR lower(spans) <= judged);
+    END IF;
+    IF recast_due THEN
+        NEW.dispatch_recast_on := greatest(recast, latest_day);
     END IF;
     -- With no scheduled clock in the ledger (runs made without it), a pause
     -- is placed at the account's own day, and a change of a kept account

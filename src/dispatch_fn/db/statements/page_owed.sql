@@ -144,7 +144,11 @@ placed AS (
            -- whose day is the origin, the page asks it: not paused since, paused
            -- after it, or owed again (a resume's span, or the days a window
            -- edit's old window held, migration 0019) after it by the change's day.
-           coalesce(page.dispatch_recast_on > coalesce(page.dispatch_through, c.origin)
+           -- A kept account's change day is on or after its day: a move to a
+           -- zone whose day is behind brings both back to that day (0021).
+           coalesce(CASE WHEN page.dispatch_through IS NULL
+                         THEN page.dispatch_recast_on > c.origin
+                         ELSE page.dispatch_recast_on >= page.dispatch_through END
                     AND (page.dispatch_through IS NOT NULL
                          OR page.dispatch_paused_on IS NULL
                          OR page.dispatch_paused_on > c.origin
