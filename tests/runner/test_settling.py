@@ -28,11 +28,7 @@ from dispatch_fn.run._settling import (
     Outcome,
     PageShape,
     SetAsideReason,
-    Target,
 )
-
-CATCH_UP = Target(0)
-REPAY = Target(1, repaying=True)
 
 
 @dataclass
@@ -40,7 +36,7 @@ class Server:
     """What the driver would find in the database, and every command it was asked to run."""
 
     duties: Sequence[str]
-    refuses: Mapping[int | None, set[str]] = field(default_factory=dict)  # by Target.extra
+    refuses: set[str] = field(default_factory=set)
     locked: set[str] = field(default_factory=set)
     slow: set[str] = field(default_factory=set)
     keyless: set[str] = field(default_factory=set)  # a key that stays missing, however often tried
@@ -50,7 +46,7 @@ class Server:
     conflicts: int = 0  # the first statements meet a deadlock
     lost_at: int | None = None  # the statement the connection dies under
     commands: list[settling.Command] = field(default_factory=list)
-    committed: dict[int | None, list[str]] = field(default_factory=dict)
+    committed: list[str] = field(default_factory=list)
     replies: list[settling.Reply] = field(default_factory=list)
     statements: int = 0
 
@@ -64,7 +60,7 @@ class Server:
         match command:
             case settling.Dispatch():
                 return self._dispatch(command)
-            case settling.ListIds(_, after, upto, size, rows, excluded):
+            case settling.ListIds(after, upto, size, rows, excluded):
                 return settling.Ids(tuple(self._take(after, upto, size, rows, excluded)[0]))
             case settling.ReadDuties(after, upto, size):
                 ids, _ = self._take(after, upto, size, None, ())
@@ -82,10 +78,10 @@ class Server:
         ids, cut = self._take(
             command.after, command.upto, command.size, command.rows, command.excluded
         )
-        failure = self._failure(command.target, set(ids))
+        failure = self._failure(set(ids))
         if failure is not None:
             return failure
-        self.committed.setdefault(command.target.extra, []).extend(ids)
+        self.committed.extend(ids)
         rows = sum(self.weights.get(each, 1) for each in ids)
         n = len(ids)
         return settling.Committed(
@@ -100,7 +96,7 @@ class Server:
             )
         )
 
-    def _failure(self, target: Target, ids: set[str]) -> settling.Reply:
+    def _failure(self, ids: set[str]) -> settling.Reply:
         """What the statement meets, in the order the server would meet it; None: nothing."""
         if self.deadline_after is not None and self.statements > self.deadline_after:
             return settling.DeadlineReached(None)
@@ -108,9 +104,9 @@ class Server:
             return settling.Conflict(RuntimeError("deadlock detected"))
         if self.statements == self.lost_at:
             return settling.Lost(RuntimeError("server closed the connection"))
-        return self._row_failure(target, ids)
+        return self._row_failure(ids)
 
-    def _row_failure(self, target: Target, ids: set[str]) -> settling.Reply:
+    def _row_failure(self, ids: set[str]) -> settling.Reply:
         if self.locked & ids:
             return settling.Locked(RuntimeError("lock timeout"))
         if self.slow & ids:
@@ -118,7 +114,7 @@ class Server:
         if self.keyless & ids:
             error = RuntimeError("foreign key violation")
             return settling.Conflict(error, settling.Refused(error, f"no key {min(self.keyless)}"))
-        refused = self.refuses.get(target.extra, set()) & ids
+        refused = self.refuses & ids
         if refused:
             return settling.Refused(RuntimeError("check violation"), f"refused {min(refused)}")
         return None
@@ -151,7 +147,7 @@ class Server:
         return taken, False
 
     def page_ids(self) -> list[str]:
-        return self.committed.get(None, [])
+        return self.committed
 
 
 def drive(walk: PageShape, job: Job, server: Server) -> Outcome:
@@ -231,28 +227,15 @@ def test_a_page_the_row_budget_cuts_short_says_the_range_goes_on() -> None:
     assert (outcome.reached, outcome.more) == ("d000", True)
 
 
-def test_each_statement_after_the_page_runs_over_exactly_the_duties_it_covered() -> None:
-    server = Server(ids(10))
-    outcome = drive(PageShape(size=4, extras=(CATCH_UP, REPAY)), Job(0, "d001", None), server)
-    assert server.committed == {None: ids(6)[2:], 0: ids(6)[2:], 1: ids(6)[2:]}
-    assert (len(outcome.pages), len(outcome.caught), len(outcome.repaid)) == (1, 1, 1)
-    extras = [c for c in server.commands if isinstance(c, settling.Dispatch) and c.target.extra]
-    assert all((c.after, c.upto, c.rows) == ("d001", "d005", None) for c in extras)
-
-
-def test_a_probing_job_probes_with_every_page_statement_and_with_none_after_the_page() -> None:
+def test_a_probing_job_probes_with_every_page_statement() -> None:
     # The page is split around the duty the server refuses: each half probes too.
-    server = Server(ids(10), refuses={None: {"d002"}})
+    server = Server(ids(10), refuses={"d002"})
     job = Job(0, None, None, probe=True)
-    outcome = drive(PageShape(size=8, extras=(CATCH_UP,)), job, server)
+    outcome = drive(PageShape(size=8), job, server)
     assert [each.duty_id for each in outcome.set_aside] == ["d002"]
-    dispatched = [c for c in server.commands if isinstance(c, settling.Dispatch)]
-    pages = [c for c in dispatched if c.target.extra is None]
-    extras = [c for c in dispatched if c.target.extra is not None]
+    pages = [c for c in server.commands if isinstance(c, settling.Dispatch)]
     assert len(pages) > 1
-    assert extras
     assert all(c.probe for c in pages)
-    assert not any(c.probe for c in extras)
     plain = Server(ids(10))
     drive(PageShape(size=8), Job(0, None, None), plain)
     assert not any(c.probe for c in plain.commands if isinstance(c, settling.Dispatch))
@@ -260,7 +243,7 @@ def test_a_probing_job_probes_with_every_page_statement_and_with_none_after_the_
 
 def test_an_empty_page_runs_nothing_after_it() -> None:
     server = Server([])
-    outcome = drive(PageShape(size=4, extras=(CATCH_UP,)), Job(0, None, None), server)
+    outcome = drive(PageShape(size=4), Job(0, None, None), server)
     assert (outcome.reached, outcome.more, len(server.commands)) == (None, False, 1)
 
 
@@ -268,41 +251,29 @@ def test_an_empty_page_runs_nothing_after_it() -> None:
 
 
 def test_a_duty_the_server_refuses_is_set_aside_alone_and_the_rest_of_its_page_dispatched() -> None:
-    server = Server(ids(16), refuses={None: {"d005"}})
+    server = Server(ids(16), refuses={"d005"})
     outcome = drive(PageShape(size=16), Job(0, None, None), server)
     assert server.page_ids() == [each for each in ids(16) if each != "d005"]
     assert [(each.duty_id, each.reason) for each in outcome.set_aside] == [
         ("d005", SetAsideReason.REFUSED)
     ]
     assert outcome.set_aside[0].detail == "refused d005"
-    assert not outcome.set_aside[0].counted
     # Taken apart, the page says the range goes on: an empty page after it ends it.
     assert (outcome.reached, outcome.more, outcome.failure) == ("d015", True, None)
 
 
 @pytest.mark.parametrize("size", [2, 16, 64, 256])
 def test_one_bad_duty_costs_about_two_log2_n_statements(size: int) -> None:
-    server = Server(ids(size), refuses={None: {ids(size)[size // 3]}})
+    server = Server(ids(size), refuses={ids(size)[size // 3]})
     drive(PageShape(size=size), Job(0, None, None), server)
     assert server.statements <= 2 * size.bit_length() + 1
 
 
 def test_past_the_limit_of_duties_set_aside_the_step_fails_instead() -> None:
     bad = set(ids(40)[:33])
-    outcome = drive(PageShape(size=40), Job(0, None, None), Server(ids(40), refuses={None: bad}))
+    outcome = drive(PageShape(size=40), Job(0, None, None), Server(ids(40), refuses=bad))
     assert outcome.failure is Failure.ERROR
     assert len(outcome.set_aside) == settling.MAX_SET_ASIDE_PER_PAGE
-
-
-def test_a_duty_a_catch_up_statement_refuses_is_set_aside_as_counted_and_its_page_not_redone() -> (
-    None
-):
-    server = Server(ids(8), refuses={0: {"d002"}})
-    outcome = drive(PageShape(size=8, extras=(CATCH_UP,)), Job(0, None, None), server)
-    assert server.page_ids() == ids(8)
-    assert server.committed[0] == [each for each in ids(8) if each != "d002"]
-    assert [(each.duty_id, each.counted) for each in outcome.set_aside] == [("d002", True)]
-    assert (outcome.failure, len(outcome.pages)) == (None, 1)
 
 
 # Locks
@@ -362,7 +333,7 @@ def test_a_connection_lost_under_a_statement_ends_the_step_as_lost() -> None:
 
 
 def test_a_statement_the_deadline_cancels_ends_the_step_where_it_began() -> None:
-    server = Server(ids(16), refuses={None: {"d009"}}, deadline_after=3)
+    server = Server(ids(16), refuses={"d009"}, deadline_after=3)
     outcome = drive(PageShape(size=16), Job(0, "a", None), server)
     assert (outcome.failure, outcome.reached, outcome.more) == (Failure.DEADLINE, "a", False)
     assert isinstance(server.replies[-1], settling.DeadlineReached)
@@ -434,16 +405,13 @@ def test_at_the_edge_a_lock_met_after_pages_committed_is_split_rather_than_put_b
 
 
 @st.composite
-def pages(draw: st.DrawFn, *, extras: bool = False) -> tuple[PageShape, Server]:
+def pages(draw: st.DrawFn) -> tuple[PageShape, Server]:
     duties = sorted(set(draw(st.lists(st.integers(0, 99), max_size=40))))
     names = [f"d{n:03d}" for n in duties]
     some = st.sets(st.sampled_from(names), max_size=4) if names else st.just(set[str]())
-    refuses: dict[int | None, set[str]] = {None: draw(some)}
-    if extras:
-        refuses |= {0: draw(some), 1: draw(some)}
     server = Server(
         names,
-        refuses=refuses,
+        refuses=draw(some),
         locked=draw(some),
         slow=draw(some),
         weights={name: draw(st.integers(1, 4)) for name in names},
@@ -452,7 +420,6 @@ def pages(draw: st.DrawFn, *, extras: bool = False) -> tuple[PageShape, Server]:
     walk = PageShape(
         size=draw(st.integers(1, 12)),
         rows=draw(st.none() | st.integers(1, 12)),
-        extras=(CATCH_UP, REPAY) if extras else (),
         edge=edge,
     )
     return walk, server
@@ -478,24 +445,9 @@ def test_a_duty_is_set_aside_for_what_it_alone_met(drawn: tuple[PageShape, Serve
         expected = {
             SetAsideReason.LOCKED: server.locked,
             SetAsideReason.TIMED_OUT: server.slow,
-            SetAsideReason.REFUSED: server.refuses[None] | refused_by_edge,
+            SetAsideReason.REFUSED: server.refuses | refused_by_edge,
         }[each.reason]
         assert each.duty_id in expected
-
-
-@given(pages(extras=True))
-@settings(max_examples=200, deadline=None)
-def test_every_statement_after_the_page_covers_each_dispatched_duty_once_or_sets_it_aside(
-    drawn: tuple[PageShape, Server],
-) -> None:
-    walk, server = drawn
-    outcomes = walk_range(walk, server)
-    counted = {e.duty_id for outcome in outcomes for e in outcome.set_aside if e.counted}
-    for extra in (0, 1):
-        done = server.committed.get(extra, [])
-        assert len(done) == len(set(done))
-        assert set(done) | counted >= set(server.page_ids())
-        assert set(done) <= set(server.page_ids())
 
 
 @given(pages(), st.integers(0, 3))

@@ -131,7 +131,7 @@ class Board:
         owed = sum(page.owed for page in outcome.pages)
         if owed:
             self.probe = page_plan.rows_mostly_present(owed, paged)
-        self.created += paged + sum(p.created for p in (*outcome.caught, *outcome.repaid))
+        self.created += paged
         self.existing += sum(page.owed for page in outcome.pages) - paged
         decided = decide(outcome)
         self.agenda.add(decided)

@@ -583,7 +583,8 @@ def _fold(
     faults, fault_counts = _faults(preamble, refused)
     return RunReport(
         request,
-        duties_read=preamble.duties_read + counted["duties"] + _uncounted(set_aside),
+        # A duty set aside was read by no page: counted here.
+        duties_read=preamble.duties_read + counted["duties"] + len(set_aside),
         counted=dict(counted),
         skipped=_skipped(preamble, counted),
         faults=faults,
@@ -605,11 +606,6 @@ def _settled_set_asides(outcomes: Sequence[_settling.Outcome]) -> list[_settling
     finished = [outcome for outcome in outcomes if outcome.failure in _agenda.SETTLED]
     finished.sort(key=lambda outcome: outcome.job.range_no)
     return list(chain.from_iterable(outcome.set_aside for outcome in finished))
-
-
-def _uncounted(set_aside: Sequence[_settling.SetAside]) -> int:
-    # A duty set aside by its page (not by a statement after it) was read by no page.
-    return sum(not each.counted for each in set_aside)
 
 
 def _faults(

@@ -70,11 +70,9 @@ class TimeoutAllowance:
 
 @dataclass(frozen=True, slots=True)
 class Pages:
-    """What every step of one run shares: the statements, their scope and the page bounds.
+    """What every step of one run shares: the page statement, its scope and the page bounds.
 
-    ``extras`` (catch-up, and what set-aside duties are owed again: those
-    also in ``repaying``) run after ``statement`` on exactly the duties it
-    covered. A page holds at most ``size`` duties and, past its first duty,
+    A page holds at most ``size`` duties and, past its first duty,
     at most ``rows`` candidate rows (None: no bound); ``deadline`` (None: none)
     cancels a statement that would run past the run's end.
     """
@@ -82,8 +80,6 @@ class Pages:
     statement: PageStatement
     scope: Scope
     size: int
-    extras: tuple[PageStatement, ...] = ()
-    repaying: tuple[PageStatement, ...] = ()
     # Groups near the calendar's edge: the planner judges their duties first.
     edge: Edge | None = None
     rows: int | None = None
@@ -93,16 +89,8 @@ class Pages:
     dispatch_page: PageWriter = dispatch_page
 
     def plan(self) -> _settling.PageShape:
-        """What ``_settling`` needs of the walk: the bounds, and which statements follow a page."""
-        extras = tuple(
-            _settling.Target(n, repaying=any(extra is each for each in self.repaying))
-            for n, extra in enumerate(self.extras)
-        )
-        return _settling.PageShape(self.size, self.rows, extras, self.edge)
-
-    def statement_of(self, target: _settling.Target) -> PageStatement:
-        """The statement ``target`` names."""
-        return self.statement if target.extra is None else self.extras[target.extra]
+        """What ``_settling`` needs of the walk: the bounds, and the planner at the edge."""
+        return _settling.PageShape(self.size, self.rows, self.edge)
 
 
 def take_step(conn: Connection, walk: Pages, job: Job) -> Outcome:
@@ -122,10 +110,9 @@ def _perform(conn: Connection, walk: Pages, command: _settling.Command) -> _sett
     match command:
         case _settling.Dispatch():
             return _run_statement(conn, walk, command)
-        case _settling.ListIds(target, after, upto, size, rows, excluded, excluded_keys):
-            statement = walk.statement_of(target)
+        case _settling.ListIds(after, upto, size, rows, excluded, excluded_keys):
             return _listing(conn, lambda: _settling.Ids(tuple(page_taken_ids(
-                conn, statement, after, upto, size, page_rows=rows, excluded=excluded,
+                conn, walk.statement, after, upto, size, page_rows=rows, excluded=excluded,
                 excluded_keys=excluded_keys,
             ))))  # fmt: skip
         case _settling.ReadDuties(after, upto, size, excluded):
@@ -152,7 +139,7 @@ def _run_statement(conn: Connection, walk: Pages, command: _settling.Dispatch) -
         return _settling.DeadlineReached(None)
     try:
         page = walk.dispatch_page(
-            conn, walk.statement_of(command.target), command.after, command.upto, command.size,
+            conn, walk.statement, command.after, command.upto, command.size,
             page_rows=command.rows, excluded=command.excluded,
             excluded_keys=command.excluded_keys, time_limit_ms=limit,
             probe=command.probe,

@@ -1,8 +1,8 @@
 """Settling one step of a run: what it runs, in which order, and what each answer means.
 
 A step dispatches one page of a range: the page statement over the range's
-next duties, then each statement that runs after it (catch-up, owed again)
-over exactly the duties the page covered. When the server refuses a page for
+next duties, each owing what its account says (docs/contract.md#account).
+When the server refuses a page for
 one row's content, a duty's row is locked elsewhere, or a page runs past
 statement_timeout, the page is halved until the duties to blame stand alone;
 they are set aside and the rest is dispatched (docs/adr/0003-failing-pages.md,
@@ -72,7 +72,7 @@ class Job:
     lost: int = 0  # times a connection died under it
     # The page's own statement probes for its owed rows before inserting
     # (page_write_rerun.sql): the board's guess when it handed the job out
-    # (agenda.Board.take). Statements after the page never do.
+    # (agenda.Board.take).
     probe: bool = False
 
 
@@ -81,9 +81,6 @@ class SetAside(Fault):
     """A duty left out of its page, and the server's (or the planner's) words for why."""
 
     reason: SetAsideReason
-    # Its duty was counted already by a page the step committed (a catch-up
-    # statement refused it after its page at the run's clock was stored).
-    counted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,23 +100,6 @@ class Outcome:
     more: bool = False
     failure: Failure | None = None
     error: Exception | None = None
-    caught: tuple[
-        PageResult, ...
-    ] = ()  # the catch-up statements' results (docs/contract.md#account)
-    repaid: tuple[
-        PageResult, ...
-    ] = ()  # those owed again to set-aside duties (docs/contract.md#set-aside)
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Which statement a command runs: the page's own (``extra`` None), or the n-th after it."""
-
-    extra: int | None = None
-    repaying: bool = False  # it dispatches what set-aside duties are owed again
-
-
-PAGE: Final = Target()
 
 
 class Judge(Protocol):
@@ -132,7 +112,7 @@ class Judge(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PageShape:
-    """What every step of a run shares: its page bounds and the statements after the page.
+    """What every step of a run shares: its page bounds, and the planner near the calendar's edge.
 
     A page holds at most ``size`` duties and, past its first duty, at most
     ``rows`` candidate rows (None: no bound). ``edge`` (None: far from the
@@ -141,7 +121,6 @@ class PageShape:
 
     size: int
     rows: int | None = None
-    extras: tuple[Target, ...] = ()
     edge: Judge | None = None
 
 
@@ -150,7 +129,7 @@ class PageShape:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """Run ``target`` on the first ``size`` duties in ``(after, upto]`` not set aside.
+    """Run the page statement on the first ``size`` duties in ``(after, upto]`` not set aside.
 
     Within the run's deadline, and past its first duty within ``rows``
     candidate rows (None: no bound); ``probe``: through the statement's
@@ -159,7 +138,6 @@ class Dispatch:
     alone. Replied to with ``Committed`` or a failure.
     """
 
-    target: Target
     after: str | None
     upto: str | None
     size: int
@@ -173,7 +151,6 @@ class Dispatch:
 class ListIds:
     """The ids ``Dispatch`` with these arguments would take, in the server's order: ``Ids``."""
 
-    target: Target
     after: str | None
     upto: str | None
     size: int
@@ -350,8 +327,6 @@ class _Span:
 class _Record:
     # What the step has committed and set aside so far, in order; only appended to.
     pages: list[PageResult] = field(default_factory=list)
-    caught: list[PageResult] = field(default_factory=list)
-    repaid: list[PageResult] = field(default_factory=list)
     set_aside: list[SetAside] = field(default_factory=list)
     retries: int = 0
     isolated: int = 0  # duties set aside because a statement failed on them alone
@@ -392,8 +367,6 @@ class _Record:
             more=more,
             failure=None if stop is None else stop.failure,
             error=None if stop is None else stop.error,
-            caught=tuple(self.caught),
-            repaid=tuple(self.repaid),
         )
 
 
@@ -414,7 +387,7 @@ def _ordinary(walk: PageShape, job: Job, record: _Record) -> Steps[Outcome]:
     if isinstance(verdict, _Stop):
         return _stopped(job, record, verdict)
     # The very duties the page took, cut by the same row budget.
-    listed = yield ListIds(PAGE, job.after, job.upto, walk.size, walk.rows, ())
+    listed = yield ListIds(job.after, job.upto, walk.size, walk.rows, ())
     if not isinstance(listed, Ids):
         return _stopped(job, record, _stop_of(listed))
     if not listed.ids:
@@ -489,7 +462,7 @@ def _judged_apart(
     verdict = yield from _verdict(job, record, failure)
     if isinstance(verdict, _Stop):
         return replace(verdict, settled=cursor)
-    rest = yield from _following(record, PAGE, ids, cursor)
+    rest = yield from _following(record, ids, cursor)
     if isinstance(rest, _Stop):
         return rest
     return (yield from _settle_ids(walk, job, record, _Span(cursor, rest, verdict.failed), cursor))
@@ -533,40 +506,39 @@ def _settle_ids(
         )
         gone = {duty_id for _, duty_id in locked.keys} - locked.shared
         kept = [duty_id for duty_id in kept if duty_id not in gone]
-    return (yield from _settle(walk, record, PAGE, replace(span, ids=kept), settled))
+    return (yield from _settle(walk, record, replace(span, ids=kept), settled))
 
 
 def _settle(
-    walk: PageShape, record: _Record, target: Target, span: _Span, settled: str | None = None
+    walk: PageShape, record: _Record, span: _Span, settled: str | None = None
 ) -> Steps[_Stop | None]:
-    """Dispatch every duty of ``span`` with ``target``; set aside those it fails on alone.
+    """Dispatch every duty of ``span``; set aside those the page statement fails on alone.
 
     A span that failed is halved, and each half tried in id order; one that
     failed alone is set aside. Halving keeps the cost of one bad duty in a
     page of n at about 2 log2(n) statements, every good half committed as it
-    goes. ``settled`` moves only with the page's own statement: while a
-    statement after it is settled, the others have not run on its duties.
+    goes; ``settled`` is how far.
     """
     pending = [span]
     while pending:
-        moved = yield from _settle_span(walk, record, target, pending)
+        moved = yield from _settle_span(walk, record, pending)
         if isinstance(moved, _Stop):
             return replace(moved, settled=settled)
-        if target.extra is None and moved is not None:
+        if moved is not None:
             settled = moved
     return None
 
 
 def _settle_span(
-    walk: PageShape, record: _Record, target: Target, pending: list[_Span]
+    walk: PageShape, record: _Record, pending: list[_Span]
 ) -> Steps[_Stop | str | None]:
     """Settle the span on top of ``pending``, queueing what remains of it; how far it settled."""
     now = pending.pop()
     if not now.ids:
         return None
     if now.failed is not None:
-        return (yield from _settle_failed(walk, record, target, now, pending))
-    reply = yield from _commit(walk, record, target, now.after, now.ids[-1])
+        return (yield from _settle_failed(walk, record, now, pending))
+    reply = yield from _page(walk, record, now.after, now.ids[-1])
     if isinstance(reply, _Stop):
         return reply
     if not isinstance(reply, Committed):
@@ -575,7 +547,7 @@ def _settle_span(
     reached = now.ids[-1] if reply.page.upto is None else reply.page.upto
     if reached != now.ids[-1]:
         # The row budget ended the statement before the span's last id: the rest follows.
-        rest = yield from _following(record, target, now.ids, reached)
+        rest = yield from _following(record, now.ids, reached)
         if isinstance(rest, _Stop):
             return rest
         pending.append(_Span(reached, rest))
@@ -583,21 +555,19 @@ def _settle_span(
 
 
 def _settle_failed(
-    walk: PageShape, record: _Record, target: Target, span: _Span, pending: list[_Span]
+    walk: PageShape, record: _Record, span: _Span, pending: list[_Span]
 ) -> Steps[_Stop | str | None]:
     """Queue the halves of a span that failed, first half on top; or settle its one id."""
     ids = span.ids
     if len(ids) == 1:
-        stop = yield from _settle_namesakes(walk, record, target, span)
+        stop = yield from _settle_namesakes(walk, record, span)
         return stop or ids[0]
     half = len(ids) // 2
     pending.extend([_Span(ids[half - 1], ids[half:]), _Span(span.after, ids[:half])])
     return None
 
 
-def _settle_namesakes(
-    walk: PageShape, record: _Record, target: Target, span: _Span
-) -> Steps[_Stop | None]:
+def _settle_namesakes(walk: PageShape, record: _Record, span: _Span) -> Steps[_Stop | None]:
     """Set aside the one id a span failed on; of rows of several organisations, each that fails.
 
     On a layout keyed by ``(organization_id, id)`` an id may repeat across
@@ -616,25 +586,24 @@ def _settle_namesakes(
         for organization in (_organization_of(row) for row in read.rows if row["id"] == duty_id)
         if organization is not None and (organization, duty_id) not in aside
     ]
-    alone = _alone(duty_id, failed, counted=target.extra is not None)
+    alone = _alone(duty_id, failed)
     if len(organizations) < 2:
         # Its one row, by key where the read named it: a fault is its
         # organisation's, not that of a namesake the page did not read.
         only = organizations[0] if organizations else None
         return _isolate(record, replace(alone, organization_id=only), failed)
-    outer = record.held_back  # a statement after the page may settle its own namesakes
     for organization in organizations:
-        record.held_back = outer + tuple(
+        record.held_back = tuple(
             (other, duty_id) for other in organizations if other != organization
         )
-        reply = yield from _commit(walk, record, target, span.after, duty_id)
-        record.held_back = outer
+        reply = yield from _page(walk, record, span.after, duty_id)
+        record.held_back = ()
         if isinstance(reply, _Stop):
             return reply
         if isinstance(reply, Committed):
             continue
         stop = yield from _spend(reply)
-        alone = _alone(duty_id, reply, counted=target.extra is not None)
+        alone = _alone(duty_id, reply)
         stop = stop or _isolate(record, replace(alone, organization_id=organization), reply)
         if stop is not None:
             return stop
@@ -655,32 +624,23 @@ def _isolate(record: _Record, alone: SetAside, failed: Splittable) -> _Stop | No
     return None
 
 
-def _alone(duty_id: str, failed: Splittable, *, counted: bool) -> SetAside:
+def _alone(duty_id: str, failed: Splittable) -> SetAside:
     """A duty the statement failed on alone, and why."""
     match failed:
         case Locked():
-            return SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL, counted=counted)
+            return SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL)
         case TimedOut():
             # Its values are fine, its page was slow: not a fault, tried again next run.
-            return SetAside(duty_id, SetAsideReason.TIMED_OUT, TIMED_OUT_DETAIL, counted=counted)
+            return SetAside(duty_id, SetAsideReason.TIMED_OUT, TIMED_OUT_DETAIL)
         case Refused(detail=detail):
-            return SetAside(duty_id, SetAsideReason.REFUSED, detail, counted=counted)
-
-
-def _commit(
-    walk: PageShape, record: _Record, target: Target, after: str | None, upto: str | None
-) -> Steps[Committed | Splittable | _Stop]:
-    if target.extra is None:
-        return (yield from _page(walk, record, after, upto))
-    return (yield from _extra(walk, record, target, after, upto))
+            return SetAside(duty_id, SetAsideReason.REFUSED, detail)
 
 
 def _page(
     walk: PageShape, record: _Record, after: str | None, upto: str | None
 ) -> Steps[Committed | Splittable | _Stop]:
-    """The page statement, then each statement after it over exactly the duties it covered."""
+    """The page statement over the duties in ``(after, upto]`` not set aside."""
     command = Dispatch(
-        PAGE,
         after,
         upto,
         walk.size,
@@ -690,48 +650,8 @@ def _page(
         excluded_keys=record.excluded_keys(),
     )
     reply = yield from _dispatch_step(record, command)
-    if not isinstance(reply, Committed):
-        return reply
-    record.pages.append(reply.page)
-    if reply.page.upto is None:
-        return reply
-    # The same duties again, at each missed clock: bounded by the page's last
-    # id (and by nothing else), so exactly the duties the page covered.
-    for extra in walk.extras:
-        stop = yield from _catch_up(walk, record, extra, after, reply.page.upto)
-        if stop is not None:
-            return stop
-    return reply
-
-
-def _catch_up(
-    walk: PageShape, record: _Record, extra: Target, after: str | None, upto: str
-) -> Steps[_Stop | None]:
-    """One statement after a committed page; settled alone if it fails."""
-    reply = yield from _extra(walk, record, extra, after, upto)
-    if isinstance(reply, Committed | _Stop):
-        return None if isinstance(reply, Committed) else reply
-    stop = yield from _spend(reply)
-    if stop is not None:
-        return stop
-    # The page at the run's clock is stored: only this statement is split.
-    listed = yield ListIds(
-        extra, after, upto, walk.size, None, record.excluded(), record.excluded_keys()
-    )
-    if not isinstance(listed, Ids):
-        return _stop_of(listed)
-    return (yield from _settle(walk, record, extra, _Span(after, listed.ids, reply)))
-
-
-def _extra(
-    walk: PageShape, record: _Record, extra: Target, after: str | None, upto: str | None
-) -> Steps[Committed | Splittable | _Stop]:
-    command = Dispatch(
-        extra, after, upto, walk.size, None, record.excluded(), excluded_keys=record.excluded_keys()
-    )
-    reply = yield from _dispatch_step(record, command)
     if isinstance(reply, Committed):
-        (record.repaid if extra.repaying else record.caught).append(reply.page)
+        record.pages.append(reply.page)
     return reply
 
 
@@ -756,7 +676,7 @@ def _answer(reply: Reply) -> Committed | Splittable | _Stop:
 
 
 def _following(
-    record: _Record, target: Target, ids: Sequence[str], point: str | None
+    record: _Record, ids: Sequence[str], point: str | None
 ) -> Steps[Sequence[str] | _Stop]:
     """Those of ``ids`` (in the server's order) that sort after ``point``."""
     if point is None or not ids:
@@ -767,7 +687,7 @@ def _following(
     # server knows how its collation orders it among them. The last id
     # bounded the page that ended at ``point``, so it follows it.
     listed = yield ListIds(
-        target, point, ids[-1], len(ids), None, record.excluded(), record.excluded_keys()
+        point, ids[-1], len(ids), None, record.excluded(), record.excluded_keys()
     )
     if not isinstance(listed, Ids):
         return _stop_of(listed)
