@@ -1301,3 +1301,18 @@ def test_a_move_to_a_zone_whose_day_is_ahead_that_replaces_nothing_owed_is_not_c
     moved = invoke(clock_event(HALF_PAST_TEN + DAY))
 
     assert moved["changed_while_owed"] == 0
+
+
+def test_a_change_s_period_that_is_over_by_the_run_that_reads_it_is_not_created(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Made weekly on Saturday the 21st, after its run; Sunday's run missed:
+    # Monday's run finds week 47 over, and creates week 48, current then.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
+    conn.execute("UPDATE duly_duty SET frequency = 'weekly' WHERE id = %s", (LOCKED,))
+    monday = invoke(clock_event(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-W48"]
+    assert monday["changed_while_owed"] == 0
