@@ -1316,3 +1316,34 @@ def test_a_change_s_period_that_is_over_by_the_run_that_reads_it_is_not_created(
 
     assert task_keys(conn, LOCKED) == ["2026-11-20", "2026-11-21", "2026-W48"]
     assert monday["changed_while_owed"] == 0
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        f"timezone = '{BEHIND}', effective_to = NULL",  # moved to a zone whose day is behind
+        "timezone = 'Etc/GMT-14', effective_to = NULL",  # to one of the same day
+        "frequency = 'weekly', effective_to = NULL",  # no zone edit
+    ],
+)
+def test_a_window_that_ended_extended_in_the_edit_that_moves_its_zone_replaces_nothing_owed(
+    conn: Conn, invoke: Invoke, edit: str
+) -> None:
+    insert_duties(
+        conn,
+        [
+            duty(
+                LOCKED,
+                frequency="daily",
+                timezone=AHEAD,
+                lead_days=0,
+                effective_to=date(2026, 11, 22),
+            )
+        ],
+    )
+    for n in range(3):
+        invoke(clock_event(HALF_PAST_TEN + n * DAY))
+    conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
+    counts = [invoke(clock_event(HALF_PAST_TEN + n * DAY))["changed_while_owed"] for n in (3, 4)]
+
+    assert counts == [0, 0]

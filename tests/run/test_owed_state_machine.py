@@ -9,8 +9,9 @@ holidays release), and every edit a writer can make: each cadence column, the
 owner, pauses and resumes, review flips, the effective window, a zone nobody
 knows (a fault) later fixed. Zones with short and long days (Europe/Berlin,
 America/Santiago, Australia/Lord_Howe, Antarctica/Troll, America/Nuuk) sit
-beside UTC, and every clock lies in 2026 before November, before the wall
-clock, so only the future-clock rule makes a run "future".
+beside UTC and two zones 25 hours apart (Pacific/Kiritimati,
+Pacific/Pago_Pago), and every clock lies in 2026 before November, before the
+wall clock, so only the future-clock rule makes a run "future".
 
 After every step the task keys in the database must be exactly the model's,
 and each run at the chain's clock must count what the model counts
@@ -119,6 +120,10 @@ ZONES: Final = (
     "Australia/Lord_Howe",
     "Antarctica/Troll",
     "America/Nuuk",
+    # A day or two apart at most clocks: a zone edit between them moves the
+    # account back (migration 0021).
+    "Pacific/Kiritimati",
+    "Pacific/Pago_Pago",
 )
 # A zone the engine refuses: the duty faults until a later edit fixes it.
 NO_ZONE: Final = "Mars/Olympus"

@@ -241,7 +241,7 @@ def test_a_probing_job_probes_with_every_page_statement() -> None:
     assert not any(c.probe for c in plain.commands if isinstance(c, settling.Dispatch))
 
 
-def test_an_empty_page_runs_nothing_after_it() -> None:
+def test_an_empty_page_is_one_statement_and_ends_its_range() -> None:
     server = Server([])
     outcome = drive(PageShape(size=4), Job(0, None, None), server)
     assert (outcome.reached, outcome.more, len(server.commands)) == (None, False, 1)

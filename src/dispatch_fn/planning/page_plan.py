@@ -64,8 +64,7 @@ type Weights = dict[str, dict[str, dict[str, int]]]
 def weights(ready: Iterable[tuple[GroupKey, Schedule]]) -> Weights:
     """Frequency, then zone, then lead bucket: the rows a duty of that group can owe.
 
-    One per candidate period of its schedule, summed over a catch-up
-    statement's clocks (one cadence each). A group without a frequency is
+    One per candidate period of its schedule. A group without a frequency is
     refused, never planned.
     """
     found: Weights = {}

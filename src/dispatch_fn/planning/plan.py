@@ -254,8 +254,8 @@ class Fault:
     before the pages, the duties the server refused and those a page set
     aside (``settling.SetAside``) are each one of these. ``organization_id``
     is the duty's where the run read its row (None: known by id alone, as a
-    duty the server refused): on a layout keyed by ``(organization_id, id)``
-    an id may repeat across organisations (ADR 0005).
+    locked row whose id no unlocked row shares): on a layout keyed by
+    ``(organization_id, id)`` an id may repeat across organisations (ADR 0005).
     """
 
     duty_id: str

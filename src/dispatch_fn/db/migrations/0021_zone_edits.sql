@@ -24,15 +24,20 @@
 --   changed_while_owed) was judged on the new zone's day against the
 --   account's, days of two zones: a move behind hid a set-aside day the old
 --   cadence owed, a move ahead counted one it never owed, and a change day
---   left on the old zone's days was counted again by a later run. It is
---   judged on the old zone's day, on the account as the edit finds it; and
+--   left on the old zone's days was counted again by a later run. The edit
+--   is placed on the old zone's day, and the change judged there on the
+--   account as the edit finds it (with a window edit in the same statement,
+--   on the days the old window held), before the account moves back; and
 --   the page counts a kept account's change day on or after its day
 --   (page_owed.sql), since a move behind brings both to the same day.
 -- * A duty of a form no run knows (a typo: the run's unknown_form fault) was
 --   marked paused, as a standing or one-off duty is: fixed later, it owed
 --   only its current period. Its periods become owed as a recurring duty's
 --   do (duly_owes), so once fixed it owes what became owed meanwhile, as a
---   duty whose zone a fix made known again does.
+--   duty whose zone a fix made known again does. A duty already of an
+--   unknown form when this is applied keeps the pause the old trigger
+--   marked: fixed, it owes its current period and what follows, as before
+--   (no row is rewritten: a pause for an unknown form looks like any other).
 --
 -- The functions are replaced in place (the trigger, 0012's and the
 -- partitioned layout's, calls it by name); no row is rewritten.
@@ -71,9 +76,11 @@ DECLARE
     changed date;
     window_since date;
     recast date;
-    -- The latest clock's day in the zone the account's days are the old
-    -- zone's; the day a change is judged on; whether the account moved back.
+    -- The latest clock's day in the old zone, whose days the account's are;
+    -- the day the edit is placed on in them, and the day a change is judged
+    -- on; whether the account moves back to the new zone's day.
     old_day date;
+    edit_day date;
     judged date;
     moved_back boolean := false;
     cadence_changed boolean;
@@ -122,42 +129,18 @@ BEGIN
              NEW.due_offset_days, NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar,
              NEW.lead_days, NEW.grace_days, NEW.effective_from, NEW.effective_to), false);
     END IF;
-    IF TG_OP = 'UPDATE' AND latest_day < old_day AND coalesce(old_day >= through, true) THEN
-        -- Moved to a zone whose day at the latest clock is behind the old
-        -- zone's. Each of the account's days is the old zone's day of a
-        -- clock no later than the latest (a run that kept it, an edit placed
-        -- at it), so in the new zone none is after the latest clock's day
-        -- there: every one after it moves back to it. Whether the change
-        -- replaced a cadence that still owed is judged first, on the account
-        -- as it stood.
-        moved_back := true;
-        recast_due := cadence_changed
-            AND (through IS NULL
-                 OR old_day > through
-                    AND (paused IS NULL OR paused > through OR lower(spans) <= old_day));
-        through := CASE WHEN through > latest_day THEN latest_day ELSE through END;
-        paused := CASE WHEN paused > latest_day THEN latest_day ELSE paused END;
-        spans := nullif(
-            (SELECT range_agg(daterange(
-                        CASE WHEN lower(r) > latest_day + 1 THEN latest_day + 1 ELSE lower(r) END,
-                        CASE WHEN upper(r) > latest_day + 1 THEN latest_day + 1 ELSE upper(r) END))
-             FROM unnest(spans) r),
-            '{}'::datemultirange);
-        changed := CASE WHEN changed > latest_day THEN latest_day ELSE changed END;
-        window_since := CASE WHEN window_since > latest_day THEN latest_day ELSE window_since END;
-        recast := CASE WHEN recast > latest_day THEN latest_day ELSE recast END;
-        NEW.dispatch_through := through;
-        NEW.dispatch_paused_on := paused;
-        NEW.dispatch_owed_between := spans;
-        NEW.dispatch_changed_on := changed;
-        NEW.dispatch_window_since := window_since;
-        NEW.dispatch_recast_on := recast;
-    ELSIF TG_OP = 'UPDATE' AND latest_day < through THEN
-        -- Never before the account's own day otherwise: a run kept it there,
-        -- so the edit came after that day's clock (a ledger that lost the
-        -- run reads the latest clock earlier).
+    -- Moved to a zone whose day at the latest clock is behind the old zone's:
+    -- the edit is placed on the old zone's day, on the account as it stands,
+    -- and the account then moves back to the new zone's day (below).
+    moved_back := coalesce(TG_OP = 'UPDATE' AND latest_day < old_day
+                           AND coalesce(old_day >= through, true), false);
+    IF NOT moved_back AND TG_OP = 'UPDATE' AND latest_day < through THEN
+        -- Never before the account's own day: a run kept it there, so the
+        -- edit came after that day's clock (a ledger that lost the run reads
+        -- the latest clock earlier).
         latest_day := through;
     END IF;
+    edit_day := CASE WHEN moved_back THEN old_day ELSE latest_day END;
     -- A change is judged on the account's own days: a move to a zone whose
     -- day is ahead replaced nothing the old zone owed after its latest clock.
     judged := greatest(old_day, through);
@@ -190,7 +173,7 @@ BEGIN
                            true);
     END IF;
     was := coalesce(duly_owes(OLD.status, OLD.form, OLD.review_status), false);
-    IF latest_day IS NOT NULL
+    IF edit_day IS NOT NULL
        AND (OLD.effective_from, OLD.effective_to)
            IS DISTINCT FROM (NEW.effective_from, NEW.effective_to) THEN
         -- The window moves: what became owed up to the edit's day was owed
@@ -201,10 +184,10 @@ BEGIN
         -- hold, become the spans, which a pause at the account's day bounds.
         since := coalesce(through, date '0001-01-01');
         held := CASE WHEN paused IS NULL
-                     THEN datemultirange(daterange(since, latest_day, '(]'))
+                     THEN datemultirange(daterange(since, edit_day, '(]'))
                      ELSE (datemultirange(daterange(since, greatest(paused, since), '(]'))
                            + coalesce(spans, '{}'::datemultirange))
-                          * datemultirange(daterange(since, latest_day, '(]'))
+                          * datemultirange(daterange(since, edit_day, '(]'))
                 END;
         -- The old window holds since the latest window edit, if any came
         -- after the account's day: the days before were judged by theirs.
@@ -217,10 +200,11 @@ BEGIN
                   END;
         paused := since;
         spans := nullif(held, '{}'::datemultirange);
+        window_since := edit_day;
         rewritten := true;
         NEW.dispatch_paused_on := paused;
         NEW.dispatch_owed_between := spans;
-        NEW.dispatch_window_since := latest_day;
+        NEW.dispatch_window_since := window_since;
     END IF;
     -- A change of what the duty owes (not of whether it owes) made on a day
     -- it had owed since its account's day: not paused
@@ -229,17 +213,41 @@ BEGIN
     -- run's origin, which only a run knows: every such change is marked, and
     -- the page asks the same of it against the origin (page_owed.sql). A
     -- window edit asks it of the days its window held (above).
-    IF NOT moved_back THEN
-        recast_due := latest_day IS NOT NULL
-            AND (through IS NULL OR judged > through)
-            AND cadence_changed
-            AND (through IS NULL
-                 OR paused IS NULL
-                 OR paused > through
-                 OR lower(spans) <= judged);
-    END IF;
+    recast_due := edit_day IS NOT NULL
+        AND (through IS NULL OR judged > through)
+        AND cadence_changed
+        AND (through IS NULL
+             OR paused IS NULL
+             OR paused > through
+             OR lower(spans) <= judged);
     IF recast_due THEN
-        NEW.dispatch_recast_on := greatest(recast, latest_day);
+        recast := greatest(recast, edit_day);
+        NEW.dispatch_recast_on := recast;
+    END IF;
+    IF moved_back THEN
+        -- Each of the account's days is the old zone's day of a clock no
+        -- later than the latest (a run that kept it, an edit placed at it),
+        -- so in the new zone none is after the latest clock's day there:
+        -- every one after it moves back to it. (9999-12-31: a change no
+        -- clock placed, which counts for every run, stays.)
+        through := CASE WHEN through > latest_day THEN latest_day ELSE through END;
+        paused := CASE WHEN paused > latest_day THEN latest_day ELSE paused END;
+        spans := nullif(
+            (SELECT range_agg(daterange(
+                        CASE WHEN lower(r) > latest_day + 1 THEN latest_day + 1 ELSE lower(r) END,
+                        CASE WHEN upper(r) > latest_day + 1 THEN latest_day + 1 ELSE upper(r) END))
+             FROM unnest(spans) r),
+            '{}'::datemultirange);
+        changed := CASE WHEN changed > latest_day AND changed < date '9999-12-31'
+                        THEN latest_day ELSE changed END;
+        window_since := CASE WHEN window_since > latest_day THEN latest_day ELSE window_since END;
+        recast := CASE WHEN recast > latest_day THEN latest_day ELSE recast END;
+        NEW.dispatch_through := through;
+        NEW.dispatch_paused_on := paused;
+        NEW.dispatch_owed_between := spans;
+        NEW.dispatch_changed_on := changed;
+        NEW.dispatch_window_since := window_since;
+        NEW.dispatch_recast_on := recast;
     END IF;
     -- With no scheduled clock in the ledger (runs made without it), a pause
     -- is placed at the account's own day, and a change of a kept account

@@ -2,7 +2,7 @@
 -- 0013), kept in one statement, so it changes whole or not at all.
 -- The run faulted the duties %(fault_ids)s, each with its reason and detail,
 -- and its organisation where the run read it (%(fault_organizations)s; null:
--- known by id alone, a duty the server refused, as its page settles by id).
+-- known by id alone, every row of the id).
 -- It judged every duty in its scope, or, having stopped early (%(complete)s
 -- false), those up to its gapless mark %(upto)s (none while that is null),
 -- except the duties it set aside (%(set_aside)s, each by its organisation

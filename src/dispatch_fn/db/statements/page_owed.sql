@@ -15,10 +15,9 @@ WITH cadence AS (
     -- first period's first day; null in a backfill), and the widest UTC
     -- offset its zone has in minutes through offset_until
     -- (page_plan.widest_utc_offset: a local day begins no earlier than its
-    -- midnight less it). Each group's
-    -- weight, the candidate periods its schedule holds (summed over a catch-up
-    -- statement's clocks, which add one cadence each), travels apart as
-    -- %(weights)s, a JSON object of frequency, then zone, then lead bucket.
+    -- midnight less it). Each group's weight, the candidate periods its
+    -- schedule holds, travels apart as %(weights)s, a JSON object of
+    -- frequency, then zone, then lead bucket.
     SELECT *
     FROM unnest((SELECT %(c_schedule)b::int[]), (SELECT %(c_frequency)b::text[]),
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
