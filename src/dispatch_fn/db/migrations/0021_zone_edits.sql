@@ -207,9 +207,9 @@ BEGIN
         NEW.dispatch_window_since := window_since;
     END IF;
     -- A change of what the duty owes (not of whether it owes) made on a day
-    -- it had owed since its account's day: not paused
-    -- since, paused after days it owed, or resumed before the change's day
-    -- (the spans resumes opened). An account no run kept owes from the first
+    -- it had owed since its account's day: not paused since, paused after
+    -- days it owed, or resumed before the change's day (the spans resumes
+    -- opened), judged on the account's own days. An account no run kept owes from the first
     -- run's origin, which only a run knows: every such change is marked, and
     -- the page asks the same of it against the origin (page_owed.sql). A
     -- window edit asks it of the days its window held (above).
