@@ -25,12 +25,11 @@ period engine for keys and due dates only, never the planner:
   the lead, nor before the effective window's first day; one that becomes
   owed after the window's last day is not owed.
 - Every edit is placed at the local day of the latest scheduled clock (a run
-  at a future clock never counts) in the duty's zone after the edit, never
-  before the account's day; with no such clock, before every day. A zone
-  edit to a zone whose day there is behind the account's (where the old
-  zone's is not) moves the account's day, and every edit and window day
-  placed after it, back to that day; a change counted as changed while owed
-  stays counted. An edit
+  at a future clock never counts) in the duty's zone after the edit; with no
+  such clock, before every day. A zone edit to a zone whose day there is
+  behind the old zone's moves the account's day, and every edit and window
+  day placed after it, back to that day; a change is judged on the old
+  zone's day, never before the account's. An edit
   placed on day ``s`` takes effect for what becomes owed after ``s``. An
   edit of the effective window places outside the days after the account's
   day (and after the previous window edit's), through ``s``, that the window
@@ -570,17 +569,13 @@ class OwedMachine(RuleBasedStateMachine):
         # The account's days are the old zone's: a change is judged on them.
         old_stamp = self._stamp(old_zone) if column == "timezone" else stamp
         change = column not in ("status", "review_status")
-        if (
-            stamp is not None
-            and old_stamp is not None
-            and stamp < old_stamp
-            and (model.kept is None or old_stamp >= model.kept)
-        ):
-            recast = _recast(model, change, old_stamp)
+        # Never before the account's own day: an account after the day of the
+        # latest clock in its zone moves back to it.
+        judged = max((day for day in (old_stamp, model.kept) if day is not None), default=None)
+        if stamp is not None and judged is not None and stamp < judged:
+            recast = _recast(model, change, judged)
             _move_back(model, stamp)
         else:
-            if stamp is not None and model.kept is not None and stamp < model.kept:
-                stamp = model.kept  # never before the account's own day
             if column in ("effective_from", "effective_to") and stamp is not None:
                 judged_from = max(
                     (day for day in (model.kept, model.window_since) if day is not None),

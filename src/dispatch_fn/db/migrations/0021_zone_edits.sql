@@ -17,9 +17,8 @@
 --   clock no later than the latest scheduled clock (a run that kept it, or
 --   an edit placed at it), so in the new zone it falls on or before that
 --   clock's day there: each one after it (the account's day, the pause, the
---   spans' bounds, the change and window days) moves back to it. Where the
---   old zone's day at the latest clock is before the account's (a ledger
---   that lost the run), the edit keeps the account's day, as before.
+--   spans' bounds, the change and window days) moves back to it; so does an
+--   account an earlier trigger left after its zone's day, at its next edit.
 -- * Whether a change replaced a cadence that still owed (dispatch_recast_on,
 --   changed_while_owed) was judged on the new zone's day against the
 --   account's, days of two zones: a move behind hid a set-aside day the old
@@ -129,21 +128,17 @@ BEGIN
              NEW.due_offset_days, NEW.due_offset_months, NEW.due_roll, NEW.holiday_calendar,
              NEW.lead_days, NEW.grace_days, NEW.effective_from, NEW.effective_to), false);
     END IF;
-    -- Moved to a zone whose day at the latest clock is behind the old zone's:
-    -- the edit is placed on the old zone's day, on the account as it stands,
-    -- and the account then moves back to the new zone's day (below).
-    moved_back := coalesce(TG_OP = 'UPDATE' AND latest_day < old_day
-                           AND coalesce(old_day >= through, true), false);
-    IF NOT moved_back AND TG_OP = 'UPDATE' AND latest_day < through THEN
-        -- Never before the account's own day: a run kept it there, so the
-        -- edit came after that day's clock (a ledger that lost the run reads
-        -- the latest clock earlier).
-        latest_day := through;
-    END IF;
-    edit_day := CASE WHEN moved_back THEN old_day ELSE latest_day END;
-    -- A change is judged on the account's own days: a move to a zone whose
-    -- day is ahead replaced nothing the old zone owed after its latest clock.
+    -- A change is judged on the account's own days, never before its day: a
+    -- move to a zone whose day is ahead replaced nothing the old zone owed
+    -- after its latest clock.
     judged := greatest(old_day, through);
+    -- An account whose days lie after the latest clock's day in the duty's
+    -- zone (now): moved to a zone whose day is behind, by this edit, or by
+    -- one an earlier trigger kept on the old zone's days. The edit is placed
+    -- on the account's own days, and the account then moves back to the
+    -- zone's day (below).
+    moved_back := coalesce(TG_OP = 'UPDATE' AND latest_day < judged, false);
+    edit_day := CASE WHEN moved_back THEN judged ELSE latest_day END;
     is_now := coalesce(duly_owes(NEW.status, NEW.form, NEW.review_status), false);
     -- Whatever the edit, the next run reads the duty (migration 0014): the
     -- day it next owes was judged for the row as it stood.
