@@ -1,7 +1,9 @@
-"""Migration 0018's repairs of rows in flight when 0017 was applied (docs/adr/0012-duty-account.md).
+"""Rows in flight when a migration replaced the account trigger (docs/adr/0012-duty-account.md).
 
-Each test runs the account trigger as migration 0016 left it, applies 0018 as
-the migrator would (each statement alone), and goes on through the handler.
+Each test runs the account trigger as an earlier migration left it, applies
+the later one as the migrator would (each statement alone), and goes on
+through the handler: 0018's repairs of rows 0017 found, and the accounts
+0021 finds on an old zone's days.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ DAY = timedelta(days=1)
 FIRST = datetime(2026, 11, 20, 1, 0, tzinfo=UTC)
 LOCKED = "d1"
 REPAIRS = "0018_account_repairs"
+ZONE_EDITS = "0021_zone_edits"
 _FUNCTION = "CREATE OR REPLACE FUNCTION duly_duty_account_mark()"
 
 
@@ -30,8 +33,8 @@ def _trigger_of(version: str) -> str:
     return text[start : text.index("$$;", start) + 3]
 
 
-def _apply_repairs(conn: Conn) -> None:
-    for statement in split_statements(_migration(REPAIRS).script):
+def _apply_repairs(conn: Conn, version: str = REPAIRS) -> None:
+    for statement in split_statements(_migration(version).script):
         conn.execute(statement)
 
 
@@ -106,3 +109,28 @@ def test_the_repairs_leave_every_account_the_current_trigger_wrote_as_it_is(
     _apply_repairs(conn)
 
     assert conn.execute(accounts).fetchall() == before
+
+
+def test_a_duty_moved_behind_before_0021_and_reassigned_after_it_gives_the_new_owner_today(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Moved under 0019's trigger from Kiritimati (+14) to Pago Pago (-11), the
+    # account stayed on Kiritimati's day, ahead of Pago Pago's; the next edit,
+    # whatever it is, moves it back.
+    conn.execute(_trigger_of("0019_window_edits"))
+    half_past_ten = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
+    insert_duties(
+        conn, [duty(LOCKED, frequency="daily", timezone="Pacific/Kiritimati", lead_days=0)]
+    )
+    invoke(clock_event(half_past_ten))
+    conn.execute("UPDATE duly_duty SET timezone = 'Pacific/Pago_Pago' WHERE id = %s", (LOCKED,))
+    _apply_repairs(conn, ZONE_EDITS)
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
+    for hours in (22, 23, 24, 25, 26, 49):
+        invoke(clock_event(half_past_ten + timedelta(hours=hours)), schedule_interval_hours=1)
+    rows = conn.execute(
+        "SELECT period_key FROM duly_task WHERE owner_id = 'owner-2' ORDER BY 1"
+    ).fetchall()
+
+    # 08:30 on the 21st is the 20th in Pago Pago: owner-2's current period.
+    assert [str(key) for (key,) in rows] == ["2026-11-20", "2026-11-21", "2026-11-22"]

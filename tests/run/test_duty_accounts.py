@@ -14,7 +14,6 @@ from datetime import UTC, date, datetime, timedelta
 import psycopg
 import pytest
 
-from dispatch_fn.db.migrate import bundled_migrations, split_statements
 from dispatch_fn.engine import periods
 from support import Conn, Invoke, clock_event, duty, insert_duties, set_aside, task_keys
 
@@ -1348,30 +1347,3 @@ def test_a_window_that_ended_extended_in_the_edit_that_moves_its_zone_replaces_n
     counts = [invoke(clock_event(HALF_PAST_TEN + n * DAY))["changed_while_owed"] for n in (3, 4)]
 
     assert counts == [0, 0]
-
-
-def _script(version: str) -> str:
-    (found,) = [each for each in bundled_migrations() if each.version == version]
-    return found.script
-
-
-def test_a_duty_moved_behind_before_0021_and_reassigned_after_it_gives_the_new_owner_today(
-    conn: Conn, invoke: Invoke
-) -> None:
-    # Moved under 0019's trigger, the account stayed on Kiritimati's day,
-    # ahead of Pago Pago's; the next edit, whatever it is, moves it back.
-    signature = "CREATE OR REPLACE FUNCTION duly_duty_account_mark()"
-    old = _script("0019_window_edits")
-    start = old.index(signature)
-    conn.execute(old[start : old.index("$$;", start) + 3])
-    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=AHEAD, lead_days=0)])
-    invoke(clock_event(HALF_PAST_TEN))
-    conn.execute("UPDATE duly_duty SET timezone = %s WHERE id = %s", (BEHIND, LOCKED))
-    for statement in split_statements(_script("0021_zone_edits")):
-        conn.execute(statement)
-    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
-    for hours in (22, 23, 24, 25, 26, 49):
-        invoke(clock_event(HALF_PAST_TEN + timedelta(hours=hours)), schedule_interval_hours=1)
-
-    # 08:30 on the 21st is the 20th in Pago Pago: owner-2's current period.
-    assert _keys_of(conn, "owner-2") == ["2026-11-20", "2026-11-21", "2026-11-22"]
