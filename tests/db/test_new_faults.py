@@ -271,11 +271,11 @@ def test_a_run_stopped_early_removes_only_the_faults_up_to_its_gapless_mark_and_
         runtime(chunk_size=2, workers=1, should_stop=after_one_page),
     )
     assert (first.report.complete, first.report.last_duty_id) == (False, "d001")
-    # The new fault was found before the pages; the duties past the mark were not judged.
-    assert first.new_faults == 1
-    assert set(_account(conn)) == {"d002", "d003", "d004", "d005", "d999"}
-    # Its continuation judges the rest: the fault it finds again is not new.
-    assert _run(conn, 1, scope=Scope(resume_after="d001"), continuation=1) == 0
+    # The duties past the mark were not judged: not the new fault either.
+    assert first.new_faults == 0
+    assert set(_account(conn)) == {"d002", "d003", "d004", "d005"}
+    # Its continuation judges the rest, and finds the new fault.
+    assert _run(conn, 1, scope=Scope(resume_after="d001"), continuation=1) == 1
     assert set(_account(conn)) == {"d999"}
 
 

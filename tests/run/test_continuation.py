@@ -442,3 +442,29 @@ def test_a_scope_whose_continuation_would_not_fit_is_refused_before_the_run() ->
     assert parse_event(
         {"now": CLOCK, "duty_ids": many[:5_000]}, current_time=_clock()
     ).scope.duty_ids
+
+
+def test_a_chain_s_reports_count_each_duty_of_its_scope_once(
+    conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
+) -> None:
+    # Six daily duties, then a standing one and one whose zone no engine knows:
+    # the first link, stopped after its first page, reaches neither of the two.
+    insert_duties(
+        conn,
+        [duty(f"d{n:03}", frequency="daily", lead_days=0) for n in range(6)]
+        + [duty("zz-standing", form="standing"), duty("zz-mars", timezone="Mars/Olympus")],
+    )
+    conn.execute("ANALYZE duly_duty")
+    invoke = partial(invoke, chunk_size=2, workers=1)
+    reports = [invoke({"now": CLOCK}, LambdaContext(function_arn, checks_left=1))]
+    while not reports[-1]["complete"]:
+        reports.append(invoke(sent.events()[-1], LambdaContext(function_arn, checks_left=1)))
+
+    assert [r["last_duty_id"] for r in reports[:3]] == ["d001", "d003", "d005"]
+    assert [r["complete"] for r in reports] == [False, False, False, True]
+    # Each link counts the duties up to its mark, as one run would count them all.
+    assert [r["duties_read"] for r in reports] == [2, 2, 2, 2]
+    assert [r["skipped"]["standing"] for r in reports] == [0, 0, 0, 1]
+    assert [r["fault_counts"]["invalid_cadence"] for r in reports] == [0, 0, 0, 1]
+    assert [r["degraded"] for r in reports] == [False, False, False, True]
+    assert [r["tasks_created"] for r in reports] == [2, 2, 2, 0]

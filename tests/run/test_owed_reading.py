@@ -229,3 +229,40 @@ def test_a_run_at_a_past_clock_reads_what_a_later_run_passed_over(
 
     assert task_keys(conn, "b-d") == ["2026-03-20"]
     assert task_keys(conn, "a-d") == task_keys(conn, "b-d")
+
+
+def _a_daily_duty_and_monthly_ones_passed_over_the_next_day(
+    conn: Conn, invoke: Invoke, organization_of: Any = lambda n: "org-1"
+) -> None:
+    """One daily duty and 200 monthly ones, dispatched, and the table analysed."""
+    insert_duties(
+        conn,
+        [duty("a-daily", organization_id="org-a", frequency="daily", lead_days=0)]
+        + [duty(f"m{n:03}", organization_id=organization_of(n)) for n in range(200)],
+    )
+    invoke(clock_event(FIRST))
+    conn.execute("ANALYZE duly_duty")  # the planner's statistics, as autovacuum leaves them
+
+
+def test_a_scheduled_run_estimates_how_many_duties_it_passed_over(
+    conn: Conn, invoke: Invoke
+) -> None:
+    _a_daily_duty_and_monthly_ones_passed_over_the_next_day(conn, invoke)
+    report = invoke(clock_event(FIRST + DAY))
+
+    # It read the daily duty; the 200 monthly ones owed nothing and were not read.
+    assert (report["duties_read"], report["tasks_created"]) == (1, 1)
+    assert 180 <= report["duties_not_read"] <= 220
+
+
+def test_a_scoped_run_estimates_only_the_duties_of_its_scope_it_passed_over(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # org-a holds the daily duty and 20 monthly ones; org-b 180 the run never considers.
+    _a_daily_duty_and_monthly_ones_passed_over_the_next_day(
+        conn, invoke, organization_of=lambda n: "org-a" if n < 20 else "org-b"
+    )
+    report = invoke({**clock_event(FIRST + DAY), "organization_id": "org-a"})
+
+    assert report["duties_read"] == 1
+    assert 10 <= report["duties_not_read"] <= 30

@@ -40,6 +40,7 @@ def scope_params(scope: Scope) -> dict[str, Any]:
         "duty_ids": None if scope.duty_ids is None else list(scope.duty_ids),
         "resume_after": scope.resume_after,
         "owed_at": scope.owed_at,
+        "reach": scope.reach,
     }
 
 
@@ -239,11 +240,13 @@ def _lead_thresholds() -> dict[str, list[int]]:
     return {"lead_thresholds": list(LEAD_THRESHOLDS)}
 
 
-def estimated_duties(conn: Connection) -> int:
-    """The planner's estimate of how many duties the table holds (0: never analysed)."""
-    row = named_row(conn.execute(statement("duty_estimate")))
-    assert row is not None  # noqa: S101 - an aggregate returns one row
-    return int(row["duties"])
+def estimated_duties(conn: Connection, scope: Scope) -> int:
+    """The planner's estimate of how many duties ``scope`` holds, whatever their state."""
+    query = statement("duty_estimate")
+    row = named_row(conn.execute(query, scope_params(scope), prepare=False))
+    assert row is not None  # noqa: S101 - EXPLAIN answers with one row
+    plan = row["QUERY PLAN"]
+    return round(float(plan[0]["Plan"]["Plan Rows"]))
 
 
 def due_rules(conn: Connection, scope: Scope, refused: Sequence[Group]) -> list[DueRule]:

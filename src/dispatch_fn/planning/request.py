@@ -34,6 +34,10 @@ class Scope:
     # whose next owed day has begun in their zone by this instant
     # (``dispatch_next_at``). None: every duty in the scope.
     owed_at: datetime | None = None
+    # What a run stopped by its deadline reached (its gapless mark): only the
+    # duties whose id sorts at or before it, so that its report counts those
+    # alone and the continuation the rest. None: no bound.
+    reach: str | None = None
 
     @property
     def named(self) -> bool:

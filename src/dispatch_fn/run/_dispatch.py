@@ -153,6 +153,9 @@ def dispatch(
         ranges, probe=page_plan.probes_from_the_start(dispatched_clock, request.now)
     )
     walked = _walk(conns, walk, board, runtime.budget.should_stop, reconnect, meter=meter)
+    if not walked.complete and not walked.fatal:
+        reached = gapless_mark(ranges, walked.outcomes)
+        preamble = _reached(conns[0], request, (tuning.catch_up_days, origin), reached, preamble)
     report = _fold(request, preamble, ranges, walked)
     if not walked.fatal:
         report = _not_read(conns[0], report)
@@ -170,11 +173,21 @@ def dispatch(
 
 
 def _not_read(conn: Connection, report: RunReport) -> RunReport:
-    """The report with the estimate of the duties an owed-only run passed over."""
-    if report.request.scope.owed_at is None:
+    """The report with the estimate of the duties an owed-only run passed over.
+
+    Of the duties in its scope, up to its gapless mark if it stopped early
+    (the continuation counts the rest), whatever their state: ``duties_read``
+    counts those it does not dispatch too.
+    """
+    scope = report.request.scope
+    if scope.owed_at is None:
         return report
+    if not report.complete:
+        if report.last_duty_id is None:
+            return replace(report, duties_not_read=0)  # it reached no duty
+        scope = replace(scope, reach=report.last_duty_id)
     try:
-        estimate = estimated_duties(conn)
+        estimate = estimated_duties(conn, replace(scope, owed_at=None))
     except psycopg.Error:
         return report  # an estimate is not worth failing a run that wrote its pages
     return replace(report, duties_not_read=max(0, estimate - report.duties_read))
@@ -446,6 +459,27 @@ def _prepare(
             )
         )
     return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
+
+
+def _reached(
+    conn: Connection,
+    request: RunRequest,
+    reach: tuple[int, datetime | None],
+    mark: str | None,
+    preamble: _Preamble,
+) -> _Preamble:
+    """What a run stopped early learnt of the duties up to its gapless mark ``mark``.
+
+    The continuation starts after the mark and counts the rest, so a chain
+    counts each duty of its scope once, as one run would. None: it reached none.
+    """
+    if mark is None:
+        return _Preamble()
+    scope = replace(request.scope, reach=mark)
+    try:
+        return _prepare(conn, replace(request, scope=scope), reach)[0]
+    except psycopg.Error:
+        return preamble  # counted past the mark, rather than fail a run that wrote its pages
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,8 @@ FROM (
     FROM duly_duty d
     WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
+      -- A run its deadline stopped counts what it reached (store.Scope.reach).
+      AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
       -- A scheduled run reads the dispatchable duties whose next owed day has
       -- come (docs/contract.md#account); it counts the rest of its 'form'
       -- set from an index (duty_census_left_out.sql).

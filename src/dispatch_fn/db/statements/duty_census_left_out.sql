@@ -9,4 +9,6 @@ WHERE (d.status IS DISTINCT FROM 'active' OR d.form IS DISTINCT FROM 'recurring'
        OR d.review_status IS DISTINCT FROM 'approved')
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
+  -- A run its deadline stopped counts what it reached (store.Scope.reach).
+  AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
 GROUP BY 1, 2, 3

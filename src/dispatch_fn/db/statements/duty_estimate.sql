@@ -1,8 +1,13 @@
--- How many duties the table holds, as the planner estimates it from the last
--- ANALYZE (pg_class.reltuples, -1 before the first): a scheduled run that
--- reads only what is owed reports roughly how many it passed over, and a
--- count would read them all. On the partitioned layout, its partitions'.
-SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint AS duties
-FROM pg_partition_tree('duly_duty'::regclass) t
-JOIN pg_class c ON c.oid = t.relid
-WHERE t.isleaf
+-- How many duties the run's scope holds, whatever their state, as the planner
+-- estimates it from its statistics (the plan's rows; nothing is read): a
+-- scheduled run that reads only what is owed reports roughly how many it
+-- passed over, and a count would read them all. The planner reads the
+-- scope's organisation, ids and bounds with their values, and, on the
+-- partitioned layout, adds up the partitions'. Before duly_duty's first
+-- ANALYZE it guesses from the table's size.
+EXPLAIN (FORMAT JSON)
+SELECT 1
+FROM duly_duty d
+WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
+                    %(duty_ids)s::text[], %(resume_after)s::text)
+  AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)

@@ -12,6 +12,8 @@ FROM duly_duty d
 WHERE duly_dispatchable(d.status, d.form, d.review_status)
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
+  -- A run its deadline stopped counts what it reached (store.Scope.reach).
+  AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
   -- The duties a scheduled run reads (docs/contract.md#account).
   AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
   AND (EXISTS (

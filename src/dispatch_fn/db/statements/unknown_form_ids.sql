@@ -6,4 +6,6 @@ FROM duly_duty d
 WHERE (d.form IS NULL OR d.form <> ALL(%(forms)s))
   AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                     %(duty_ids)s::text[], %(resume_after)s::text)
+  -- A run its deadline stopped counts what it reached (store.Scope.reach).
+  AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
 ORDER BY d.id
