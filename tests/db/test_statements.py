@@ -174,7 +174,7 @@ def test_the_page_statements_spell_the_owed_rule_once() -> None:
     head = "head AS NOT MATERIALIZED ("
     taken = statement_text("page_taken_ids")
     assert between(taken, head, "\n)\nSELECT id FROM page") == between(
-        write, head, "\n),\nrefused_rule AS ("
+        write, head, "\n),\naccepted_rule AS ("
     )
 
 

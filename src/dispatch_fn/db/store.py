@@ -295,11 +295,13 @@ def _group_arrays(groups: Sequence[Group]) -> dict[str, list[Any]]:
 
 
 def _rule_arrays(rules: Sequence[DueRule], prefix: str) -> dict[str, list[Any]]:
-    # '' stands for "no calendar" so that the comparison is a plain equality.
+    # '' stands for "no calendar" so that the comparison is a plain equality;
+    # no_calendar tells it from a calendar named '' where that matters.
     return {
         f"{prefix}_anchor": [rule.due_anchor for rule in rules],
         f"{prefix}_roll": [rule.due_roll for rule in rules],
         f"{prefix}_calendar": [rule.holiday_calendar or "" for rule in rules],
+        f"{prefix}_no_calendar": [rule.holiday_calendar is None for rule in rules],
     }
 
 
@@ -468,7 +470,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         name: []
         for name in (
             "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
-            "c_origin", "c_first", "c_offset", "c_offset_until", "p_schedule", "p_key",
+            "c_origin", "c_first", "c_max_lead", "c_offset", "c_offset_until", "p_schedule", "p_key",
             "p_first", "p_last", "p_before",
         )
     }  # fmt: skip
@@ -495,6 +497,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         arrays["c_horizon"].append(schedule.horizon)
         arrays["c_origin"].append(schedule.origin)
         arrays["c_first"].append(schedule.periods[0].first_day if schedule.periods else None)
+        arrays["c_max_lead"].append(group.max_lead)
         offset, until = (
             (None, None)
             if schedule.today is None
@@ -505,7 +508,7 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
     rolled = page_plan.rolled_days(arrays["p_first"], arrays["p_last"], rules.accepted)
     return {
         **arrays,
-        **_rule_arrays(rules.refused, "x"),
+        **_rule_arrays(rules.accepted, "a"),
         "r_calendar": [each.calendar for each in rolled],
         "r_day": [each.day for each in rolled],
         "r_following": [each.following for each in rolled],

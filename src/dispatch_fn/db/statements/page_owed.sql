@@ -12,7 +12,8 @@ WITH cadence AS (
     -- zone and lead bucket): its schedule, today in its zone, the catch-up
     -- horizon, the local day of the scheduled clock before the run and the
     -- first day of its first candidate (plan.Schedule.horizon, .origin, the
-    -- first period's first day; null in a backfill), and the widest UTC
+    -- first period's first day; null in a backfill), the widest lead it was
+    -- planned for (store.Group.max_lead), and the widest UTC
     -- offset its zone has in minutes through offset_until
     -- (page_plan.widest_utc_offset: a local day begins no earlier than its
     -- midnight less it). Each group's weight, the candidate periods its
@@ -23,9 +24,10 @@ WITH cadence AS (
                 (SELECT %(c_timezone)b::text[]), (SELECT %(c_lead_bucket)b::int[]),
                 (SELECT %(c_today)b::date[]), (SELECT %(c_horizon)b::date[]),
                 (SELECT %(c_origin)b::date[]), (SELECT %(c_first)b::date[]),
-                (SELECT %(c_offset)b::int[]), (SELECT %(c_offset_until)b::date[]))
+                (SELECT %(c_max_lead)b::int[]), (SELECT %(c_offset)b::int[]),
+                (SELECT %(c_offset_until)b::date[]))
         AS c(schedule_no, frequency, timezone, lead_bucket, today, horizon, origin, first_day,
-             widest_offset, offset_until)
+             max_lead, widest_offset, offset_until)
 ),
 head AS NOT MATERIALIZED (
     -- plan.classify: only active, recurring, approved duties are dispatched;
@@ -80,13 +82,16 @@ page AS (
                 WINDOW running AS (ORDER BY head.id RANGE UNBOUNDED PRECEDING)) ranked) weighed
     WHERE %(page_rows)s::bigint IS NOT NULL AND (place = 1 OR reach <= %(page_rows)s::bigint)
 ),
-refused_rule AS (
-    -- The due rules (anchor, roll, calendar; '' for none) the run refused
-    -- (store.DueRule): their duties were counted as faults before the pages.
+accepted_rule AS (
+    -- The due rules (anchor, roll, calendar) the run judged and accepted
+    -- (store.DueRule), whose calendars the roll holds: a refused one's duties
+    -- were counted as faults before the pages. No calendar is '' with
+    -- no_calendar true, so a duty naming the calendar '' (refused) is not
+    -- taken for one with none.
     SELECT *
-    FROM unnest((SELECT %(x_anchor)b::text[]), (SELECT %(x_roll)b::text[]),
-                (SELECT %(x_calendar)b::text[]))
-        AS x(due_anchor, due_roll, holiday_calendar)
+    FROM unnest((SELECT %(a_anchor)b::text[]), (SELECT %(a_roll)b::text[]),
+                (SELECT %(a_calendar)b::text[]), (SELECT %(a_no_calendar)b::boolean[]))
+        AS a(due_anchor, due_roll, holiday_calendar, no_calendar)
 ),
 period AS (
     -- Each schedule's candidate periods (plan.Schedule): back to the catch-up
@@ -111,7 +116,12 @@ placed AS (
     -- Every duty of the page. Those whose group or due rule was refused, or
     -- whose offsets or grace lie outside what periods.check_due_rule allows
     -- (counted as faults before the pages), keep a null schedule_no: they
-    -- count towards the cursor and nothing else.
+    -- count towards the cursor and nothing else. So does one edited after
+    -- the run planned (docs/contract.md#account): into a group it did not
+    -- plan, a lead wider than its group's schedule reaches, or a due rule it
+    -- did not judge. Its account stays as the edit left it, read by the next
+    -- run: judged against a schedule too short, it would be moved past
+    -- periods its lead opens; against an unknown rule, never rolled.
     -- The columns read after this CTE, not page.*: placed is stored once
     -- and read twice, and storing a row costs for each column it carries
     -- (docs/performance-history.md#instructions).
@@ -188,8 +198,9 @@ placed AS (
     LEFT JOIN cadence c
       ON (c.frequency, c.timezone, c.lead_bucket)
        = (page.frequency COLLATE "C", page.timezone COLLATE "C", page.lead_bucket)
-     AND (page.due_anchor, page.due_roll, coalesce(page.holiday_calendar, ''))
-         NOT IN (SELECT * FROM refused_rule)
+     AND (c.today IS NULL OR page.lead_days <= c.max_lead)
+     AND (page.due_anchor, page.due_roll, coalesce(page.holiday_calendar, ''),
+          page.holiday_calendar IS NULL) IN (SELECT * FROM accepted_rule)
      -- The ranges periods.check_due_rule and periods.check_grace_days allow
      -- (due_rules.sql counts the duties outside them as faults).
      AND duly_due_rule_in_range(page.due_anchor, page.due_offset_days,
