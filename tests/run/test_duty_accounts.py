@@ -1347,3 +1347,30 @@ def test_a_window_that_ended_extended_in_the_edit_that_moves_its_zone_replaces_n
     counts = [invoke(clock_event(HALF_PAST_TEN + n * DAY))["changed_while_owed"] for n in (3, 4)]
 
     assert counts == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("start", "edit"),
+    [
+        pytest.param({"lead_days": 0}, "lead_days = 5", id="lead_raised"),
+        pytest.param({"lead_days": 5, "status": "paused"}, "status = 'active'", id="resumed"),
+    ],
+)
+def test_the_days_a_lead_opened_at_a_change_are_created_after_an_outage(
+    conn: Conn, invoke: Invoke, start: dict[str, object], edit: str
+) -> None:
+    # A daily UTC duty, runs on 08-01 to 08-05, the edit after the last, no
+    # run until 08-12 (its horizon 08-04). At the edit the duty owes, as if
+    # they became owed then, the days its lead of 5 opened: 08-06 to 08-10,
+    # which a lead of 0 would have owed on their own days all the same.
+    first = datetime(2026, 8, 1, 1, 0, tzinfo=UTC)
+    insert_duties(conn, [duty(LOCKED, frequency="daily", **start)])
+    for day in range(5):
+        invoke(clock_event(first + day * DAY))
+    conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
+    after = invoke(clock_event(first + 11 * DAY))
+
+    # Before: 08-06 to 08-10 never created, and nothing counted them.
+    made = [(first + day * DAY).date().isoformat() for day in range(17)]
+    assert task_keys(conn, LOCKED) == (made if "lead_days" in edit else made[5:])
+    assert (after["beyond_horizon"], after["degraded"]) == (0, False)

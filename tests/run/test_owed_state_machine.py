@@ -46,7 +46,9 @@ period engine for keys and due dates only, never the planner:
   after the account's day on a day the duty was dispatchable; and, if the duty
   became dispatchable or changed since the account was kept, or after the day
   a run at a past clock kept it on (or the run's rules differ from the
-  previous run's), also those not over that became owed by its today, where
+  previous run's), also those not over that became owed by its today, and
+  those that begin after the latest such edit's day (its lead opened them by
+  then: they became owed as of that day), where
   the latest such edit was placed by its today (the account keeps that day
   alone; an edit placed with no clock counts for every run). Each
   must pass the effective-window test on its due date (its last day after
@@ -334,6 +336,15 @@ def judge(
         max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
     )
     fresh = fresh_day is not None and fresh_day <= today
+    # The latest change's day (a duty added with a clock is one; the origin
+    # is not): what begins after it, its lead opened by then.
+    changed_day = (
+        max(stamps)
+        if stamps
+        else since
+        if model.kept is not None and (model.fresh or rejudge)
+        else None
+    )
     first = max(min(since + DAY, today), today - timedelta(days=120))
     last = today + timedelta(days=max(lead, 0))
     keys = periods.periods_between(
@@ -366,8 +377,13 @@ def judge(
             continue  # owed after the window's last day: outside it
         live = last_day >= today
         by_account = became > since and model.dispatchable_on(became)
-        if not (by_account or (fresh and live)):
+        # One that begins after the latest such edit's day, its lead opened
+        # by then: owed as if it became owed that day.
+        opened = fresh and changed_day is not None and first_day > changed_day
+        if not (by_account or (fresh and live) or opened):
             continue
+        if opened and changed_day is not None:
+            became = max(became, changed_day)
         if not live and became <= horizon:
             lapsed = True
             continue

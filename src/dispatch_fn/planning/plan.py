@@ -486,7 +486,8 @@ def owed_verdict(
     ``Schedule.origin``) and, for a duty paused since, on or before
     ``paused_on`` or in a span a resume opened since; or, for a duty that
     changed (``changed_on``) or whose account no run has kept, owed if it is
-    still current or later, or became owed after that day. One that is over
+    still current or later, or became owed after that day, or begins after
+    it (its lead opened it then: owed as if it became owed then). One that is over
     and became owed on or before the horizon is owed but not created
     (``BEYOND_HORIZON``). A backfill (``today`` None) owes every candidate.
     """
@@ -513,17 +514,24 @@ def owed_verdict(
         # owes it nothing the mark brings (date.max: no scheduled clock placed
         # the edit, which then counts for every run).
         fresh = None
+    # A period that begins after a change's day, which its lead opened by
+    # then: owed as if it became owed then, as it would be with no lead. (Not
+    # after the origin's: a run at the origin's clock created what its lead
+    # opened.)
+    opened = fresh is not None and account.changed_on is not None and period.first_day > fresh
     if not (
         (
             since is not None
             and became > since
             and (paused_on is None or became <= paused_on or account.owes_between(became))
         )
-        or (fresh is not None and (live or became > fresh))
+        or (fresh is not None and (live or became > fresh or opened))
     ):
         if through is not None and became <= through:
             return NotOwed.DISPATCHED
         return NotOwed.NOT_DISPATCHABLE
+    if opened and fresh is not None:
+        became = max(became, fresh)
     if not live and schedule.horizon is not None and became <= schedule.horizon:
         return NotOwed.BEYOND_HORIZON
     return None

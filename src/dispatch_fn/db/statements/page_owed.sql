@@ -146,6 +146,11 @@ placed AS (
                     CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
             OR %(rejudge)s::boolean) AS marked,
+           -- The fresh day of a change (not the origin's): a period that
+           -- begins after it, which its lead opened by then, is owed as if it
+           -- became owed then (plan.owed_verdict's opened).
+           coalesce(page.dispatch_changed_on,
+                    CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS changed,
            -- Changed after days it had been dispatchable since its account's
            -- day (the trigger's dispatch_recast_on, migrations 0017, 0018):
            -- what the old cadence or owner owed then is not spelled by the new
@@ -288,14 +293,12 @@ owed AS (
            due_date + grace_days AS late_after, became, last_day, lead_days, today,
            -- Over, and became owed on or before the horizon: counted, never
            -- created (plan.NotOwed.BEYOND_HORIZON).
-           windowed AND now_owed AND coalesce(last_day < today AND became <= horizon, false)
-               AS lapsed,
+           windowed AND now_owed AND lapses AS lapsed,
            -- Not owed yet: it becomes owed after today, on became (the
            -- account's next day, never created by this run).
            windowed AND coalesce(became > today, false) AS later,
            -- Owed now, and created unless it exists.
-           windowed AND now_owed
-               AND NOT coalesce(last_day < today AND became <= horizon, false) AS owes
+           windowed AND now_owed AND NOT lapses AS owes
     FROM (SELECT *,
                  -- plan.Cadence.window_day: after the period, the window holds
                  -- the period's last day; otherwise the due date. And it became
@@ -310,7 +313,8 @@ owed AS (
                  -- account's day (and, paused since, by the pause's or in a span a
                  -- resume opened after it, migration 0016), or, for a
                  -- duty that changed or whose account no run kept, it is still
-                 -- current or later or became owed after the fresh day, unless
+                 -- current or later or became owed after the fresh day, or
+                 -- begins after a change's (its lead opened it by then), unless
                  -- today is before the account's day (what it could owe, the
                  -- account says is done) or the fresh day (the edit came after
                  -- the run's clock; 9999-12-31: no scheduled clock placed it,
@@ -323,9 +327,16 @@ owed AS (
                                                         OR coalesce(owed_between @> became, false)))
                                    OR ((last_day >= today
                                         AND (fresh <= today OR fresh = date '9999-12-31'))
-                                       OR became > fresh)
+                                       OR became > fresh
+                                       OR first_day > changed AND changed <= today)
                                       AND (through IS NULL OR through <= today))), false)
-                     AS now_owed
+                     AS now_owed,
+                 -- Over, and became owed on or before the horizon; one that
+                 -- begins after a change's day, which its lead opened by then,
+                 -- became owed as of that day (plan.owed_verdict).
+                 coalesce(last_day < today
+                          AND CASE WHEN first_day > changed THEN greatest(became, changed)
+                                   ELSE became END <= horizon, false) AS lapses
           -- plan.became_owed_on: never before its lead reaches it (a due date
           -- rolled back before the period would be owed before it is a
           -- candidate), nor before the window's first day: a period its lead
