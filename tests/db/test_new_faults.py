@@ -342,3 +342,21 @@ def test_new_faults_are_exactly_the_duties_faulted_now_and_not_before_whatever_t
     counted = faults.record(conn, _ledger_run(conn), _judged(ids_now))
     assert counted == len(set(ids_now) - set(ids_before))
     assert set(_account(conn)) == set(ids_now)
+
+
+def test_a_judgement_made_before_a_later_run_that_completed_first_changes_nothing(
+    conn: Conn,
+) -> None:
+    # One event delivered twice: delivery A judges x broken before its pages
+    # and waits on them; x is mended, and delivery B, started after A, runs
+    # whole and ends x's fault. A's judgement, older than B's, comes last.
+    insert_duties(conn, [duty("x"), duty("y")])
+    assert faults.record(conn, _ledger_run(conn), _judged(["x"])) == 1
+    stale, fresh = _ledger_run(conn), _ledger_run(conn)
+    ledger.finish(conn, fresh, "completed", {})
+    assert faults.record(conn, fresh, _judged(["y"])) == 1
+    ledger.finish(conn, stale, "completed", {})
+
+    # Before: x back on account since A (1 new fault for a redelivery), y gone.
+    assert faults.record(conn, stale, _judged(["x"])) == 0
+    assert set(_account(conn)) == {"y"}

@@ -18,8 +18,20 @@
 -- organisations (ADR 0005), the one the run named; ids compare in the
 -- database's collation, as the pages compare them. Rows are added in key order, so two runs adding the
 -- same faults at once take their locks in the same order.
+-- A judgement older than one already kept changes nothing: a run that
+-- started after this one, judged every duty and ended before this statement
+-- (the second delivery of one event, which ran whole while this one waited
+-- on its pages) kept the account by fresher readings, and this run's would
+-- put back a fault mended in between, or end one begun since.
 -- began: how many rows this run added, the run's NewFaults.
-WITH faulted AS (
+WITH fresher AS (
+    SELECT 1
+    FROM duly_dispatch_run r
+    WHERE r.id > %(run_id)s AND r.status = 'completed' AND NOT r.dry_run
+      AND r.organization_id IS NULL AND r.duty_ids IS NULL AND r.resume_after IS NULL
+    LIMIT 1
+),
+faulted AS (
     SELECT DISTINCT ON (d.organization_id, d.id)
            d.organization_id, d.id AS duty_id, f.reason, f.detail
     FROM unnest(%(fault_ids)s::text[], %(reasons)s::text[], %(details)s::text[],
@@ -29,6 +41,7 @@ WITH faulted AS (
       ON d.id = f.duty_id AND (f.organization_id IS NULL OR d.organization_id = f.organization_id)
     WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
+      AND NOT EXISTS (SELECT FROM fresher)
     ORDER BY d.organization_id, d.id
 ),
 ended AS (
@@ -36,6 +49,7 @@ ended AS (
     WHERE duly_in_scope(a.duty_id, a.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
       AND (%(complete)s OR a.duty_id <= %(upto)s)
+      AND NOT EXISTS (SELECT FROM fresher)
       AND NOT EXISTS (
           SELECT FROM unnest(%(set_aside)s::text[], %(set_aside_organizations)s::text[])
                       AS s(duty_id, organization_id)
