@@ -9,11 +9,14 @@ run that said it was complete, replayed through the handler.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 
+from dispatch_fn.aws.invocation import handle, runtime_for
 from dispatch_fn.engine import periods
 from support import Conn, Invoke, clock_event, duty, insert_duties, set_aside, task_keys
 
@@ -1408,3 +1411,25 @@ def test_days_lapsed_behind_a_backfilled_day_are_counted_beyond_the_horizon(
     assert explained["explain"]["account"]["lapsed_before_candidates"] is True
     # Before: 0, the lapsed candidate being there hid the older ones.
     assert run["beyond_horizon"] == 1
+
+
+def test_a_run_whose_clock_is_read_a_little_ahead_of_the_database_s_is_the_latest_clock(
+    conn: Conn, settings: Any, connections: Any
+) -> None:
+    # A console test invocation ({}) takes its clock from Lambda's own time,
+    # which may run a moment ahead of the database's: the run is still the
+    # latest scheduled clock its edits are placed at, as it keeps accounts.
+    now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, owner_id="alice")])
+    ahead = runtime_for(None, settings, connections, clock=lambda: now + timedelta(seconds=2))
+    handle(clock_event(today - DAY + timedelta(hours=1)), None, ahead)
+    handle({}, None, ahead)
+    conn.execute("UPDATE duly_duty SET owner_id = 'bob' WHERE id = %s", (LOCKED,))
+    tomorrow = today + DAY + timedelta(hours=1)
+    handle(clock_event(tomorrow), None, replace(ahead, clock=lambda: tomorrow))
+
+    # The new owner gets the period current at the run that reads it. Before:
+    # today's as well, the edit placed at yesterday's clock.
+    bob = conn.execute("SELECT period_key FROM duly_task WHERE owner_id = 'bob'").fetchall()
+    assert [key for (key,) in bob] == [tomorrow.date().isoformat()]

@@ -46,7 +46,7 @@ def _run(
 def _edit(db_url: str, statement: str) -> Callable[[], None]:
     def edit() -> None:
         with psycopg.connect(db_url, autocommit=True) as editor:
-            editor.execute(statement)  # type: ignore[arg-type]
+            editor.execute(statement)
 
     return edit
 
@@ -71,7 +71,7 @@ def _days(first: datetime, count: int) -> list[str]:
     ],
 )
 def test_a_lead_wider_than_its_group_was_planned_for_loses_no_day_it_opens(
-    conn: Conn, settings: Any, connections: Any, db_url: str, before: dict[str, Any], edit: str
+    conn: Conn, settings: Any, connections: Any, db_url: str, *, before: dict[str, Any], edit: str
 ) -> None:
     # d1 is its group's widest lead as the run counts it (4); leads 4 to 7
     # share the group, so the run's schedule reaches today + 4 alone.

@@ -65,12 +65,16 @@ def start(
     request_id: str | None,
     continues_run: int | None,
     rules: str | None = None,
+    started_at: datetime | None = None,
 ) -> int:
     """Record a run as ``running``, judged by ``rules``; return its id (the report's ``run_id``).
 
     A non-dry scheduled run's clock is the one the trigger places edits at:
     the ledger keeps the local days the engine judges for it where the
-    server's tz data reads them otherwise (migration 0020).
+    server's tz data reads them otherwise (migration 0020). ``started_at``
+    is the wall clock the run judged its clock by, recorded where it is
+    later than the server's: a run whose clock is not later than it keeps
+    accounts, and is a latest clock the trigger places edits at.
     """
     scheduled = request.mode == "scheduled" and not request.dry_run
     params = {
@@ -79,6 +83,7 @@ def start(
         "continues_run": continues_run,
         "continuation": request.continuation,
         "rules": rules,
+        "started_at": started_at,
         **(_engine_days(request.now) if scheduled else {"zones": None, "days": None}),
     }
     row = named_row(conn.execute(statement("run_start"), params))

@@ -470,8 +470,8 @@ def _arrays(ready: Sequence[tuple[Group, Schedule]], rules: Rules) -> dict[str, 
         name: []
         for name in (
             "c_schedule", "c_frequency", "c_timezone", "c_lead_bucket", "c_today", "c_horizon",
-            "c_origin", "c_first", "c_max_lead", "c_offset", "c_offset_until", "p_schedule", "p_key",
-            "p_first", "p_last", "p_before",
+            "c_origin", "c_first", "c_max_lead", "c_offset", "c_offset_until", "p_schedule",
+            "p_key", "p_first", "p_last", "p_before",
         )
     }  # fmt: skip
     for group, schedule in ready:

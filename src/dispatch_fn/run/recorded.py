@@ -62,6 +62,10 @@ def dispatch_recorded(
             request_id=runtime.request_id,
             continues_run=ledger.continued_run(conn, request),
             rules=judged_by,
+            # The one wall clock: the run keeps accounts, and the trigger
+            # counts it as the latest clock, by the same judgement (a clock
+            # read from the function's time may run ahead of the server's).
+            started_at=wall_clock,
         )
     except psycopg.Error as exc:
         raise RunFailedError(
