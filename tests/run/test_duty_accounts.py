@@ -1394,25 +1394,6 @@ def test_the_days_a_lead_opened_at_a_change_are_created_after_an_outage(
     assert (after["beyond_horizon"], after["degraded"]) == (0, False)
 
 
-@pytest.mark.parametrize("dry_run", [False, True])
-def test_days_lapsed_behind_a_backfilled_day_are_counted_beyond_the_horizon(
-    conn: Conn, invoke: Invoke, dry_run: bool
-) -> None:
-    # A daily UTC duty kept through 08-01, then an outage; an operator
-    # backfills 08-12 and 08-13, the days before and at the horizon of the
-    # run of 08-21 (7 days of catch-up). 08-02 to 08-11 lapsed uncreated.
-    at = datetime(2026, 8, 21, 1, 0, tzinfo=UTC)
-    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
-    invoke(clock_event(datetime(2026, 8, 1, 1, 0, tzinfo=UTC)))
-    invoke({"from": "2026-08-12", "to": "2026-08-13"})
-    explained = invoke({"query": "explain", "duty_id": LOCKED, "now": at.isoformat()})
-    run = invoke({**clock_event(at), "dry_run": dry_run})
-
-    assert explained["explain"]["account"]["lapsed_before_candidates"] is True
-    # Before: 0, the lapsed candidate being there hid the older ones.
-    assert run["beyond_horizon"] == 1
-
-
 def test_a_run_whose_clock_is_read_a_little_ahead_of_the_database_s_is_the_latest_clock(
     conn: Conn, settings: Any, connections: Any
 ) -> None:

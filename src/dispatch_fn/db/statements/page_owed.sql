@@ -183,15 +183,15 @@ placed AS (
            coalesce(c.today > page.effective_to, false) AS closed,
            coalesce(c.today < page.effective_from, false) AS early,
            -- An account whose day lies before the first candidate (the period
-           -- before the horizon's) may have let older periods lapse than the
+           -- before the horizon's), bounded since by a pause, a span or its
+           -- window's end, may have let older periods lapse than the
            -- candidates show: its account as read, for the run to judge those
-           -- itself (plan.lapsed_before_candidates) where no candidate of the
-           -- duty lapsed uncreated (page_result.sql), which counts it alone:
-           -- bounded since by a pause, a span or its window's end, or behind a
-           -- candidate that lapsed but is there (a backfill, or a run at a
-           -- future clock, created it). Null for every other duty.
+           -- itself (plan.lapsed_before_candidates). Null for every other duty.
            CASE WHEN c.today IS NOT NULL
                      AND coalesce(page.dispatch_through, c.origin) < c.first_day - 1
+                     AND (page.dispatch_paused_on > coalesce(page.dispatch_through, c.origin)
+                          OR page.dispatch_owed_between IS NOT NULL
+                          OR page.effective_to > coalesce(page.dispatch_through, c.origin))
                 THEN jsonb_build_object(
                          'organization_id', page.organization_id, 'id', page.id,
                          'through', page.dispatch_through, 'paused_on', page.dispatch_paused_on,
