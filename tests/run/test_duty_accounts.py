@@ -319,21 +319,6 @@ def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: I
     assert task_keys(conn, LOCKED) == ["2026-11-20"]
 
 
-def test_a_duty_set_aside_by_the_first_run_under_new_rules_is_judged_afresh_by_the_next(
-    conn: Conn, holder: Conn, invoke: Invoke
-) -> None:
-    insert_duties(conn, [duty(LOCKED), duty("d2")])
-    invoke(clock_event(FIRST))
-    conn.execute("DELETE FROM duly_task WHERE duty_id = %s", (LOCKED,))
-    conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'")
-    set_aside(holder, invoke, FIRST + DAY, LOCKED)
-    invoke(clock_event(FIRST + 2 * DAY))
-    invoke(clock_event(FIRST + 3 * DAY))
-
-    # Before: [], the run that set it aside counted as having judged it afresh.
-    assert task_keys(conn, LOCKED) == ["2026-11"]
-
-
 def test_explain_under_new_rules_judges_the_account_afresh_as_the_run_does(
     conn: Conn, invoke: Invoke
 ) -> None:
