@@ -266,3 +266,14 @@ def test_a_scoped_run_estimates_only_the_duties_of_its_scope_it_passed_over(
 
     assert report["duties_read"] == 1
     assert 10 <= report["duties_not_read"] <= 30
+
+
+def test_a_run_estimates_no_duty_it_passed_over_before_the_table_is_first_analysed(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Fewer rows than autovacuum analyses after: no statistics yet, no guess.
+    insert_duties(conn, [duty(f"d{n}", frequency="daily", lead_days=0) for n in range(4)])
+    reports = [invoke(clock_event(FIRST + n * DAY)) for n in range(2)]
+
+    # Before: 130 and 130, the planner's guess from the table's size.
+    assert [r["duties_read"] + r["duties_not_read"] for r in reports] == [4, 4]

@@ -241,7 +241,13 @@ def _lead_thresholds() -> dict[str, list[int]]:
 
 
 def estimated_duties(conn: Connection, scope: Scope) -> int:
-    """The planner's estimate of how many duties ``scope`` holds, whatever their state."""
+    """The planner's estimate of how many duties ``scope`` holds, whatever their state.
+
+    0 before the table's first ANALYZE: the planner has no statistics then.
+    """
+    analysed = named_row(conn.execute(statement("duty_analysed")))
+    if analysed is None or not analysed["analysed"]:
+        return 0
     query = statement("duty_estimate")
     row = named_row(conn.execute(query, scope_params(scope), prepare=False))
     assert row is not None  # noqa: S101 - EXPLAIN answers with one row

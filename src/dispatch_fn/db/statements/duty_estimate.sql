@@ -3,8 +3,8 @@
 -- scheduled run that reads only what is owed reports roughly how many it
 -- passed over, and a count would read them all. The planner reads the
 -- scope's organisation, ids and bounds with their values, and, on the
--- partitioned layout, adds up the partitions'. Before duly_duty's first
--- ANALYZE it guesses from the table's size.
+-- partitioned layout, adds up the partitions'. Asked only once duly_duty
+-- has been analysed (duty_analysed.sql).
 EXPLAIN (FORMAT JSON)
 SELECT 1
 FROM duly_duty d
