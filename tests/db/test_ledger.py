@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -312,3 +312,18 @@ def test_a_run_needs_autocommit_connections_so_its_ledger_rows_commit_alone(db_u
                 RunRequest(now=datetime.fromisoformat(CLOCK)),
             )
         assert in_transaction.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_run_whose_wall_clock_is_ahead_of_the_server_s_never_ends_before_it_started(
+    conn: Conn,
+) -> None:
+    ahead = datetime.now(UTC) + timedelta(minutes=30)
+    run_id = ledger.start(
+        conn, RunRequest(now=ahead), request_id=None, continues_run=None, started_at=ahead
+    )
+    ledger.finish(conn, run_id, "completed", {})
+    started, finished = conn.execute(
+        "SELECT started_at, finished_at FROM duly_dispatch_run WHERE id = %s", (run_id,)
+    ).fetchone()  # type: ignore[misc]
+    assert started == ahead
+    assert finished >= started
