@@ -194,3 +194,15 @@ def test_the_census_hashes_every_set_with_room_beyond_the_sessions_memory(
             store.census(conn, Scope())
             assert conn.execute("SHOW work_mem").fetchone() == ("64kB",)
         assert len(conn.plans) == 2
+
+
+def test_the_faults_of_a_refused_calendar_named_empty_leave_out_the_duties_of_no_calendar(
+    conn: psycopg.Connection[Any],
+) -> None:
+    # '' is a calendar no engine knows (refused); a duty with none shares its
+    # anchor and roll, and is no fault: it is not read as one.
+    insert_duties(conn, [duty("bad", holiday_calendar=""), duty("good")])
+    refused = store.DueRule("period_start", "none", "", duties=1)
+    members = store.fault_members(conn, Scope(), [], store.Rules(refused=(refused,)))
+
+    assert [row["id"] for row in members] == ["bad"]

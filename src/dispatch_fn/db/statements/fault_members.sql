@@ -4,8 +4,9 @@
 -- on account (dispatch._fault_list judges each again; faults.record). A duty
 -- is one when its group was refused (%(g_frequency)s, %(g_timezone)s,
 -- %(g_lead_bucket)s), else its due rule was (%(r_anchor)s, %(r_roll)s,
--- %(r_calendar)s; '' for no calendar), else its offsets or grace lie out of
--- range (duly_due_rule_in_range).
+-- %(r_calendar)s; '' with %(r_no_calendar)s for no calendar, so a duty
+-- naming the calendar '' is not taken for one with none), else its offsets
+-- or grace lie out of range (duly_due_rule_in_range).
 -- Every column: near the calendar's edge plan.judge_duty judges the whole row.
 SELECT d.*
 FROM duly_duty d
@@ -23,8 +24,9 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
            WHERE g.frequency IS NOT DISTINCT FROM d.frequency AND g.timezone = d.timezone
              -- plan.lead_bucket's rule (duty_census.sql).
              AND g.lead_bucket = width_bucket(d.lead_days, %(lead_thresholds)s::int[]))
-       OR (d.due_anchor, d.due_roll, coalesce(d.holiday_calendar, ''))
-          IN (SELECT * FROM unnest(%(r_anchor)s::text[], %(r_roll)s::text[], %(r_calendar)s::text[]))
+       OR (d.due_anchor, d.due_roll, coalesce(d.holiday_calendar, ''), d.holiday_calendar IS NULL)
+          IN (SELECT * FROM unnest(%(r_anchor)s::text[], %(r_roll)s::text[],
+                                   %(r_calendar)s::text[], %(r_no_calendar)s::boolean[]))
        OR NOT duly_due_rule_in_range(
            d.due_anchor, d.due_offset_days, d.due_offset_months, d.grace_days))
 ORDER BY d.id

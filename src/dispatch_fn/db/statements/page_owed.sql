@@ -150,7 +150,7 @@ placed AS (
            -- begins after it, which its lead opened by then, is owed as if it
            -- became owed then (plan.owed_verdict's opened).
            coalesce(page.dispatch_changed_on,
-                    CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS changed,
+                    CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS changed_day,
            -- Changed after days it had been dispatchable since its account's
            -- day (the trigger's dispatch_recast_on, migrations 0017, 0018):
            -- what the old cadence or owner owed then is not spelled by the new
@@ -328,14 +328,14 @@ owed AS (
                                    OR ((last_day >= today
                                         AND (fresh <= today OR fresh = date '9999-12-31'))
                                        OR became > fresh
-                                       OR first_day > changed AND changed <= today)
+                                       OR first_day > changed_day AND changed_day <= today)
                                       AND (through IS NULL OR through <= today))), false)
                      AS now_owed,
                  -- Over, and became owed on or before the horizon; one that
                  -- begins after a change's day, which its lead opened by then,
                  -- became owed as of that day (plan.owed_verdict).
                  coalesce(last_day < today
-                          AND CASE WHEN first_day > changed THEN greatest(became, changed)
+                          AND CASE WHEN first_day > changed_day THEN greatest(became, changed_day)
                                    ELSE became END <= horizon, false) AS lapses
           -- plan.became_owed_on: never before its lead reaches it (a due date
           -- rolled back before the period would be owed before it is a
