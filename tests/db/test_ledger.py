@@ -27,7 +27,7 @@ from dispatch_fn.db.migrate import apply_migrations
 from dispatch_fn.db.sql import statement_text
 from dispatch_fn.engine import local_dates
 from dispatch_fn.errors import EventError
-from dispatch_fn.planning import RunRequest
+from dispatch_fn.planning import RunRequest, Scope
 from dispatch_fn.run import RunFailedError, dispatch_recorded
 from support import CLOCK, Conn, Invoke, duty, insert_duties, task_keys
 
@@ -327,3 +327,38 @@ def test_a_run_whose_wall_clock_is_ahead_of_the_server_s_never_ends_before_it_st
     ).fetchone()  # type: ignore[misc]
     assert started == ahead
     assert finished >= started
+
+
+def test_the_previous_run_owes_afresh_what_each_link_of_its_chain_set_aside_judging_afresh(
+    conn: Conn,
+) -> None:
+    at = datetime.fromisoformat(CLOCK)
+    first = ledger.start(conn, RunRequest(now=at), request_id=None, continues_run=None, rules="r")
+    ledger.record_set_aside(
+        conn, first, [("a", "locked"), ("b", "locked")], owed_from=at, afresh={"a"}
+    )
+    ledger.finish(conn, first, "incomplete", {}, "stopped by its deadline")
+    link = ledger.start(
+        conn,
+        RunRequest(now=at, scope=Scope(resume_after="m"), continuation=1),
+        request_id=None,
+        continues_run=first,
+        rules="r",
+    )
+    ledger.record_set_aside(conn, link, [("z", "timed_out")], owed_from=at, afresh={"z"})
+    ledger.finish(conn, link, "completed", {})
+
+    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement("r", ("a", "z"))
+
+
+def test_a_completed_run_that_set_nothing_aside_owes_nothing_afresh(conn: Conn) -> None:
+    at = datetime.fromisoformat(CLOCK)
+    before = ledger.start(conn, RunRequest(now=at), request_id=None, continues_run=None, rules="r")
+    ledger.record_set_aside(conn, before, [("a", "locked")], owed_from=at, afresh={"a"})
+    ledger.finish(conn, before, "completed", {})
+    after = ledger.start(
+        conn, RunRequest(now=at + timedelta(days=1)), request_id=None, continues_run=None, rules="r"
+    )
+    ledger.finish(conn, after, "completed", {})
+
+    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement("r", ())

@@ -319,6 +319,67 @@ def test_a_run_under_new_rules_judges_every_account_afresh(conn: Conn, invoke: I
     assert task_keys(conn, LOCKED) == ["2026-11-20"]
 
 
+OLD_RULES = "tzdata 2020a; holidays 0; owed 0"
+
+
+def _set_aside_by_the_first_run_under_new_rules(conn: Conn, holder: Conn, invoke: Invoke) -> None:
+    """A monthly duty's current task deleted; the first run under new rules finds its row locked."""
+    insert_duties(conn, [duty(LOCKED), duty("d2")])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task WHERE duty_id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    set_aside(holder, invoke, FIRST + DAY, LOCKED)
+
+
+def test_a_duty_set_aside_by_the_first_run_under_new_rules_is_judged_afresh_by_the_next(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _set_aside_by_the_first_run_under_new_rules(conn, holder, invoke)
+    nxt = invoke(clock_event(FIRST + 2 * DAY))
+    after = invoke(clock_event(FIRST + 3 * DAY))
+
+    # Before: [], the run that set it aside counted as having judged it afresh
+    # and the next run, its rules the same, never read the monthly duty.
+    assert task_keys(conn, LOCKED) == ["2026-11"]
+    assert nxt["tasks_created"] == 1
+    # Judged afresh once: the run after reads neither duty (nothing owed).
+    assert after["duties_read"] == 0
+
+
+def test_a_duty_set_aside_again_by_the_next_run_is_still_owed_a_fresh_judgement(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _set_aside_by_the_first_run_under_new_rules(conn, holder, invoke)
+    set_aside(holder, invoke, FIRST + 2 * DAY, LOCKED)
+    third = invoke(clock_event(FIRST + 3 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11"]
+    # Only the duty owed a fresh judgement is read, not every duty.
+    assert (third["tasks_created"], third["duties_read"]) == (1, 1)
+
+
+def test_a_scoped_run_between_leaves_the_fresh_judgement_owed(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _set_aside_by_the_first_run_under_new_rules(conn, holder, invoke)
+    # A run limited to another duty is never the previous run: what the last
+    # unscoped run left owed stays owed past it.
+    invoke({**clock_event(FIRST + 2 * DAY), "duty_ids": ["d2"]})
+    invoke(clock_event(FIRST + 2 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11"]
+
+
+def test_explain_judges_afresh_a_duty_set_aside_by_the_first_run_under_new_rules(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    _set_aside_by_the_first_run_under_new_rules(conn, holder, invoke)
+    asked = invoke({"query": "explain", "duty_id": LOCKED, "now": "2026-11-22T01:00:00Z"})
+
+    verdicts = {c["period_key"]: c["verdict"] for c in asked["explain"]["candidates"]}
+    assert verdicts["2026-11"] == "would_create"
+
+
 def test_explain_under_new_rules_judges_the_account_afresh_as_the_run_does(
     conn: Conn, invoke: Invoke
 ) -> None:

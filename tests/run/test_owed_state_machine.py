@@ -46,7 +46,8 @@ period engine for keys and due dates only, never the planner:
   after the account's day on a day the duty was dispatchable; and, if the duty
   became dispatchable or changed since the account was kept, or after the day
   a run at a past clock kept it on (or the run's rules differ from the
-  previous run's), also those not over that became owed by its today, and
+  previous run's, or that run set the duty aside while it judged it so),
+  also those not over that became owed by its today, and
   those that begin after the latest such edit's day (its lead opened them by
   then: they became owed as of that day), where
   the latest such edit was placed by its today (the account keeps that day
@@ -221,6 +222,9 @@ class LedgerRun:
     clock: datetime
     counted: bool  # a clock the ledger's latest scheduled clock may be
     rules: str
+    # The duty the run set aside while it judged it afresh: the next run
+    # judges it afresh too (migration 0022).
+    afresh: frozenset[str] = frozenset()
 
 
 def _is_dispatchable(row: dict[str, Any]) -> bool:
@@ -621,6 +625,7 @@ class OwedMachine(RuleBasedStateMachine):
         earliest = min((run.clock for run in counted), default=None)
         previous = max(counted, key=lambda run: run.clock, default=None)
         rejudge = previous is not None and previous.rules != self._rules
+        owed_afresh = frozenset() if previous is None or rejudge else previous.afresh
         origin = (
             earliest - self._settings.interval
             if earliest is not None and earliest < clock
@@ -635,8 +640,12 @@ class OwedMachine(RuleBasedStateMachine):
         )
         reports = self._invoke(clock, locked=locked, concurrent=concurrent)
         beyond = changed = 0
+        set_aside_afresh: frozenset[str] = frozenset()
         for duty_id, model in self._model.items():
+            afresh = rejudge or duty_id in owed_afresh
             if duty_id == locked:
+                if afresh:
+                    set_aside_afresh = frozenset({duty_id})
                 continue
             base = (
                 model.kept if model.kept is not None else _local_day(origin, model.row["timezone"])
@@ -645,7 +654,7 @@ class OwedMachine(RuleBasedStateMachine):
                 model,
                 clock,
                 base=base,
-                rejudge=rejudge,
+                rejudge=afresh,
                 catch_up_days=self._settings.catch_up_days,
             )
             if judged is None:
@@ -662,7 +671,7 @@ class OwedMachine(RuleBasedStateMachine):
                 or judged.beyond
                 or model.fresh
                 or bool(model.since_kept)
-                or rejudge
+                or afresh
                 or (model.row["effective_to"] is not None and today > model.row["effective_to"])
             )
             if not future and (model.kept is None or (today >= model.kept and moves)):
@@ -676,7 +685,9 @@ class OwedMachine(RuleBasedStateMachine):
                     if edit.stamp is not None and edit.stamp > today
                 ]
                 model.fresh = any(edit.fresh for edit in model.since_kept)
-        self._ledger.append(LedgerRun(clock, counted=not future, rules=self._rules))
+        self._ledger.append(
+            LedgerRun(clock, counted=not future, rules=self._rules, afresh=set_aside_afresh)
+        )
         for _ in reports[1:]:
             self._ledger.append(LedgerRun(clock, counted=not future, rules=self._rules))
         self._check_tasks()

@@ -9,7 +9,7 @@ transaction and never holds a lock a page waits for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -140,10 +140,25 @@ def earliest_clock(conn: Connection) -> datetime | None:
     return None if row is None else row["clock"]
 
 
-def previous_rules(conn: Connection) -> str | None:
-    """The rules the latest completed scheduled, unscoped, non-dry run judged by, if recorded."""
-    row = named_row(conn.execute(statement("run_previous_rules")))
-    return None if row is None or row["rules"] is None else str(row["rules"])
+@dataclass(frozen=True, slots=True)
+class PreviousJudgement:
+    """What the previous run judged by, and whom it left to judge afresh (``previous_judgement``).
+
+    ``rules``: its rules (None: no run recorded any). ``afresh``: the duties it
+    set aside while it judged them afresh (migration 0022).
+    """
+
+    rules: str | None = None
+    afresh: tuple[str, ...] = ()
+
+
+def previous_judgement(conn: Connection) -> PreviousJudgement:
+    """The latest completed scheduled, unscoped, non-dry run's rules, and whom it owes afresh."""
+    row = named_row(conn.execute(statement("run_previous_judgement")))
+    if row is None:
+        return PreviousJudgement()
+    rules = None if row["rules"] is None else str(row["rules"])
+    return PreviousJudgement(rules, tuple(row["afresh"]))
 
 
 def latest_completed_clock(conn: Connection) -> datetime | None:
@@ -159,12 +174,19 @@ def latest_scheduled_clock(conn: Connection) -> datetime | None:
 
 
 def record_set_aside(
-    conn: Connection, run_id: int, set_aside: Sequence[tuple[str, str]], *, owed_from: datetime
+    conn: Connection,
+    run_id: int,
+    set_aside: Sequence[tuple[str, str]],
+    *,
+    owed_from: datetime,
+    afresh: Container[str] = (),
 ) -> None:
     """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside, owed from clock ``owed_from``.
 
-    A record for the operator: each duty's own account (docs/contract.md#account)
-    is what makes the next run owe them.
+    ``afresh``: the duties the run was judging afresh, which the next run
+    judges afresh in turn (``previous_judgement``). The rest is a record for
+    the operator: each duty's own account (docs/contract.md#account) is what
+    makes the next run owe them.
     """
     if not set_aside:
         return
@@ -175,6 +197,7 @@ def record_set_aside(
             "owed_from": owed_from,
             "duty_ids": [duty_id for duty_id, _ in set_aside],
             "reasons": [reason for _, reason in set_aside],
+            "afresh": [duty_id in afresh for duty_id, _ in set_aside],
         },
     )
 

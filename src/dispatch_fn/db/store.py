@@ -41,6 +41,7 @@ def scope_params(scope: Scope) -> dict[str, Any]:
         "resume_after": scope.resume_after,
         "owed_at": scope.owed_at,
         "reach": scope.reach,
+        "afresh": list(scope.afresh),
     }
 
 

@@ -38,6 +38,10 @@ class Scope:
     # duties whose id sorts at or before it, so that its report counts those
     # alone and the continuation the rest. None: no bound.
     reach: str | None = None
+    # Duties the previous run set aside while it judged them afresh, under
+    # new rules (docs/contract.md#account): a scheduled run reads them
+    # whatever their next owed day, and judges them afresh.
+    afresh: tuple[str, ...] = ()
 
     @property
     def named(self) -> bool:

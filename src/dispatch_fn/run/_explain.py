@@ -103,10 +103,11 @@ def explain_each(
         if window is not None
         else origin_clock(ledger.earliest_clock(conn), now, interval)
     )
-    # Rules changed since the previous run judge every account afresh, as
+    # Rules changed since the previous run judge every account afresh, and
+    # one that run set aside while judging it afresh is judged so still, as
     # the run that reads the duty does (run.recorded).
     judged_by = _rules.current() if rules is None else rules
-    rejudge = _rules.changed(ledger.previous_rules(conn), judged_by)
+    afresh = _rules.afresh(ledger.previous_judgement(conn), judged_by)
     for duty_id in wanted:
         rows = held.get(duty_id, [])
         if not rows:
@@ -125,7 +126,7 @@ def explain_each(
             schedules,
             previous=previous,
             catch_up_days=catch_up_days,
-            rejudge=rejudge,
+            rejudge=duty_id in afresh,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
         explained = _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
@@ -143,7 +144,7 @@ def explain_each(
                 now,
                 previous=previous,
                 catch_up_days=catch_up_days,
-                rejudge=rejudge,
+                rejudge=duty_id in afresh,
                 schedules=schedules,
             )
         )

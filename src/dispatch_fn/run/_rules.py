@@ -3,14 +3,18 @@
 Each of them moves what a duty owes, or when, without touching its row
 (docs/contract.md#account). The ledger records them with every run, and a run
 whose rules differ from the previous completed run's judges every account
-afresh.
+afresh; one whose rules are the same judges afresh the duties that run set
+aside while it judged them afresh (migration 0022).
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from importlib.metadata import version
+from typing import Final
 
+from dispatch_fn.db import ledger
 from dispatch_fn.planning import OWED_RULES
 
 
@@ -20,9 +24,36 @@ def current() -> str:
     return f"tzdata {version('tzdata')}; holidays {version('holidays')}; owed {OWED_RULES}"
 
 
-def changed(previous: str | None, judged_by: str) -> bool:
+def _changed(previous: str | None, judged_by: str) -> bool:
     """Whether ``judged_by`` differs from the previous run's rules (None: none recorded).
 
     A run, and an explanation of one, then judges every account it reads afresh.
     """
     return previous is not None and previous != judged_by
+
+
+@dataclass(frozen=True, slots=True)
+class Afresh:
+    """Whose accounts a run judges afresh (plan.Account.rejudged): every one it reads, or these."""
+
+    every: bool = False
+    duty_ids: tuple[str, ...] = ()
+
+    def __contains__(self, duty_id: object) -> bool:
+        return self.every or duty_id in self.duty_ids
+
+
+# A run whose rules and previous run leave no account to judge afresh.
+NOBODY_AFRESH: Final = Afresh()
+
+
+def afresh(previous: ledger.PreviousJudgement, judged_by: str) -> Afresh:
+    """Whom a run judging by ``judged_by`` judges afresh, after the ``previous`` run.
+
+    A duty the previous run set aside while it judged it afresh was never
+    judged so: it still is owed that, and a run that sets it aside again
+    records it so in turn.
+    """
+    if _changed(previous.rules, judged_by):
+        return Afresh(every=True)
+    return Afresh(duty_ids=previous.afresh)

@@ -47,10 +47,11 @@ def dispatch_recorded(
             dispatched = ledger.latest_completed_clock(conn)
         # Rules that changed since the previous run (a new tz or holidays
         # release, or new owed rules) move what is owed without touching a
-        # row: this run judges every account it reads afresh.
+        # row: this run judges every account it reads afresh, or, the rules
+        # the same, those the previous run set aside while it judged them so.
         wall_clock = runtime.clock()
         judged_by = runtime.rules()
-        rejudge = _rules.changed(ledger.previous_rules(conn), judged_by)
+        afresh = _rules.afresh(ledger.previous_judgement(conn), judged_by)
         origin = origin_clock(ledger.earliest_clock(conn), request.now, request.interval)
         # The next days a run reads by were judged at the latest clock: a run
         # at an earlier one (a manual run at a past clock) reads every duty.
@@ -77,7 +78,7 @@ def dispatch_recorded(
             request,
             runtime,
             dispatched_clock=dispatched,
-            rejudge=rejudge,
+            afresh=afresh,
             origin=origin,
             # A manual run at a future clock is never the clock an account
             # stands at (as the ledger never counts it as the latest clock).
@@ -90,7 +91,9 @@ def dispatch_recorded(
         if not request.dry_run and set_aside:
             # The pages it committed set these aside: the ledger keeps who they were.
             with suppress(psycopg.Error):
-                ledger.record_set_aside(conn, run_id, set_aside, owed_from=request.now)
+                ledger.record_set_aside(
+                    conn, run_id, set_aside, owed_from=request.now, afresh=afresh
+                )
         _record_failure(conn, run_id, recorded_failure.report, str(recorded_failure))
         raise recorded_failure from failed.__cause__
     except KeyboardInterrupt:
@@ -99,7 +102,9 @@ def dispatch_recorded(
         # no status of its own: failed, error 'interrupted' (docs/contract.md#ledger).
         _record_failure(conn, run_id, unreported(run_id), "interrupted")
         raise
-    ended = _end_recorded(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
+    ended = _end_recorded(
+        conn, RunOutcome(report, run_id), hand_off=runtime.hand_off, afresh=afresh
+    )
     if request.dry_run:
         return ended
     # Kept once the ledger row has ended: a run that cannot end its row fails,
@@ -136,6 +141,7 @@ def _end_recorded(
     outcome: RunOutcome,
     *,
     hand_off: HandOff | None,
+    afresh: _rules.Afresh,
 ) -> RunOutcome:
     """Record how the run ended, and hand the rest on if it stopped for its deadline."""
     report, run_id = outcome.report, outcome.run_id
@@ -143,7 +149,7 @@ def _end_recorded(
     request = report.request
     ended = replace(outcome, ending=Ending())
     if not request.dry_run:
-        _record_set_aside(conn, ended)
+        _record_set_aside(conn, ended, afresh)
     if report.complete:
         _record_end(conn, "completed", ended)
         return ended
@@ -179,12 +185,14 @@ def _not_handed(conn: Connection, outcome: RunOutcome, refused: HandOffError) ->
     return ended
 
 
-def _record_set_aside(conn: Connection, outcome: RunOutcome) -> None:
+def _record_set_aside(conn: Connection, outcome: RunOutcome, afresh: _rules.Afresh) -> None:
     """Keep this run's set-aside duties in the ledger, before its row ends."""
     report, run_id = outcome.report, outcome.run_id
     assert run_id is not None  # noqa: S101 - a recorded run has its ledger row
     try:
-        ledger.record_set_aside(conn, run_id, report.set_aside_pairs, owed_from=report.request.now)
+        ledger.record_set_aside(
+            conn, run_id, report.set_aside_pairs, owed_from=report.request.now, afresh=afresh
+        )
     except psycopg.Error as exc:
         # The tasks are written and the duties' accounts still owe what was
         # set aside; what is lost is the record of who was, so the run fails

@@ -15,7 +15,8 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
   -- A run its deadline stopped counts what it reached (store.Scope.reach).
   AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
   -- The duties a scheduled run reads (docs/contract.md#account).
-  AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
+  AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
+                    %(afresh)s::text[])
   -- Usually no group is refused: the test of the array's length is then true
   -- once the value is bound, and the plan has no anti-join for every duty.
   AND (cardinality(%(g_frequency)s::text[]) = 0 OR NOT EXISTS (

@@ -52,11 +52,13 @@ FROM (
       -- A run its deadline stopped counts what it reached (store.Scope.reach).
       AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
       -- A scheduled run reads the dispatchable duties whose next owed day has
-      -- come (docs/contract.md#account); it counts the rest of its 'form'
-      -- set from an index (duty_census_left_out.sql).
+      -- come, and those still owed a fresh judgement (docs/contract.md#account,
+      -- migration 0022); it counts the rest of its 'form' set from an index
+      -- (duty_census_left_out.sql).
       AND (%(owed_at)s::timestamptz IS NULL
            OR (duly_dispatchable(d.status, d.form, d.review_status)
-               AND d.dispatch_next_at <= %(owed_at)s::timestamptz))
+               AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
+                                 %(afresh)s::text[])))
     -- A fence: flattened, the FILTERs would evaluate the two tests again.
     OFFSET 0
 ) d

@@ -16,7 +16,8 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
   -- A run its deadline stopped counts what it reached (store.Scope.reach).
   AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
   -- The duties a scheduled run reads (docs/contract.md#account).
-  AND (%(owed_at)s::timestamptz IS NULL OR d.dispatch_next_at <= %(owed_at)s::timestamptz)
+  AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
+                    %(afresh)s::text[])
   AND (EXISTS (
            SELECT 1
            FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],

@@ -16,8 +16,10 @@ FROM (SELECT k.organization_id, k.id
         AND duly_in_scope(k.id, k.organization_id, %(organization_id)s::text,
                           %(duty_ids)s::text[], %(resume_after)s::text)
         -- A scheduled run reads the duties whose next owed day has begun, in
-        -- their zone, by its clock (docs/contract.md#account); null: every one.
-        AND (%(owed_at)s::timestamptz IS NULL OR k.dispatch_next_at <= %(owed_at)s::timestamptz)
+        -- their zone, by its clock, and those still owed a fresh judgement
+        -- (docs/contract.md#account, migration 0022); null: every one.
+        AND duly_read_now(k.id, k.dispatch_next_at, %(owed_at)s::timestamptz,
+                          %(afresh)s::text[])
         -- Duties the run set aside while settling a failing page (ADR 0003):
         -- by id, or, a locked row whose id another organisation's duty shares
         -- (docs/adr/0005), by its key alone. With no such row the test folds

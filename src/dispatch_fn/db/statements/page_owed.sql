@@ -43,7 +43,13 @@ head AS NOT MATERIALIZED (
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
            d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
-           width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
+           width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket,
+           -- Judged afresh (plan.Account.rejudged): every duty, under rules
+           -- that changed since the previous run; else one the previous run
+           -- set aside while it judged it afresh (migration 0022). With none
+           -- such, the test folds away once the values are bound.
+           (%(rejudge)s::boolean
+            OR (cardinality(%(afresh)s::text[]) > 0 AND d.id = ANY(%(afresh)s::text[]))) AS afresh
 -- duly:include page_keys
     ORDER BY d.id
 ),
@@ -138,19 +144,18 @@ placed AS (
            page.dispatch_version AS version, page.dispatch_next AS next_was,
            page.last_dispatched_period AS ldp_was,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
-           -- run kept yet, the scheduled clock's before the run; under rules
-           -- that changed since the previous run, the account's own day
-           -- (plan.Account.rejudged).
+           -- run kept yet, the scheduled clock's before the run; judged
+           -- afresh, the account's own day (plan.Account.rejudged).
            coalesce(page.dispatch_changed_on,
                     CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
-                    CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS fresh,
+                    CASE WHEN page.afresh THEN page.dispatch_through END) AS fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
-            OR %(rejudge)s::boolean) AS marked,
+            OR page.afresh) AS marked,
            -- The fresh day of a change (not the origin's): a period that
            -- begins after it, which its lead opened by then, is owed as if it
            -- became owed then (plan.owed_verdict's opened).
            coalesce(page.dispatch_changed_on,
-                    CASE WHEN %(rejudge)s::boolean THEN page.dispatch_through END) AS changed_day,
+                    CASE WHEN page.afresh THEN page.dispatch_through END) AS changed_day,
            -- Changed after days it had been dispatchable since its account's
            -- day (the trigger's dispatch_recast_on, migrations 0017, 0018):
            -- what the old cadence or owner owed then is not spelled by the new

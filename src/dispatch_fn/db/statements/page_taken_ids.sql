@@ -19,7 +19,13 @@ WITH head AS NOT MATERIALIZED (
            d.dispatch_through, d.dispatch_paused_on, d.dispatch_changed_on, d.dispatch_version,
            d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
-           width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket
+           width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket,
+           -- Judged afresh (plan.Account.rejudged): every duty, under rules
+           -- that changed since the previous run; else one the previous run
+           -- set aside while it judged it afresh (migration 0022). With none
+           -- such, the test folds away once the values are bound.
+           (%(rejudge)s::boolean
+            OR (cardinality(%(afresh)s::text[]) > 0 AND d.id = ANY(%(afresh)s::text[]))) AS afresh
 -- duly:include page_keys
     ORDER BY d.id
 ),
