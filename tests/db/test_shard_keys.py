@@ -18,7 +18,7 @@ from dispatch_fn.cli import exit_status
 from dispatch_fn.db.layout import LAYOUTS, PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations, split_statements
 from dispatch_fn.errors import LayoutNotEmptyError, MigrationError, UnknownLayoutError
-from dispatch_fn.planning import RunRequest
+from dispatch_fn.planning import RunRequest, Scope
 from dispatch_fn.planning.plan import Window
 from dispatch_fn.run import dispatch, dispatch_recorded, explain, render_explanation
 from runtimes import runtime
@@ -633,3 +633,57 @@ def test_a_duty_moved_to_another_organisation_keeps_its_account(
         "{[2026-11-24,)}",
         4,
     )
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry run"])
+def test_namesakes_that_both_owe_are_each_counted_owing(
+    server_dsn: str, layouts: dict[str, str], dry_run: bool
+) -> None:
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
+        insert_duties(
+            conn,
+            [duty("d1", organization_id=org, frequency="daily") for org in ("org-a", "org-b")],
+        )
+        report = dispatch([conn], RunRequest(now=NOW, dry_run=dry_run), runtime())
+
+    # Before: (1, 1), the two counted as one owing id and one with nothing due.
+    assert (report.skipped.get("nothing_due", 0), report.duties_owing) == (0, 2)
+
+
+@pytest.mark.parametrize(
+    ("namesake", "organization_id"),
+    [("paused", None), ("active", "org-b")],
+    ids=["not dispatchable", "outside the run's organisation"],
+)
+def test_a_locked_namesake_the_run_does_not_read_is_not_set_aside(
+    server_dsn: str,
+    layouts: dict[str, str],
+    namesake: str,
+    organization_id: str | None,
+) -> None:
+    # org-b's d1 and org-a's d2 are locked; the run reads org-b's d1, not org-a's d2.
+    with (
+        _connect(server_dsn, layouts, PARTITIONED) as conn,
+        psycopg.connect(conn.info.dsn) as holder,
+    ):
+        insert_duties(
+            conn,
+            [
+                duty("d1", organization_id="org-b", frequency="daily"),
+                duty("d2", organization_id="org-b", frequency="daily"),
+                duty("d2", organization_id="org-a", frequency="daily", status=namesake),
+            ],
+        )
+        for org, id_ in (("org-b", "d1"), ("org-a", "d2")):
+            holder.execute(
+                "SELECT id FROM duly_duty WHERE organization_id = %s AND id = %s FOR UPDATE",
+                (org, id_),
+            )
+        conn.execute("SET lock_timeout = '200ms'")
+        request = RunRequest(now=NOW, scope=Scope(organization_id=organization_id))
+        report = dispatch([conn], request, runtime())
+        holder.rollback()
+
+    # Before: org-a's d2 set aside too, and counted read twice.
+    assert [(each.organization_id, each.duty_id) for each in report.set_aside] == [(None, "d1")]
+    assert report.duties_read == (3 if organization_id is None else 2)

@@ -583,9 +583,13 @@ class LockedRows:
     shared: frozenset[str]
 
 
-def locked_rows(conn: Connection, ids: Sequence[str]) -> LockedRows:
-    """The rows of the duties ``ids`` that another transaction holds locked against an update."""
-    rows = list(named_rows(conn.execute(statement("locked_rows"), {"ids": list(ids)})))
+def locked_rows(conn: Connection, ids: Sequence[str], scope: Scope) -> LockedRows:
+    """Of the duties ``ids`` a run of ``scope`` reads, the rows another transaction holds locked.
+
+    Locked against an update; a namesake the run does not read is left out.
+    """
+    params = {**scope_params(scope), "ids": list(ids)}
+    rows = list(named_rows(conn.execute(statement("locked_rows"), params)))
     place = {duty_id: n for n, duty_id in enumerate(ids)}
     keys = sorted(
         ((str(row["organization_id"]), str(row["id"])) for row in rows),

@@ -120,7 +120,7 @@ def _perform(conn: Connection, walk: Pages, command: _settling.Command) -> _sett
                 page_duty_rows(conn, walk.scope, after, upto, size=size, excluded=excluded)
             )))  # fmt: skip
         case _settling.FindLocked(ids):
-            return _listing(conn, lambda: _locks(locked_rows(conn, ids)))
+            return _listing(conn, lambda: _locks(locked_rows(conn, ids, walk.scope)))
         case _settling.SpendTimeout():
             return _settling.Allowance(walk.timeouts.spend())
         case _settling.Wait(seconds):

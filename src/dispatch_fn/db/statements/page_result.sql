@@ -31,7 +31,10 @@ page_counts AS (
                                   AND in_window AND today IS NOT NULL) AS changed
           FROM placed) d,
          (SELECT count(*) FILTER (WHERE owes) AS owed,
-                 count(DISTINCT duty_id COLLATE "C") FILTER (WHERE owes) AS owing
+                 -- A duty is its key: on a layout keyed by (organization_id,
+                 -- id) two organisations' duties may share the id (ADR 0005).
+                 count(DISTINCT (organization_id COLLATE "C", duty_id COLLATE "C"))
+                     FILTER (WHERE owes) AS owing
           FROM owed) o,
          (SELECT count(*) FILTER (WHERE lags) AS lapsed,
                  coalesce(array_agg(lapse_probe) FILTER (WHERE lapse_probe IS NOT NULL
