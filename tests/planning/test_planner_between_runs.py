@@ -16,12 +16,18 @@ from dispatch_fn.engine import periods
 from dispatch_fn.errors import ScheduleIntervalError
 from dispatch_fn.planning.plan import (
     Account,
+    Cadence,
     NotOwed,
     Period,
     Schedule,
     Window,
     account_after,
+    became_owed_on,
+    next_owed_from,
+    owed_in_window,
     owed_verdict,
+    period_after,
+    period_holding,
     plan_dispatch,
     schedule_for,
 )
@@ -284,3 +290,66 @@ def test_a_backfill_and_the_calendars_end_have_no_period_after() -> None:
     assert schedule_for("monthly", "UTC", now, window).after is None
     end = datetime(9999, 12, 30, 12, tzinfo=UTC)
     assert schedule_for("monthly", "UTC", end).after is None
+
+
+def _next_owed_walked(
+    cadence: Cadence, start: Period, window: tuple[date | None, date | None]
+) -> date | None:
+    """next_owed_from's answer found the long way: every period from ``start``, none skipped."""
+    period: Period | None = start
+    for _ in range(6000):
+        assert period is not None
+        due = cadence.due_date(period)
+        became = became_owed_on(
+            period, periods.visible_from_for(due, cadence.lead_days), cadence.lead_days, window[0]
+        )
+        if owed_in_window(cadence, period, due, became, window):
+            return became
+        if window[1] is not None and period.first_day > window[1] + timedelta(days=400):
+            return None
+        period = period_after(str(cadence.frequency), period.key, cadence.timezone)
+    return None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    frequency=st.sampled_from(periods.FREQUENCIES),
+    anchor=st.sampled_from(periods.ANCHORS),
+    roll=st.sampled_from(periods.ROLLS),
+    offset=st.integers(0, 366),
+    months=st.integers(0, 24),
+    lead=st.integers(0, 120),
+    opens=st.none() | st.integers(-800, 3000),
+    lasts=st.none() | st.integers(0, 800),
+)
+def test_the_next_owed_day_is_the_first_period_from_the_start_that_the_window_lets_be_owed(  # noqa: PLR0917 - hypothesis passes each drawn value by name
+    frequency: str,
+    anchor: str,
+    roll: str,
+    offset: int,
+    months: int,
+    lead: int,
+    opens: int | None,
+    lasts: int | None,
+) -> None:
+    cadence = Cadence.of(
+        duty(
+            "d",
+            frequency=frequency,
+            due_anchor=anchor,
+            due_roll=roll,
+            due_offset_days=offset if anchor == "after_period_end" else 0,
+            due_offset_months=months if anchor == "after_period_end" else 0,
+            lead_days=lead,
+            timezone="Europe/Berlin",
+        )
+    )
+    start = period_holding(frequency, date(2026, 11, 20), "Europe/Berlin")
+    assert start is not None
+    effective_from = None if opens is None else date(2026, 11, 20) + timedelta(days=opens)
+    effective_to = (
+        None if lasts is None else (effective_from or date(2026, 11, 20)) + timedelta(days=lasts)
+    )
+    window = (effective_from, effective_to)
+
+    assert next_owed_from(cadence, start, window) == _next_owed_walked(cadence, start, window)

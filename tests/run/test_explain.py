@@ -183,3 +183,56 @@ def test_a_dry_run_explaining_100_daily_duties_over_5_years_stays_within_its_mem
     assert report["explain_omitted"] == 100 - len(kept)
     assert str(report["explain_omitted"]) in report["explain_hint"]
     assert len(json.dumps(report["explain"])) <= 1_000_000
+
+
+def _next_owed(conn: psycopg.Connection[Any], duty_id: str, at: datetime) -> Any:
+    return explain(conn, [duty_id], at)[duty_id]["account"]["next_owed"]
+
+
+def _created_by(invoke: Invoke, at: datetime) -> int:
+    return int(invoke({"now": at.isoformat()})["tasks_created"])
+
+
+def test_next_owed_is_none_when_the_window_ends_before_the_next_period_becomes_owed(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    # Monthly, lead 7, window to 08-31: September, due 09-01, is never owed.
+    insert_duties(conn, [duty("m", lead_days=7, effective_to=date(2026, 8, 31))])
+    at = datetime(2026, 8, 21, 1, tzinfo=UTC)
+    invoke({"now": at.isoformat()})
+
+    # Before: "2026-08-25", the day September's lead would reach it.
+    assert _next_owed(conn, "m", at) is None
+    assert _created_by(invoke, datetime(2026, 8, 25, 1, tzinfo=UTC)) == 0
+    assert _created_by(invoke, datetime(2026, 9, 1, 1, tzinfo=UTC)) == 0
+
+
+def test_next_owed_is_none_once_the_window_closed_behind_the_account(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    insert_duties(
+        conn, [duty("w", frequency="weekly", lead_days=2, effective_to=date(2026, 11, 4))]
+    )
+    invoke({"now": "2026-11-02T01:00:00Z"})
+    at = datetime(2026, 11, 6, 1, tzinfo=UTC)
+
+    # Before: "2026-11-07".
+    assert _next_owed(conn, "w", at) is None
+    assert _created_by(invoke, datetime(2026, 11, 7, 1, tzinfo=UTC)) == 0
+    assert _created_by(invoke, datetime(2026, 11, 9, 1, tzinfo=UTC)) == 0
+
+
+def test_next_owed_of_a_duty_whose_window_opens_later_is_its_first_period_in_the_window(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    # Monthly, due on the 1st: October's due date lies before the window
+    # opens on 10-15, so November is the first period it owes.
+    insert_duties(conn, [duty("m", lead_days=0, effective_from=date(2026, 10, 15))])
+    at = datetime(2026, 9, 20, 1, tzinfo=UTC)
+    invoke({"now": at.isoformat()})
+
+    # Before: "2026-10-01", a period outside the window.
+    assert _next_owed(conn, "m", at) == "2026-11-01"
+    assert _created_by(invoke, datetime(2026, 10, 15, 1, tzinfo=UTC)) == 0
+    assert _created_by(invoke, datetime(2026, 10, 31, 1, tzinfo=UTC)) == 0
+    assert _created_by(invoke, datetime(2026, 11, 1, 1, tzinfo=UTC)) == 1

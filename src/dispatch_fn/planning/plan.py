@@ -612,6 +612,60 @@ def period_after(frequency: str, key: str, zone: str) -> Period | None:
     return Period(after, first_day, last_day, current=False)
 
 
+# How far past its period a period's window day may lie: it is the period's
+# last day, or its due date, clamped into the period before a roll moves it
+# by days (Cadence.window_day); a period ending further before a day than
+# this cannot have its window day on or after it.
+_WINDOW_DAY_REACH: Final = 400
+# Periods next_owed_from tries after its start: a daily duty's reach, twice.
+_NEXT_OWED_STEPS: Final = 2 * _WINDOW_DAY_REACH
+
+
+def next_owed_from(
+    cadence: Cadence, start: Period, window: tuple[date | None, date | None]
+) -> date | None:
+    """The day the first period from ``start`` on that passes the effective window becomes owed.
+
+    ``explain``'s next owed day past the candidates: periods whose window day
+    lies before the window's first day are passed over, and once a period
+    becomes owed after its last day none after it is owed (None), as at the
+    calendar's end.
+    """
+    effective_from, effective_to = window
+    frequency, zone, lead = str(cadence.frequency), cadence.timezone, cadence.lead_days
+    period: Period | None = start
+    reach = None if effective_from is None else _days_before(effective_from, _WINDOW_DAY_REACH)
+    if reach is not None and start.last_day < reach:
+        # Far before the window opens: from the period holding its reach.
+        period = period_holding(frequency, reach, zone)
+    for _ in range(_NEXT_OWED_STEPS):
+        if period is None:
+            return None
+        # It becomes owed no earlier than its lead reaches it: past the
+        # window's last day, it and every period after it are never owed.
+        if effective_to is not None and _days_before(period.first_day, max(lead, 0)) > effective_to:
+            return None
+        try:
+            due = cadence.due_date(period)
+            became = became_owed_on(period, visible_from_for(due, lead), lead, effective_from)
+        except (PeriodError, OverflowError):  # past the calendar's last day
+            return None
+        if owed_in_window(cadence, period, due, became, window):
+            return became
+        period = period_after(frequency, period.key, zone)
+    return None
+
+
+def period_holding(frequency: str, day: date, zone: str) -> Period | None:
+    """The period of ``frequency`` holding local ``day`` in ``zone``; None outside the calendar."""
+    try:
+        key = period_key_for(frequency, start_of_day(day, zone), zone)
+    except (OverflowError, PeriodError):
+        return None
+    first_day, last_day = period_days(frequency, key)
+    return Period(key, first_day, last_day, current=False)
+
+
 def _local_day(instant: datetime, zone: str) -> date:
     """The local day of ``instant`` in ``zone``; before 1583, the calendar's first day."""
     try:

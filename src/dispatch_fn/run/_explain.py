@@ -15,7 +15,6 @@ from dispatch_fn.db import Connection, ledger, lookups
 from dispatch_fn.engine import (
     local_date,
     period_bounds,
-    visible_from_for,
 )
 from dispatch_fn.errors import PeriodError
 from dispatch_fn.planning import (
@@ -28,8 +27,10 @@ from dispatch_fn.planning import (
     WindowLike,
     became_owed_on,
     judge_duty,
+    next_owed_from,
     origin_clock,
     period_after,
+    period_holding,
     previous_clock,
 )
 from dispatch_fn.run import _rules
@@ -129,7 +130,12 @@ def explain_each(
             rejudge=duty_id in afresh,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
-        explained = _as_json(row, judgement, lookups.existing_tasks(conn, row, keys))
+        explained = _as_json(
+            row,
+            judgement,
+            lookups.existing_tasks(conn, row, keys),
+            None if window is not None else _local_day(now, judgement.cadence.timezone),
+        )
         # Older than the first candidate, where a scheduled run's page flags
         # it too; judged with the schedules judge_duty planned at this clock.
         explained["account"]["lapsed_before_candidates"] = (
@@ -155,6 +161,7 @@ def _as_json(
     row: dict[str, Any],
     judgement: Judgement,
     existing: dict[str, lookups.ExistingTask],
+    today: date | None,
 ) -> dict[str, Any]:
     skip = judgement.skip
     cadence = judgement.cadence
@@ -208,18 +215,20 @@ def _as_json(
             "detail": skip.detail,
             "fault": skip.reason in FAULT_REASONS,
         },
-        "account": _account(row, judgement),
+        "account": _account(row, judgement, today),
         "candidates": candidates,
     }
 
 
 def _account(
-    row: dict[str, Any], judgement: Judgement
+    row: dict[str, Any], judgement: Judgement, today: date | None
 ) -> dict[str, str | list[list[str | None]] | None]:
     """The duty's account (docs/contract.md#account), and the day it next owes a period.
 
-    ``next_owed``: the earliest day a candidate not yet visible becomes owed;
-    null when no candidate says (the next period lies past the lead's reach).
+    ``next_owed``: the earliest day a candidate not yet visible becomes owed,
+    else the day the first period after the candidates (for a duty whose
+    window has not opened, from the period holding ``today``) that passes
+    the effective window becomes owed; null when none ever does.
     ``dispatch_owed_between``: the spans a resume opened (migration 0016).
     ``dispatch_recast_on``: the day of the latest change that replaced a
     cadence which still owed (0017; the report's ``changed_while_owed``).
@@ -250,7 +259,7 @@ def _account(
             [_day(first), None if end is None else _day(end - timedelta(days=1))]
             for first, end in account.owed_between
         ],
-        "next_owed": _day(min(ahead, default=None) or _after_candidates(judgement)),
+        "next_owed": _day(min(ahead, default=None) or _after_candidates(row, judgement, today)),
         # The day from which a scheduled run reads the duty (migration 0014),
         # and the instant its clock must reach (0016).
         "dispatch_next": _day(row.get("dispatch_next")),
@@ -258,20 +267,25 @@ def _account(
     }
 
 
-def _after_candidates(judgement: Judgement) -> date | None:
-    """The day the period after the last candidate becomes owed (its lead past the reach)."""
-    if not judgement.candidates:  # a skipped or faulted duty has none
-        return None
+def _after_candidates(row: dict[str, Any], judgement: Judgement, today: date | None) -> date | None:
+    """The day the first period past the candidates that the window lets be owed becomes owed."""
     cadence = judgement.cadence
-    last = judgement.candidates[-1].period
-    period = period_after(str(cadence.frequency), last.key, cadence.timezone)
-    if period is None:
+    window = (row.get("effective_from"), row.get("effective_to"))
+    if judgement.candidates:
+        last = judgement.candidates[-1].period
+        start = period_after(str(cadence.frequency), last.key, cadence.timezone)
+    elif (
+        judgement.skip is not None
+        and judgement.skip.reason == SkipReason.OUTSIDE_EFFECTIVE_WINDOW
+        and today is not None
+        and window[0] is not None
+        and today < window[0]
+    ):
+        # Its window has not opened: no candidates, the current period first.
+        start = period_holding(str(cadence.frequency), today, cadence.timezone)
+    else:  # skipped otherwise, or faulted: no next owed day to tell
         return None
-    try:
-        visible = visible_from_for(cadence.due_date(period), cadence.lead_days)
-    except (PeriodError, OverflowError):  # past the calendar's last day
-        return None
-    return became_owed_on(period, visible, cadence.lead_days)
+    return None if start is None else next_owed_from(cadence, start, window)
 
 
 def _spans(spans: list[list[str | None]]) -> str:
