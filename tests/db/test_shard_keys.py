@@ -81,6 +81,26 @@ def _connect(server_dsn: str, layouts: dict[str, str], layout: str) -> Iterator[
         yield conn
 
 
+@contextmanager
+def _holding(
+    server_dsn: str, layouts: dict[str, str], duties: list[dict[str, Any]]
+) -> Iterator[tuple[Conn, Conn]]:
+    """A partitioned database holding ``duties``, and a second session to hold rows locked."""
+    with (
+        _connect(server_dsn, layouts, PARTITIONED) as conn,
+        psycopg.connect(conn.info.dsn) as holder,
+    ):
+        insert_duties(conn, duties)
+        yield conn, holder
+
+
+def _lock(holder: Conn, organization_id: str, duty_id: str) -> None:
+    holder.execute(
+        "SELECT id FROM duly_duty WHERE organization_id = %s AND id = %s FOR UPDATE",
+        (organization_id, duty_id),
+    )
+
+
 def _constraints(conn: Conn, table: str) -> dict[str, str]:
     rows = conn.execute(
         "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
@@ -422,17 +442,12 @@ def test_a_locked_duty_leaves_out_its_row_alone_not_its_namesake_in_another_orga
 ) -> None:
     # Only org-a's d2 is locked past the lock timeout: org-b's d2 is owed
     # and dispatched, and the one set aside is org-a's.
-    with (
-        _connect(server_dsn, layouts, PARTITIONED) as conn,
-        psycopg.connect(conn.info.dsn) as holder,
-    ):
-        insert_duties(
-            conn,
-            [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
-        )
-        holder.execute(
-            "SELECT id FROM duly_duty WHERE organization_id = 'org-a' AND id = 'd2' FOR UPDATE"
-        )
+    with _holding(
+        server_dsn,
+        layouts,
+        [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
+    ) as (conn, holder):
+        _lock(holder, "org-a", "d2")
         conn.execute("SET lock_timeout = '200ms'")
         report = dispatch([conn], RunRequest(now=NOW), runtime())
         holder.rollback()
@@ -523,21 +538,16 @@ def test_a_refused_duty_whose_namesake_its_page_did_not_read_is_faulted_alone(
 def test_a_namesake_set_aside_by_key_keeps_no_other_organisation_s_ended_fault(
     server_dsn: str, layouts: dict[str, str]
 ) -> None:
-    with (
-        _connect(server_dsn, layouts, PARTITIONED) as conn,
-        psycopg.connect(conn.info.dsn) as holder,
-    ):
-        insert_duties(
-            conn,
-            [duty("d2", organization_id=org, frequency="daily") for org in ("org-a", "org-b")],
-        )
+    with _holding(
+        server_dsn,
+        layouts,
+        [duty("d2", organization_id=org, frequency="daily") for org in ("org-a", "org-b")],
+    ) as (conn, holder):
         refuse_tasks(conn, "NEW.organization_id = 'org-b' AND NEW.duty_id = 'd2'")
         dispatch_recorded([conn], RunRequest(now=NOW), runtime())
         conn.execute("ALTER TABLE duly_task DISABLE TRIGGER refuse_task")
         # Mended, while org-a's row of the id is locked and set aside by key.
-        holder.execute(
-            "SELECT id FROM duly_duty WHERE organization_id = 'org-a' AND id = 'd2' FOR UPDATE"
-        )
+        _lock(holder, "org-a", "d2")
         conn.execute("SET lock_timeout = '200ms'")
         dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=1)), runtime())
         holder.rollback()
@@ -662,23 +672,17 @@ def test_a_locked_namesake_the_run_does_not_read_is_not_set_aside(
     organization_id: str | None,
 ) -> None:
     # org-b's d1 and org-a's d2 are locked; the run reads org-b's d1, not org-a's d2.
-    with (
-        _connect(server_dsn, layouts, PARTITIONED) as conn,
-        psycopg.connect(conn.info.dsn) as holder,
-    ):
-        insert_duties(
-            conn,
-            [
-                duty("d1", organization_id="org-b", frequency="daily"),
-                duty("d2", organization_id="org-b", frequency="daily"),
-                duty("d2", organization_id="org-a", frequency="daily", status=namesake),
-            ],
-        )
-        for org, id_ in (("org-b", "d1"), ("org-a", "d2")):
-            holder.execute(
-                "SELECT id FROM duly_duty WHERE organization_id = %s AND id = %s FOR UPDATE",
-                (org, id_),
-            )
+    with _holding(
+        server_dsn,
+        layouts,
+        [
+            duty("d1", organization_id="org-b", frequency="daily"),
+            duty("d2", organization_id="org-b", frequency="daily"),
+            duty("d2", organization_id="org-a", frequency="daily", status=namesake),
+        ],
+    ) as (conn, holder):
+        _lock(holder, "org-b", "d1")
+        _lock(holder, "org-a", "d2")
         conn.execute("SET lock_timeout = '200ms'")
         request = RunRequest(now=NOW, scope=Scope(organization_id=organization_id))
         report = dispatch([conn], request, runtime())

@@ -193,33 +193,34 @@ def _created_by(invoke: Invoke, at: datetime) -> int:
     return int(invoke({"now": at.isoformat()})["tasks_created"])
 
 
-def test_next_owed_is_none_when_the_window_ends_before_the_next_period_becomes_owed(
-    conn: psycopg.Connection[Any], invoke: Invoke
+@pytest.mark.parametrize(
+    ("fields", "dispatched", "explained", "later"),
+    [
+        # Monthly, lead 7, window to 08-31: September, due 09-01, is never
+        # owed. Before: next_owed 2026-08-25, the day its lead reaches it.
+        ({"lead_days": 7, "effective_to": date(2026, 8, 31)},
+         "2026-08-21", "2026-08-21", ("2026-08-25", "2026-09-01")),
+        # Weekly, lead 2, its window closed behind its account. Before: 2026-11-07.
+        ({"frequency": "weekly", "lead_days": 2, "effective_to": date(2026, 11, 4)},
+         "2026-11-02", "2026-11-06", ("2026-11-07", "2026-11-09")),
+    ],
+    ids=["window ends before the next period", "window closed behind the account"],
+)  # fmt: skip
+def test_next_owed_is_none_once_no_period_can_be_owed_in_the_window(  # noqa: PLR0917 - the scenario's parts, by name
+    conn: psycopg.Connection[Any],
+    invoke: Invoke,
+    fields: dict[str, Any],
+    dispatched: str,
+    explained: str,
+    later: tuple[str, ...],
 ) -> None:
-    # Monthly, lead 7, window to 08-31: September, due 09-01, is never owed.
-    insert_duties(conn, [duty("m", lead_days=7, effective_to=date(2026, 8, 31))])
-    at = datetime(2026, 8, 21, 1, tzinfo=UTC)
-    invoke({"now": at.isoformat()})
+    insert_duties(conn, [duty("d", **fields)])
+    invoke({"now": f"{dispatched}T01:00:00Z"})
+    at = datetime.fromisoformat(f"{explained}T01:00:00+00:00")
 
-    # Before: "2026-08-25", the day September's lead would reach it.
-    assert _next_owed(conn, "m", at) is None
-    assert _created_by(invoke, datetime(2026, 8, 25, 1, tzinfo=UTC)) == 0
-    assert _created_by(invoke, datetime(2026, 9, 1, 1, tzinfo=UTC)) == 0
-
-
-def test_next_owed_is_none_once_the_window_closed_behind_the_account(
-    conn: psycopg.Connection[Any], invoke: Invoke
-) -> None:
-    insert_duties(
-        conn, [duty("w", frequency="weekly", lead_days=2, effective_to=date(2026, 11, 4))]
-    )
-    invoke({"now": "2026-11-02T01:00:00Z"})
-    at = datetime(2026, 11, 6, 1, tzinfo=UTC)
-
-    # Before: "2026-11-07".
-    assert _next_owed(conn, "w", at) is None
-    assert _created_by(invoke, datetime(2026, 11, 7, 1, tzinfo=UTC)) == 0
-    assert _created_by(invoke, datetime(2026, 11, 9, 1, tzinfo=UTC)) == 0
+    assert _next_owed(conn, "d", at) is None
+    for day in later:
+        assert _created_by(invoke, datetime.fromisoformat(f"{day}T01:00:00+00:00")) == 0
 
 
 def test_next_owed_of_a_duty_whose_window_opens_later_is_its_first_period_in_the_window(
