@@ -71,7 +71,7 @@ def test_the_runs_query_filters_by_mode_and_status_as_the_cli_does(
 def test_the_run_id_query_answers_as_runs_show_json(conn: Conn, invoke: Invoke) -> None:
     insert_duties(conn, [duty("d1")])
     run_id = invoke({"now": CLOCK})["run_id"]
-    ledger.record_set_aside(conn, run_id, [("d9", "locked")], owed_from=NOW)
+    ledger.record_set_aside(conn, run_id, [(None, "d9", "locked")], owed_from=NOW)
     answer = invoke({"query": "runs", "run_id": run_id})
     record = ledger.one(conn, run_id)
     assert record is not None

@@ -69,7 +69,7 @@ def test_runs_show_gives_one_runs_whole_record_with_its_set_asides(
     conn: Conn, two_runs: dict[str, int]
 ) -> None:
     run_id = two_runs["backfill"]
-    ledger.record_set_aside(conn, run_id, [("d9", "locked")], owed_from=NOW)
+    ledger.record_set_aside(conn, run_id, [(None, "d9", "locked")], owed_from=NOW)
     completed = cli("runs", "show", str(run_id), "--json")
     assert completed.returncode == ExitStatus.OK, completed.stderr
     record = json.loads(completed.stdout)
@@ -79,8 +79,8 @@ def test_runs_show_gives_one_runs_whole_record_with_its_set_asides(
     # The window's 13 months, one of which the scheduled run had already created.
     assert (record["report"]["tasks_created"], record["report"]["tasks_existing"]) == (12, 1)
     assert record["set_aside"] == [
-        {"duty_id": "d9", "reason": "locked", "owed_from": record["set_aside"][0]["owed_from"],
-         "repaid_by": None}
+        {"duty_id": "d9", "organization_id": None, "reason": "locked",
+         "owed_from": record["set_aside"][0]["owed_from"], "repaid_by": None}
     ]  # fmt: skip
     assert datetime.fromisoformat(record["set_aside"][0]["owed_from"]) == NOW
 

@@ -329,15 +329,20 @@ def test_a_run_whose_wall_clock_is_ahead_of_the_server_s_never_ends_before_it_st
     assert finished >= started
 
 
-def test_the_previous_run_owes_afresh_what_each_link_of_its_chain_set_aside_judging_afresh(
+def test_the_previous_run_owes_afresh_what_each_link_of_its_chain_set_aside_up_to_its_mark(
     conn: Conn,
 ) -> None:
     at = datetime.fromisoformat(CLOCK)
     first = ledger.start(conn, RunRequest(now=at), request_id=None, continues_run=None, rules="r")
     ledger.record_set_aside(
-        conn, first, [("a", "locked"), ("b", "locked")], owed_from=at, afresh={"a"}
+        conn,
+        first,
+        [(None, "a", "locked"), ("org-1", "b", "locked"), (None, "p", "locked")],
+        owed_from=at,
+        afresh={(None, "a"), ("org-1", "b"), (None, "p")},
     )
-    ledger.finish(conn, first, "incomplete", {}, "stopped by its deadline")
+    # Stopped at m: its continuation reads p again, and judges it itself.
+    ledger.finish(conn, first, "incomplete", {"last_duty_id": "m"}, "stopped by its deadline")
     link = ledger.start(
         conn,
         RunRequest(now=at, scope=Scope(resume_after="m"), continuation=1),
@@ -345,16 +350,28 @@ def test_the_previous_run_owes_afresh_what_each_link_of_its_chain_set_aside_judg
         continues_run=first,
         rules="r",
     )
-    ledger.record_set_aside(conn, link, [("z", "timed_out")], owed_from=at, afresh={"z"})
-    ledger.finish(conn, link, "completed", {})
+    ledger.record_set_aside(
+        conn,
+        link,
+        [(None, "x", "locked"), (None, "z", "timed_out")],
+        owed_from=at,
+        afresh={(None, "x")},
+    )
+    ledger.finish(conn, link, "completed", {"last_duty_id": "z"})
 
-    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement("r", ("a", "z"))
+    # z was not judged afresh: its run owed it no fresh judgement. Before: p
+    # too, judged afresh by the continuation and once more by the next run.
+    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
+        "r", ((None, "a"), ("org-1", "b"), (None, "x"))
+    )
 
 
 def test_a_completed_run_that_set_nothing_aside_owes_nothing_afresh(conn: Conn) -> None:
     at = datetime.fromisoformat(CLOCK)
     before = ledger.start(conn, RunRequest(now=at), request_id=None, continues_run=None, rules="r")
-    ledger.record_set_aside(conn, before, [("a", "locked")], owed_from=at, afresh={"a"})
+    ledger.record_set_aside(
+        conn, before, [(None, "a", "locked")], owed_from=at, afresh={(None, "a")}
+    )
     ledger.finish(conn, before, "completed", {})
     after = ledger.start(
         conn, RunRequest(now=at + timedelta(days=1)), request_id=None, continues_run=None, rules="r"

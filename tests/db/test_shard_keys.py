@@ -691,3 +691,71 @@ def test_a_locked_namesake_the_run_does_not_read_is_not_set_aside(
     # Before: org-a's d2 set aside too, and counted read twice.
     assert [(each.organization_id, each.duty_id) for each in report.set_aside] == [(None, "d1")]
     assert report.duties_read == (3 if organization_id is None else 2)
+
+
+def _task_keys_of(conn: Conn, organization_id: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT period_key FROM duly_task WHERE organization_id = %s ORDER BY 1",
+        (organization_id,),
+    ).fetchall()
+    return [str(key) for (key,) in rows]
+
+
+def test_a_namesake_set_aside_under_new_rules_is_owed_a_fresh_judgement_alone(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with _holding(
+        server_dsn, layouts, [duty("d1", organization_id=org) for org in ("org-a", "org-b")]
+    ) as (conn, holder):
+        dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'")
+        # The first run under new rules sets org-a's d1 aside and judges org-b's.
+        _lock(holder, "org-a", "d1")
+        conn.execute("SET lock_timeout = '200ms'")
+        new_rules = dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=1)), runtime())
+        holder.rollback()
+        # Someone deletes org-b's current task: no run under the same rules re-creates it.
+        conn.execute("DELETE FROM duly_task WHERE organization_id = 'org-b'")
+        following = dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=2)), runtime())
+        keys = (_task_keys_of(conn, "org-a"), _task_keys_of(conn, "org-b"))
+
+    assert [(each.organization_id, each.duty_id) for each in new_rules.report.set_aside] == [
+        ("org-a", "d1")
+    ]
+    # Before: org-b's judged afresh again, its deleted task re-created, 2 read.
+    assert keys == (["2026-08"], [])
+    assert following.report.duties_read == 1
+
+
+def test_namesakes_set_aside_for_two_reasons_are_both_kept_in_the_ledger(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with _holding(
+        server_dsn,
+        layouts,
+        [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
+    ) as (conn, holder):
+        conn.execute(
+            "CREATE FUNCTION slow_task() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.organization_id = 'org-b' AND NEW.duty_id = 'd2' THEN"
+            " PERFORM pg_sleep(0.6); END IF; RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER slow_task BEFORE INSERT ON duly_task"
+            " FOR EACH ROW EXECUTE FUNCTION slow_task()"
+        )
+        _lock(holder, "org-a", "d2")
+        conn.execute("SET lock_timeout = '200ms'")
+        conn.execute("SET statement_timeout = '300ms'")
+        outcome = dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        holder.rollback()
+        kept = conn.execute(
+            "SELECT organization_id, duty_id, reason FROM duly_dispatch_set_aside ORDER BY 1"
+        ).fetchall()
+
+    listed = [
+        (each.organization_id, each.duty_id, str(each.reason)) for each in outcome.report.set_aside
+    ]
+    assert sorted(listed) == [("org-a", "d2", "locked"), ("org-b", "d2", "timed_out")]
+    # Before: one row, ('d2', 'locked'): the set-aside ledger was keyed by id.
+    assert [tuple(row) for row in kept] == sorted(listed)

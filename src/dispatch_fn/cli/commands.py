@@ -276,9 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     shown = runs.add_subparsers(dest="runs_command", metavar="show ID").add_parser(
         "show",
         help="one run's whole record: its ledger row, report and set-aside duties",
-        description="One run's whole record: every ledger field, the duties it set aside (and"
-        f" which run repaid each) and its report. Exit {ExitStatus.UNKNOWN_RUN.value}: no run"
-        " has that id.",
+        description="One run's whole record: every ledger field, the duties it set aside (each"
+        " with its reason and the clock it was owed from) and its report."
+        f" Exit {ExitStatus.UNKNOWN_RUN.value}: no run has that id.",
     )
     shown.add_argument(
         "run_id",

@@ -145,11 +145,13 @@ class PreviousJudgement:
     """What the previous run judged by, and whom it left to judge afresh (``previous_judgement``).
 
     ``rules``: its rules (None: no run recorded any). ``afresh``: the duties it
-    set aside while it judged them afresh (migration 0022).
+    set aside while it judged them afresh (migration 0022), each as
+    ``(organization_id, id)``, the organisation None where the run knew the
+    duty by its id alone.
     """
 
     rules: str | None = None
-    afresh: tuple[str, ...] = ()
+    afresh: tuple[tuple[str | None, str], ...] = ()
 
 
 def previous_judgement(conn: Connection) -> PreviousJudgement:
@@ -158,7 +160,7 @@ def previous_judgement(conn: Connection) -> PreviousJudgement:
     if row is None:
         return PreviousJudgement()
     rules = None if row["rules"] is None else str(row["rules"])
-    return PreviousJudgement(rules, tuple(row["afresh"]))
+    return PreviousJudgement(rules, tuple((key[0], key[1]) for key in row["afresh"]))
 
 
 def latest_completed_clock(conn: Connection) -> datetime | None:
@@ -176,17 +178,19 @@ def latest_scheduled_clock(conn: Connection) -> datetime | None:
 def record_set_aside(
     conn: Connection,
     run_id: int,
-    set_aside: Sequence[tuple[str, str]],
+    set_aside: Sequence[tuple[str | None, str, str]],
     *,
     owed_from: datetime,
-    afresh: Container[str] = (),
+    afresh: Container[tuple[str | None, str]] = (),
 ) -> None:
-    """Keep the ``(duty_id, reason)`` pairs run ``run_id`` set aside, owed from clock ``owed_from``.
+    """Keep what run ``run_id`` set aside, owed from clock ``owed_from``.
 
-    ``afresh``: the duties the run was judging afresh, which the next run
-    judges afresh in turn (``previous_judgement``). The rest is a record for
-    the operator: each duty's own account (docs/contract.md#account) is what
-    makes the next run owe them.
+    ``set_aside``: ``(organization_id, duty_id, reason)`` of each, the
+    organisation None where the run knew the duty by its id alone.
+    ``afresh``: the ``(organization_id, duty_id)`` the run was judging
+    afresh, which the next run judges afresh in turn (``previous_judgement``).
+    The rest is a record for the operator: each duty's own account
+    (docs/contract.md#account) is what makes the next run owe them.
     """
     if not set_aside:
         return
@@ -195,9 +199,10 @@ def record_set_aside(
         {
             "run_id": run_id,
             "owed_from": owed_from,
-            "duty_ids": [duty_id for duty_id, _ in set_aside],
-            "reasons": [reason for _, reason in set_aside],
-            "afresh": [duty_id in afresh for duty_id, _ in set_aside],
+            "duty_ids": [duty_id for _, duty_id, _ in set_aside],
+            "organizations": [organization for organization, _, _ in set_aside],
+            "reasons": [reason for _, _, reason in set_aside],
+            "afresh": [(organization, duty_id) in afresh for organization, duty_id, _ in set_aside],
         },
     )
 

@@ -52,9 +52,12 @@ def render_one(record: ledger.RunRecord, *, as_json: bool) -> str:
     lines.append("")
     if set_aside:
         lines.append(f"set aside ({len(set_aside)}):")
+        # repaid_by is written only on rows from before migration 0012: since
+        # then the duty's account owes it to the next run that reads it.
         lines.extend(
-            f"  {entry['duty_id']}  {entry['reason']}  owed from {entry['owed_from']}  "
-            + (f"repaid by run {entry['repaid_by']}" if entry["repaid_by"] else "still owed")
+            f"  {entry['duty_id']}  {entry['reason']}  owed from {entry['owed_from']}"
+            + (f"  of {entry['organization_id']}" if entry["organization_id"] else "")
+            + (f"  repaid by run {entry['repaid_by']}" if entry["repaid_by"] else "")
             for entry in set_aside
         )
     else:

@@ -41,8 +41,19 @@ def scope_params(scope: Scope) -> dict[str, Any]:
         "resume_after": scope.resume_after,
         "owed_at": scope.owed_at,
         "reach": scope.reach,
-        "afresh": list(scope.afresh),
+        # duly_afresh (migration 0022): by id alone, or by duly_duty_key.
+        "afresh_ids": [duty_id for organization, duty_id in scope.afresh if organization is None],
+        "afresh_keys": [
+            _duty_key(organization, duty_id)
+            for organization, duty_id in scope.afresh
+            if organization is not None
+        ],
     }
+
+
+def _duty_key(organization_id: str, duty_id: str) -> str:
+    """A duty's organisation and id as one text, as migration 0022's duly_duty_key spells it."""
+    return f"{len(organization_id)}:{organization_id}{duty_id}"
 
 
 @dataclass(frozen=True, slots=True)

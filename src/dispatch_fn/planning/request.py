@@ -39,9 +39,10 @@ class Scope:
     # alone and the continuation the rest. None: no bound.
     reach: str | None = None
     # Duties the previous run set aside while it judged them afresh, under
-    # new rules (docs/contract.md#account): a scheduled run reads them
+    # new rules (docs/contract.md#account), as (organization_id, id), the
+    # organisation None for every duty of the id: a scheduled run reads them
     # whatever their next owed day, and judges them afresh.
-    afresh: tuple[str, ...] = ()
+    afresh: tuple[tuple[str | None, str], ...] = ()
 
     @property
     def named(self) -> bool:

@@ -111,7 +111,7 @@ def dispatch(
         # killed near its end would lose all of them.
         raise ValueError("dispatch needs autocommit connections; each page commits alone")
     tuning = runtime.tuning
-    request = replace(request, scope=replace(request.scope, afresh=afresh.duty_ids))
+    request = replace(request, scope=replace(request.scope, afresh=afresh.keys))
     if request.window is None and not afresh.every and reads_owed_only:
         # A scheduled run reads only the duties whose next owed day has come,
         # and those owed a fresh judgement (docs/contract.md#account); one
@@ -231,7 +231,7 @@ def _lapsed_unseen(
                 report.request.now,
                 origin=probe.origin,
                 catch_up_days=catch_up_days,
-                rejudge=probe.duty_id in afresh,
+                rejudge=(probe.organization_id, probe.duty_id) in afresh,
                 schedules=schedules,
             )
         except psycopg.Error:

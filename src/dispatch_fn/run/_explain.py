@@ -127,7 +127,7 @@ def explain_each(
             schedules,
             previous=previous,
             catch_up_days=catch_up_days,
-            rejudge=duty_id in afresh,
+            rejudge=(row.get("organization_id"), duty_id) in afresh,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
         explained = _as_json(
@@ -150,7 +150,7 @@ def explain_each(
                 now,
                 previous=previous,
                 catch_up_days=catch_up_days,
-                rejudge=duty_id in afresh,
+                rejudge=(row.get("organization_id"), duty_id) in afresh,
                 schedules=schedules,
             )
         )

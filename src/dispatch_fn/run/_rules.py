@@ -34,13 +34,26 @@ def _changed(previous: str | None, judged_by: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Afresh:
-    """Whose accounts a run judges afresh (plan.Account.rejudged): every one it reads, or these."""
+    """Whose accounts a run judges afresh (plan.Account.rejudged): every one it reads, or these.
+
+    ``keys``: ``(organization_id, duty_id)`` of each, the organisation None
+    for a duty known by its id alone, which stands for every duty of the id.
+    """
 
     every: bool = False
-    duty_ids: tuple[str, ...] = ()
+    keys: tuple[tuple[str | None, str], ...] = ()
 
-    def __contains__(self, duty_id: object) -> bool:
-        return self.every or duty_id in self.duty_ids
+    def __contains__(self, key: object) -> bool:
+        """Whether the duty ``(organization_id, duty_id)`` is judged afresh."""
+        if self.every:
+            return True
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        organization, duty_id = key
+        return any(
+            listed_id == duty_id and (listed is None or organization in (None, listed))
+            for listed, listed_id in self.keys
+        )
 
 
 # A run whose rules and previous run leave no account to judge afresh.
@@ -56,4 +69,4 @@ def afresh(previous: ledger.PreviousJudgement, judged_by: str) -> Afresh:
     """
     if _changed(previous.rules, judged_by):
         return Afresh(every=True)
-    return Afresh(duty_ids=previous.afresh)
+    return Afresh(keys=previous.afresh)

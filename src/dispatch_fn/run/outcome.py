@@ -104,9 +104,11 @@ class RunReport:
         return self.fault_total > 0 or bool(self.set_aside)
 
     @property
-    def set_aside_pairs(self) -> tuple[tuple[str, str], ...]:
-        """``(duty_id, reason)`` of every set-aside duty, as the ledger keeps them."""
-        return tuple((each.duty_id, str(each.reason)) for each in self.set_aside)
+    def set_aside_rows(self) -> tuple[tuple[str | None, str, str], ...]:
+        """``(organization_id, duty_id, reason)`` of each set-aside duty, as the ledger keeps it."""
+        return tuple(
+            (each.organization_id, each.duty_id, str(each.reason)) for each in self.set_aside
+        )
 
     @property
     def set_aside_ids(self) -> tuple[str, ...]:

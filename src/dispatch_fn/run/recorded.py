@@ -87,7 +87,7 @@ def dispatch_recorded(
         )
     except RunFailedError as failed:
         recorded_failure = _recorded(failed, run_id)
-        set_aside = () if failed.outcome is None else failed.outcome.report.set_aside_pairs
+        set_aside = () if failed.outcome is None else failed.outcome.report.set_aside_rows
         if not request.dry_run and set_aside:
             # The pages it committed set these aside: the ledger keeps who they were.
             with suppress(psycopg.Error):
@@ -191,7 +191,7 @@ def _record_set_aside(conn: Connection, outcome: RunOutcome, afresh: _rules.Afre
     assert run_id is not None  # noqa: S101 - a recorded run has its ledger row
     try:
         ledger.record_set_aside(
-            conn, run_id, report.set_aside_pairs, owed_from=report.request.now, afresh=afresh
+            conn, run_id, report.set_aside_rows, owed_from=report.request.now, afresh=afresh
         )
     except psycopg.Error as exc:
         # The tasks are written and the duties' accounts still owe what was

@@ -10,6 +10,7 @@ SELECT EXISTS (
       AND (%(upto)s::text IS NULL OR d.id <= %(upto)s)
       AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
-      AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
-                        %(afresh)s::text[])
+      AND duly_read_now(d.id, d.organization_id, d.dispatch_next_at,
+                        %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                        %(afresh_keys)s::text[])
 ) AS found

@@ -15,8 +15,9 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
   -- A run its deadline stopped counts what it reached (store.Scope.reach).
   AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
   -- The duties a scheduled run reads (docs/contract.md#account).
-  AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
-                    %(afresh)s::text[])
+  AND duly_read_now(d.id, d.organization_id, d.dispatch_next_at,
+                    %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                    %(afresh_keys)s::text[])
   -- Usually no group is refused: the test of the array's length is then true
   -- once the value is bound, and the plan has no anti-join for every duty.
   AND (cardinality(%(g_frequency)s::text[]) = 0 OR NOT EXISTS (

@@ -57,8 +57,9 @@ FROM (
       -- (duty_census_left_out.sql).
       AND (%(owed_at)s::timestamptz IS NULL
            OR (duly_dispatchable(d.status, d.form, d.review_status)
-               AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
-                                 %(afresh)s::text[])))
+               AND duly_read_now(d.id, d.organization_id, d.dispatch_next_at,
+                                 %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                                 %(afresh_keys)s::text[])))
     -- A fence: flattened, the FILTERs would evaluate the two tests again.
     OFFSET 0
 ) d

@@ -16,8 +16,9 @@ WHERE duly_dispatchable(d.status, d.form, d.review_status)
   -- A run its deadline stopped counts what it reached (store.Scope.reach).
   AND (%(reach)s::text IS NULL OR d.id <= %(reach)s::text)
   -- The duties a scheduled run reads (docs/contract.md#account).
-  AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
-                    %(afresh)s::text[])
+  AND duly_read_now(d.id, d.organization_id, d.dispatch_next_at,
+                    %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                    %(afresh_keys)s::text[])
   AND (EXISTS (
            SELECT 1
            FROM unnest(%(g_frequency)s::text[], %(g_timezone)s::text[],

@@ -16,8 +16,9 @@ WITH read AS NOT MATERIALIZED (
       AND duly_dispatchable(d.status, d.form, d.review_status)
       AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                         %(duty_ids)s::text[], %(resume_after)s::text)
-      AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
-                        %(afresh)s::text[])
+      AND duly_read_now(d.id, d.organization_id, d.dispatch_next_at,
+                        %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                        %(afresh_keys)s::text[])
 ),
 free AS (
     SELECT d.organization_id, d.id

@@ -8,16 +8,18 @@ WITH RECURSIVE bound(id) AS (
             WHERE duly_dispatchable(d.status, d.form, d.review_status)
               AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                                 %(duty_ids)s::text[], %(resume_after)s::text)
-              AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
-                                %(afresh)s::text[])
+              AND duly_read_now(d.id, d.organization_id, d.dispatch_next_at,
+                                %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                                %(afresh_keys)s::text[])
             ORDER BY d.id OFFSET %(skip)s LIMIT 1)
     UNION ALL
     SELECT (SELECT d.id FROM duly_duty d
             WHERE duly_dispatchable(d.status, d.form, d.review_status)
               AND duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
                                 %(duty_ids)s::text[], %(resume_after)s::text)
-              AND duly_read_now(d.id, d.dispatch_next_at, %(owed_at)s::timestamptz,
-                                %(afresh)s::text[])
+              AND duly_read_now(d.id, d.organization_id, d.dispatch_next_at,
+                                %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                                %(afresh_keys)s::text[])
               AND d.id > bound.id
             ORDER BY d.id OFFSET %(skip)s LIMIT 1)
     FROM bound

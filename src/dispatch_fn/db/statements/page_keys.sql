@@ -18,8 +18,9 @@ FROM (SELECT k.organization_id, k.id
         -- A scheduled run reads the duties whose next owed day has begun, in
         -- their zone, by its clock, and those still owed a fresh judgement
         -- (docs/contract.md#account, migration 0022); null: every one.
-        AND duly_read_now(k.id, k.dispatch_next_at, %(owed_at)s::timestamptz,
-                          %(afresh)s::text[])
+        AND duly_read_now(k.id, k.organization_id, k.dispatch_next_at,
+                          %(owed_at)s::timestamptz, %(afresh_ids)s::text[],
+                          %(afresh_keys)s::text[])
         -- Duties the run set aside while settling a failing page (ADR 0003):
         -- by id, or, a locked row whose id another organisation's duty shares
         -- (docs/adr/0005), by its key alone. With no such row the test folds

@@ -22,10 +22,10 @@ WITH head AS NOT MATERIALIZED (
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket,
            -- Judged afresh (plan.Account.rejudged): every duty, under rules
            -- that changed since the previous run; else one the previous run
-           -- set aside while it judged it afresh (migration 0022). With none
-           -- such, the test folds away once the values are bound.
+           -- set aside while it judged it afresh (migration 0022).
            (%(rejudge)s::boolean
-            OR (cardinality(%(afresh)s::text[]) > 0 AND d.id = ANY(%(afresh)s::text[]))) AS afresh
+            OR duly_afresh(d.id, d.organization_id, %(afresh_ids)s::text[],
+                           %(afresh_keys)s::text[])) AS afresh
 -- duly:include page_keys
     ORDER BY d.id
 ),

@@ -6,7 +6,7 @@
 -- started is never the previous run, as duly_latest_scheduled_clock() never
 -- counts it.
 WITH RECURSIVE previous AS (
-    SELECT r.id, r.rules
+    SELECT r.id, r.rules, r.continues_run
     FROM duly_dispatch_run r
     WHERE r.status = 'completed' AND r.mode = 'scheduled' AND NOT r.dry_run
       AND r.organization_id IS NULL AND r.duty_ids IS NULL
@@ -15,18 +15,22 @@ WITH RECURSIVE previous AS (
     ORDER BY r.clock DESC, r.id DESC
     LIMIT 1
 ),
-chain(id) AS (
-    -- The links a chain's last one continues: each set aside what it reached.
-    SELECT id FROM previous
+chain(id, continues_run, last, mark) AS (
+    -- The links a chain's last one continues, each with the mark it stopped
+    -- at: a duty one set aside past its mark, its continuation read again.
+    SELECT id, continues_run, true, NULL::text FROM previous
     UNION ALL
-    SELECT r.continues_run
+    SELECT r.id, r.continues_run, false, r.report ->> 'last_duty_id'
     FROM duly_dispatch_run r
-    JOIN chain ON r.id = chain.id
-    WHERE r.continues_run IS NOT NULL
+    JOIN chain ON r.id = chain.continues_run
 )
-SELECT previous.rules,
-       array(SELECT DISTINCT s.duty_id
-             FROM duly_dispatch_set_aside s
-             WHERE s.run_id IN (SELECT id FROM chain) AND s.afresh
-             ORDER BY s.duty_id) AS afresh
+SELECT (SELECT rules FROM previous) AS rules,
+       -- Each as [organization_id, duty_id]: the organisation null where the
+       -- run knew the duty by its id alone.
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.organization_id, s.duty_id)
+                                  ORDER BY s.duty_id, s.organization_id), '[]')
+        FROM (SELECT DISTINCT a.organization_id, a.duty_id
+              FROM duly_dispatch_set_aside a
+              JOIN chain ON a.run_id = chain.id
+              WHERE a.afresh AND (chain.last OR a.duty_id <= chain.mark)) s) AS afresh
 FROM previous
