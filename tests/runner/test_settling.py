@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from dispatch_fn.db.store import PageResult
 from dispatch_fn.run import _settling as settling
+from dispatch_fn.run._agenda import SETTLED
 from dispatch_fn.run._settling import (
     Failure,
     Job,
@@ -196,7 +197,7 @@ class Judge:
 
 def set_aside(outcomes: Iterable[Outcome]) -> list[str]:
     """The duties set aside by steps that settled them (a step put back finds its own again)."""
-    settled = (outcome for outcome in outcomes if outcome.failure in {None, Failure.TIMEOUTS})
+    settled = (outcome for outcome in outcomes if outcome.failure in SETTLED)
     return [each.duty_id for outcome in settled for each in outcome.set_aside]
 
 
@@ -332,12 +333,14 @@ def test_a_connection_lost_under_a_statement_ends_the_step_as_lost() -> None:
     assert (outcome.failure, outcome.reached) == (Failure.LOST, None)
 
 
-def test_a_statement_the_deadline_cancels_ends_the_step_where_it_began() -> None:
+def test_a_statement_the_deadline_cancels_ends_the_step_where_its_duties_are_settled() -> None:
     server = Server(ids(16), refuses={"d009"}, deadline_after=3)
     outcome = drive(PageShape(size=16), Job(0, "a", None), server)
-    assert (outcome.failure, outcome.reached, outcome.more) == (Failure.DEADLINE, "a", False)
+    # The first half committed; the continuation resumes after it (before: at
+    # "a", where the step began, so the continuation read that half again).
+    assert (outcome.failure, outcome.reached, outcome.more) == (Failure.DEADLINE, "d007", True)
     assert isinstance(server.replies[-1], settling.DeadlineReached)
-    assert len(outcome.pages) == 1  # the half committed before it still counts
+    assert len(outcome.pages) == 1
 
 
 # Timeouts
@@ -497,7 +500,14 @@ def test_after_the_deadline_cancels_a_statement_the_step_asks_nothing_more(
     outcome = drive(walk, Job(0, "a", None), server)
     if any(isinstance(reply, settling.DeadlineReached) for reply in server.replies):
         assert isinstance(server.replies[-1], settling.DeadlineReached)
-        assert (outcome.failure, outcome.reached, outcome.more) == (Failure.DEADLINE, "a", False)
+        assert (outcome.failure, outcome.more) == (Failure.DEADLINE, True)
+        # Every duty up to where it stopped is settled, and none past it: the
+        # continuation resumes there and finds nothing counted twice.
+        reached = outcome.reached
+        assert reached is not None
+        behind = [each for each in server.duties if each <= reached]
+        settled = server.page_ids() + set_aside([outcome])
+        assert Counter(settled) == Counter(behind)
 
 
 def test_settling_loads_no_database_driver() -> None:

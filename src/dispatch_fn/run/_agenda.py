@@ -24,8 +24,9 @@ STOPPED_BY_TIMEOUTS: Final = "statement_timeouts"
 # of being reconnected to forever.
 CONNECTION_ATTEMPTS: Final = 3
 # Outcomes whose duties up to ``reached`` are dispatched or set aside: a step
-# that finished, or one stopped by a timeout past the run's allowance.
-SETTLED: Final = (None, Failure.TIMEOUTS)
+# that finished, or one stopped by a timeout past the run's allowance or by
+# the run's deadline (up to where it settled).
+SETTLED: Final = (None, Failure.TIMEOUTS, Failure.DEADLINE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -383,6 +383,13 @@ def gapless_mark(
     Range n is ``ranges[n] = (lower, upper]``; a range's steps run one after
     another, so its last successful outcome says how far it got.
     """
+    return _gapless(ranges, outcomes)[0]
+
+
+def _gapless(
+    ranges: Sequence[tuple[str | None, str | None]], outcomes: Sequence[_settling.Outcome]
+) -> tuple[str | None, int]:
+    """``gapless_mark``, and the number of the range it lies in (every range's: all finished)."""
     reached: dict[int, str | None] = {}
     finished: set[int] = set()
     for outcome in (each for each in outcomes if each.failure in _agenda.SETTLED):
@@ -394,8 +401,8 @@ def gapless_mark(
     for n, (lower, _) in enumerate(ranges):
         mark = reached.get(n, lower)
         if n not in finished:
-            break
-    return mark
+            return mark, n
+    return mark, len(ranges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -609,13 +616,18 @@ def _fold(
     Every statement that committed counts, even in a step that failed later
     (its rows were written); duties set aside count only from steps that
     finished or settled up to their stop (``_agenda.SETTLED``), since a step
-    done again finds them again.
+    done again finds them again, and, in a run that stopped early, only up
+    to its gapless mark: its continuation reads those past it again, their
+    accounts unmoved.
     """
     pages = list(chain.from_iterable(outcome.pages for outcome in walked.outcomes))
     counted: Counter[str] = Counter()
     for page in pages:
         counted.update(page.counts())
-    set_aside = _settled_set_asides(walked.outcomes)
+    mark, within = _gapless(ranges, walked.outcomes)
+    set_aside = _settled_set_asides(
+        [outcome for outcome in walked.outcomes if outcome.job.range_no <= within]
+    )
     refused = [each for each in set_aside if each.reason is _settling.SetAsideReason.REFUSED]
     faults, fault_counts = _faults(preamble, refused)
     return RunReport(
@@ -634,7 +646,7 @@ def _fold(
         retries=sum(outcome.retries for outcome in walked.outcomes),
         complete=walked.complete,
         stopped_by=walked.stopped_by,
-        last_duty_id=gapless_mark(ranges, walked.outcomes),
+        last_duty_id=mark,
     )
 
 

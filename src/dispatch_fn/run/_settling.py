@@ -394,7 +394,7 @@ def _ordinary(walk: PageShape, job: Job, record: _Record) -> Steps[Outcome]:
         return record.outcome(job, reached=job.after)
     stop = yield from _settle_ids(walk, job, record, _Span(job.after, listed.ids, verdict.failed))
     if stop is not None:
-        return _stopped(job, record, stop)
+        return _stopped(job, record, stop, listed.ids)
     # The row budget may have cut the page short of its size: the range goes
     # on unless it ended here (an empty page after it says so).
     last = listed.ids[-1]
@@ -720,20 +720,16 @@ def _stop_of(reply: Reply) -> _Stop:
             raise TypeError(f"no command of a step is answered with {reply!r}")
 
 
-def _stopped(job: Job, record: _Record, stop: _Stop, judged: Sequence[str] = ()) -> Outcome:
-    """The outcome of a step that ended early."""
-    if stop.failure is Failure.DEADLINE:
-        # Where the step began: its cancelled statement committed nothing.
-        return record.outcome(job, reached=job.after, stop=stop)
-    if stop.failure is not Failure.TIMEOUTS:
+def _stopped(job: Job, record: _Record, stop: _Stop, ids: Sequence[str] = ()) -> Outcome:
+    """The outcome of a step that ended early; ``ids``: its duties in page order, once listed."""
+    if stop.failure not in (Failure.DEADLINE, Failure.TIMEOUTS):
         return record.outcome(job, stop=stop)
-    # How far it settled; the rest is the next run's.
+    # How far it settled (its cancelled statement committed nothing); the
+    # rest is the continuation's, or the next run's, which finds again the
+    # duties set aside past that point (locked, or refused by the planner).
     reached = job.after if stop.settled is None else stop.settled
-    kept = record.set_aside
-    if reached is not None and reached in judged:
-        # Duties the planner refused past that point are judged again then.
-        beyond = set(judged[judged.index(reached) + 1 :])
-        kept = [each for each in kept if each.duty_id not in beyond]
+    settled = set(ids[: ids.index(reached) + 1]) if reached in ids else set()
+    kept = [each for each in record.set_aside if each.duty_id in settled]
     return record.outcome(job, reached=reached, more=True, stop=stop, set_aside=kept)
 
 
