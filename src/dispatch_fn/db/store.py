@@ -42,10 +42,12 @@ def scope_params(scope: Scope) -> dict[str, Any]:
         "owed_at": scope.owed_at,
         "reach": scope.reach,
         # duly_afresh (migration 0022): by id alone, or by duly_duty_key.
-        "afresh_ids": [duty_id for organization, duty_id in scope.afresh if organization is None],
+        "afresh_ids": [
+            duty_id for organization, duty_id in scope.afresh.keys if organization is None
+        ],
         "afresh_keys": [
             _duty_key(organization, duty_id)
-            for organization, duty_id in scope.afresh
+            for organization, duty_id in scope.afresh.keys
             if organization is not None
         ],
     }

@@ -43,7 +43,14 @@ from dispatch_fn.planning.plan import (
     previous_clock,
     unknown_form_detail,
 )
-from dispatch_fn.planning.request import MODES, SHOWN_STATUSES, STATUSES, RunRequest, Scope
+from dispatch_fn.planning.request import (
+    MODES,
+    SHOWN_STATUSES,
+    STATUSES,
+    Afresh,
+    RunRequest,
+    Scope,
+)
 
 __all__ = [
     "FAULT_REASONS",
@@ -56,6 +63,7 @@ __all__ = [
     "SKIP_REASONS",
     "STATUSES",
     "Account",
+    "Afresh",
     "Cadence",
     "Edge",
     "Fault",

@@ -22,6 +22,32 @@ MODES: Final = ("scheduled", "backfill")
 
 
 @dataclass(frozen=True, slots=True)
+class Afresh:
+    """Whose accounts a run judges afresh (plan.Account.rejudged): every one it reads, or these.
+
+    ``every``: the rules changed since the previous run (docs/contract.md#account).
+    ``keys``: ``(organization_id, duty_id)`` of each duty the previous run
+    set aside while it judged it afresh, the organisation None for a duty
+    known by its id alone, which stands for every duty of the id.
+    """
+
+    every: bool = False
+    keys: tuple[tuple[str | None, str], ...] = ()
+
+    def __contains__(self, key: object) -> bool:
+        """Whether the duty ``(organization_id, duty_id)`` is judged afresh."""
+        if self.every:
+            return True
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        organization, duty_id = key
+        return any(
+            listed_id == duty_id and (listed is None or organization in (None, listed))
+            for listed, listed_id in self.keys
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Scope:
     """Limits a run to one organisation and/or a list of duties (``store.scope_params``)."""
 
@@ -38,11 +64,9 @@ class Scope:
     # duties whose id sorts at or before it, so that its report counts those
     # alone and the continuation the rest. None: no bound.
     reach: str | None = None
-    # Duties the previous run set aside while it judged them afresh, under
-    # new rules (docs/contract.md#account), as (organization_id, id), the
-    # organisation None for every duty of the id: a scheduled run reads them
-    # whatever their next owed day, and judges them afresh.
-    afresh: tuple[tuple[str | None, str], ...] = ()
+    # Whose accounts the run judges afresh (docs/contract.md#account): a
+    # scheduled run reads those listed whatever their next owed day.
+    afresh: Afresh = Afresh()
 
     @property
     def named(self) -> bool:

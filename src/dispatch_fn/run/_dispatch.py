@@ -60,7 +60,6 @@ from dispatch_fn.planning import (
 from dispatch_fn.run import _agenda, _pages, _settling
 from dispatch_fn.run._agenda import CONNECTION_ATTEMPTS, STOPPED_BY_DEADLINE
 from dispatch_fn.run._lapses import lapsed_unseen
-from dispatch_fn.run._rules import NOBODY_AFRESH, Afresh
 from dispatch_fn.run.errors import RunFailedError
 from dispatch_fn.run.outcome import RunOutcome, RunReport
 from dispatch_fn.run.progress import ProgressMeter
@@ -73,7 +72,6 @@ def dispatch(
     runtime: Runtime = LOCAL,
     *,
     dispatched_clock: datetime | None = None,
-    afresh: Afresh = NOBODY_AFRESH,
     origin: datetime | None = None,
     keeps_accounts: bool = True,
     reads_owed_only: bool = True,
@@ -91,9 +89,9 @@ def dispatch(
     most ``CONNECTION_ATTEMPTS`` per run, closed when the run ends). A page past
     statement_timeout is split, at most ``Tuning.max_timeouts`` times per run.
     What each duty owes is its own account's answer (docs/contract.md#account),
-    back to ``Tuning.catch_up_days``; ``afresh``: whose accounts are judged
-    afresh (every one read, the rules having changed since the previous run;
-    or those that run set aside while it judged them so); ``origin``: the
+    back to ``Tuning.catch_up_days``, and judged afresh as the scope's
+    ``afresh`` says (every one read, the rules having changed since the
+    previous run, or those that run set aside while it judged them so); ``origin``: the
     clock a duty with no account and no mark owes from (None: the scheduled
     clock before the run); ``keeps_accounts`` False: a run at a clock later
     than the wall clock writes no account, so the scheduled runs before its
@@ -111,8 +109,7 @@ def dispatch(
         # killed near its end would lose all of them.
         raise ValueError("dispatch needs autocommit connections; each page commits alone")
     tuning = runtime.tuning
-    request = replace(request, scope=replace(request.scope, afresh=afresh.keys))
-    if request.window is None and not afresh.every and reads_owed_only:
+    if request.window is None and not request.scope.afresh.every and reads_owed_only:
         # A scheduled run reads only the duties whose next owed day has come,
         # and those owed a fresh judgement (docs/contract.md#account); one
         # whose rules changed reads them all, as does one at a clock before
@@ -129,7 +126,7 @@ def dispatch(
             ready,
             rules,
             dry_run=request.dry_run,
-            rejudge=afresh.every,
+            rejudge=request.scope.afresh.every,
             keeps_accounts=keeps_accounts,
         )
         size = statement.page_size(tuning.chunk_size, tuning.page_rows)
@@ -162,7 +159,7 @@ def dispatch(
     report = _fold(request, preamble, ranges, walked)
     if not walked.fatal:
         report = _not_read(conns[0], report)
-        report = _lapsed_unseen(conns[0], report, walked, (tuning.catch_up_days, afresh))
+        report = _lapsed_unseen(conns[0], report, walked, tuning.catch_up_days)
     if walked.fatal:
         # Committed pages stay committed; say which, so the next run's work is known.
         problems = "; ".join(
@@ -197,7 +194,7 @@ def _not_read(conn: Connection, report: RunReport) -> RunReport:
 
 
 def _lapsed_unseen(
-    conn: Connection, report: RunReport, walked: _Walked, judging: tuple[int, Afresh]
+    conn: Connection, report: RunReport, walked: _Walked, catch_up_days: int
 ) -> RunReport:
     """The report with the duties whose periods lapsed before its first candidate counted.
 
@@ -210,7 +207,7 @@ def _lapsed_unseen(
     probes = [probe for page in pages for probe in page.lapse_probes]
     if not probes:
         return report
-    catch_up_days, afresh = judging
+    afresh = report.request.scope.afresh
     try:
         rows = lookups.duty_rows_by_key(
             conn, [(probe.organization_id, probe.duty_id) for probe in probes]

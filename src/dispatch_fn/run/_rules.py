@@ -10,12 +10,10 @@ aside while it judged them afresh (migration 0022).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Final
 
 from dispatch_fn.db import ledger
-from dispatch_fn.planning import OWED_RULES
+from dispatch_fn.planning import OWED_RULES, Afresh
 
 
 @functools.cache
@@ -30,34 +28,6 @@ def _changed(previous: str | None, judged_by: str) -> bool:
     A run, and an explanation of one, then judges every account it reads afresh.
     """
     return previous is not None and previous != judged_by
-
-
-@dataclass(frozen=True, slots=True)
-class Afresh:
-    """Whose accounts a run judges afresh (plan.Account.rejudged): every one it reads, or these.
-
-    ``keys``: ``(organization_id, duty_id)`` of each, the organisation None
-    for a duty known by its id alone, which stands for every duty of the id.
-    """
-
-    every: bool = False
-    keys: tuple[tuple[str | None, str], ...] = ()
-
-    def __contains__(self, key: object) -> bool:
-        """Whether the duty ``(organization_id, duty_id)`` is judged afresh."""
-        if self.every:
-            return True
-        if not isinstance(key, tuple) or len(key) != 2:
-            return False
-        organization, duty_id = key
-        return any(
-            listed_id == duty_id and (listed is None or organization in (None, listed))
-            for listed, listed_id in self.keys
-        )
-
-
-# A run whose rules and previous run leave no account to judge afresh.
-NOBODY_AFRESH: Final = Afresh()
 
 
 def afresh(previous: ledger.PreviousJudgement, judged_by: str) -> Afresh:

@@ -52,6 +52,7 @@ def dispatch_recorded(
         wall_clock = runtime.clock()
         judged_by = runtime.rules()
         afresh = _rules.afresh(ledger.previous_judgement(conn), judged_by)
+        request = replace(request, scope=replace(request.scope, afresh=afresh))
         origin = origin_clock(ledger.earliest_clock(conn), request.now, request.interval)
         # The next days a run reads by were judged at the latest clock: a run
         # at an earlier one (a manual run at a past clock) reads every duty.
@@ -78,7 +79,6 @@ def dispatch_recorded(
             request,
             runtime,
             dispatched_clock=dispatched,
-            afresh=afresh,
             origin=origin,
             # A manual run at a future clock is never the clock an account
             # stands at (as the ledger never counts it as the latest clock).
@@ -87,13 +87,10 @@ def dispatch_recorded(
         )
     except RunFailedError as failed:
         recorded_failure = _recorded(failed, run_id)
-        set_aside = () if failed.outcome is None else failed.outcome.report.set_aside_rows
-        if not request.dry_run and set_aside:
+        if not request.dry_run and failed.outcome is not None:
             # The pages it committed set these aside: the ledger keeps who they were.
             with suppress(psycopg.Error):
-                ledger.record_set_aside(
-                    conn, run_id, set_aside, owed_from=request.now, afresh=afresh
-                )
+                _keep_set_aside(conn, run_id, failed.outcome.report)
         _record_failure(conn, run_id, recorded_failure.report, str(recorded_failure))
         raise recorded_failure from failed.__cause__
     except KeyboardInterrupt:
@@ -102,9 +99,7 @@ def dispatch_recorded(
         # no status of its own: failed, error 'interrupted' (docs/contract.md#ledger).
         _record_failure(conn, run_id, unreported(run_id), "interrupted")
         raise
-    ended = _end_recorded(
-        conn, RunOutcome(report, run_id), hand_off=runtime.hand_off, afresh=afresh
-    )
+    ended = _end_recorded(conn, RunOutcome(report, run_id), hand_off=runtime.hand_off)
     if request.dry_run:
         return ended
     # Kept once the ledger row has ended: a run that cannot end its row fails,
@@ -141,7 +136,6 @@ def _end_recorded(
     outcome: RunOutcome,
     *,
     hand_off: HandOff | None,
-    afresh: _rules.Afresh,
 ) -> RunOutcome:
     """Record how the run ended, and hand the rest on if it stopped for its deadline."""
     report, run_id = outcome.report, outcome.run_id
@@ -149,7 +143,7 @@ def _end_recorded(
     request = report.request
     ended = replace(outcome, ending=Ending())
     if not request.dry_run:
-        _record_set_aside(conn, ended, afresh)
+        _record_set_aside(conn, ended)
     if report.complete:
         _record_end(conn, "completed", ended)
         return ended
@@ -185,14 +179,12 @@ def _not_handed(conn: Connection, outcome: RunOutcome, refused: HandOffError) ->
     return ended
 
 
-def _record_set_aside(conn: Connection, outcome: RunOutcome, afresh: _rules.Afresh) -> None:
+def _record_set_aside(conn: Connection, outcome: RunOutcome) -> None:
     """Keep this run's set-aside duties in the ledger, before its row ends."""
     report, run_id = outcome.report, outcome.run_id
     assert run_id is not None  # noqa: S101 - a recorded run has its ledger row
     try:
-        ledger.record_set_aside(
-            conn, run_id, report.set_aside_rows, owed_from=report.request.now, afresh=afresh
-        )
+        _keep_set_aside(conn, run_id, report)
     except psycopg.Error as exc:
         # The tasks are written and the duties' accounts still owe what was
         # set aside; what is lost is the record of who was, so the run fails
@@ -204,6 +196,17 @@ def _record_set_aside(conn: Connection, outcome: RunOutcome, afresh: _rules.Afre
         )
         _record_failure(conn, run_id, failed.report, str(failed))
         raise failed from exc
+
+
+def _keep_set_aside(conn: Connection, run_id: int, report: RunReport) -> None:
+    """The ledger's record of the duties ``report`` set aside, and whom its run judged afresh."""
+    ledger.record_set_aside(
+        conn,
+        run_id,
+        report.set_aside_rows,
+        owed_from=report.request.now,
+        afresh=report.request.scope.afresh,
+    )
 
 
 def _record_end(conn: Connection, status: str, outcome: RunOutcome) -> None:

@@ -31,7 +31,9 @@
 --   afresh             the run was judging the duty afresh when it set it aside.
 --   duly_duty_key      a duty's organisation and id as one text, each
 --                      recoverable (the organisation's length first), as the
---                      run passes the keys owed a fresh judgement.
+--                      run passes the keys owed a fresh judgement and a page
+--                      counts its owing duties; inlined (every operator in
+--                      it immutable), so a sort compares text in "C".
 --   duly_afresh        whether a duty is owed a fresh judgement: listed by
 --                      id alone, or by its key.
 --   duly_read_now      whether a run reads a duty: a scheduled run reads the
@@ -56,7 +58,7 @@ CREATE OR REPLACE FUNCTION duly_duty_key(organization_id text, id text)
     RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-SELECT length(organization_id) || ':' || organization_id || id
+SELECT length(organization_id)::text || ':' || organization_id || id
 $$;
 
 -- Inlined SQL functions: with no duty owed a fresh judgement (every run but
