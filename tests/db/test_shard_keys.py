@@ -411,6 +411,11 @@ def test_a_scheduled_run_and_a_backfill_write_the_same_rows_on_both_layouts(
 REPEATED = (("org-a", "d1"), ("org-a", "d2"), ("org-b", "d2"), ("org-b", "d3"))
 
 
+def _repeated() -> list[dict[str, Any]]:
+    """A daily duty of each key of REPEATED."""
+    return [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED]
+
+
 @pytest.mark.parametrize(
     ("tuning", "connections"),
     [({"chunk_size": 2}, 1), ({"chunk_size": 3, "page_rows": 1}, 1), ({"chunk_size": 2}, 2)],
@@ -426,7 +431,7 @@ def test_pages_lose_no_duty_whose_id_repeats_in_another_organisation(
     ):
         insert_duties(
             conn,
-            [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
+            _repeated(),
         )
         report = dispatch([conn, helper][:connections], RunRequest(now=NOW), runtime(**tuning))
         written = conn.execute(
@@ -442,11 +447,7 @@ def test_a_locked_duty_leaves_out_its_row_alone_not_its_namesake_in_another_orga
 ) -> None:
     # Only org-a's d2 is locked past the lock timeout: org-b's d2 is owed
     # and dispatched, and the one set aside is org-a's.
-    with _holding(
-        server_dsn,
-        layouts,
-        [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
-    ) as (conn, holder):
+    with _holding(server_dsn, layouts, _repeated()) as (conn, holder):
         _lock(holder, "org-a", "d2")
         conn.execute("SET lock_timeout = '200ms'")
         report = dispatch([conn], RunRequest(now=NOW), runtime())
@@ -467,7 +468,7 @@ def test_a_refused_duty_is_set_aside_alone_not_its_namesake_in_another_organisat
     with _connect(server_dsn, layouts, PARTITIONED) as conn:
         insert_duties(
             conn,
-            [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
+            _repeated(),
         )
         refuse_tasks(conn, "NEW.organization_id = 'org-a' AND NEW.duty_id = 'd2'")
         outcome = dispatch_recorded([conn], RunRequest(now=NOW), runtime())
@@ -730,11 +731,7 @@ def test_a_namesake_set_aside_under_new_rules_is_owed_a_fresh_judgement_alone(
 def test_namesakes_set_aside_for_two_reasons_are_both_kept_in_the_ledger(
     server_dsn: str, layouts: dict[str, str]
 ) -> None:
-    with _holding(
-        server_dsn,
-        layouts,
-        [duty(id_, organization_id=org, frequency="daily") for org, id_ in REPEATED],
-    ) as (conn, holder):
+    with _holding(server_dsn, layouts, _repeated()) as (conn, holder):
         conn.execute(
             "CREATE FUNCTION slow_task() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
             " IF NEW.organization_id = 'org-b' AND NEW.duty_id = 'd2' THEN"
