@@ -460,16 +460,20 @@ def test_a_first_run_longer_than_an_invocation_is_completed_by_its_continuation_
     server_dsn: str,
 ) -> None:
     one = measure_at(server_dsn, 2000, ScaleOptions(duties=2000, chunk_size=200))
-    # Pages slowed to a quarter second each, in invocations of one second.
+    # Pages slowed to half a second each, in invocations of three seconds:
+    # ten pages take two links at least, and a link has time for a page
+    # after its census. Right after the first measure a link's first 1.6 s
+    # went by before its first page here (it read nothing in an invocation
+    # of one second, and a chain whose first link cannot move its mark ends).
     chained = measure_at(
         server_dsn,
         2000,
         ScaleOptions(
             duties=2000,
             chunk_size=200,
-            invocation_ms=1000,
+            invocation_ms=3000,
             reserve_ms=200,
-            pause_s=0.25,
+            pause_s=0.5,
             week=False,
         ),
     )
