@@ -120,6 +120,7 @@ def explain_each(
             yield duty_id, _held_by_several(duty_id, rows)
             continue
         row = rows[0]
+        rejudge = (row.get("organization_id"), duty_id) in afresh
         judgement = judge_duty(
             row,
             now,
@@ -127,7 +128,7 @@ def explain_each(
             schedules,
             previous=previous,
             catch_up_days=catch_up_days,
-            rejudge=(row.get("organization_id"), duty_id) in afresh,
+            rejudge=rejudge,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
         explained = _as_json(
@@ -150,7 +151,7 @@ def explain_each(
                 now,
                 previous=previous,
                 catch_up_days=catch_up_days,
-                rejudge=(row.get("organization_id"), duty_id) in afresh,
+                rejudge=rejudge,
                 schedules=schedules,
             )
         )

@@ -24,7 +24,7 @@ chain(id, continues_run, last, mark) AS (
     FROM duly_dispatch_run r
     JOIN chain ON r.id = chain.continues_run
 )
-SELECT (SELECT rules FROM previous) AS rules,
+SELECT previous.rules,
        -- Each as [organization_id, duty_id]: the organisation null where the
        -- run knew the duty by its id alone.
        (SELECT coalesce(jsonb_agg(jsonb_build_array(s.organization_id, s.duty_id)
