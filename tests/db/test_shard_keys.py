@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from dispatch_fn.cli import exit_status
+from dispatch_fn.db import dispatch_page
 from dispatch_fn.db.layout import LAYOUTS, PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations, split_statements
 from dispatch_fn.errors import LayoutNotEmptyError, MigrationError, UnknownLayoutError
@@ -756,3 +758,35 @@ def test_namesakes_set_aside_for_two_reasons_are_both_kept_in_the_ledger(
     assert sorted(listed) == [("org-a", "d2", "locked"), ("org-b", "d2", "timed_out")]
     # Before: one row, ('d2', 'locked'): the set-aside ledger was keyed by id.
     assert [tuple(row) for row in kept] == sorted(listed)
+
+
+def test_a_namesake_edited_during_a_run_is_set_aside_alone_and_kept_by_its_key(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # org-a's d2 moves to a zone no duty had when the run planned, just before
+    # its first page: it is left to the next run and set aside by its key;
+    # org-b's d2 is dispatched.
+    with _holding(server_dsn, layouts, _repeated()) as (conn, holder):
+        edits = [
+            "UPDATE duly_duty SET timezone = 'Asia/Tokyo'"
+            " WHERE (organization_id, id) = ('org-a', 'd2')"
+        ]
+
+        def page(*args: Any, **kwargs: Any) -> Any:
+            while edits:
+                holder.execute(edits.pop())
+                holder.commit()
+            return dispatch_page(*args, **kwargs)
+
+        tuned = replace(runtime(), dispatch_page=page)
+        outcome = dispatch_recorded([conn], RunRequest(now=NOW), tuned)
+        written = conn.execute(
+            "SELECT DISTINCT organization_id, duty_id FROM duly_task ORDER BY 1, 2"
+        ).fetchall()
+        kept = conn.execute(
+            "SELECT organization_id, duty_id, reason FROM duly_dispatch_set_aside"
+        ).fetchall()
+
+    assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
+    assert [tuple(row) for row in kept] == [("org-a", "d2", "edited")]
+    assert outcome.report.duties_read == len(REPEATED)

@@ -82,11 +82,11 @@ def test_a_lead_wider_than_its_group_was_planned_for_loses_no_day_it_opens(
     during = _run(settings, connections, FIRST + DAY, _edit(db_url, edit))
     _run(settings, connections, FIRST + 2 * DAY)
 
-    # The run of the 21st left d2 to the next; that one owes its day and the
-    # seven its lead opens, as after an edit made after the run of the 21st.
-    # Before: 11-21 to 11-26, then 11-29: the 27th and 28th never created.
+    # The run of the 21st set d2 aside, to the next; that one owes its day and
+    # the seven its lead opens, as after an edit made after the run of the
+    # 21st. Before: 11-21 to 11-26, then 11-29: the 27th and 28th never created.
     assert task_keys(conn, "d2") == _days(FIRST + 2 * DAY, 8)
-    assert during["degraded"] is False
+    assert [(each["duty_id"], each["reason"]) for each in during["set_aside"]] == [("d2", "edited")]
 
 
 def test_a_roll_set_during_a_run_is_rolled_by_the_run_that_judges_it(
@@ -130,3 +130,48 @@ def test_a_duty_naming_the_calendar_empty_is_a_fault_beside_duties_of_no_calenda
 
     assert [each["duty_id"] for each in report["faults"]] == ["bad"]
     assert (task_keys(conn, "bad"), task_keys(conn, "good")) == ([], ["2026-11"])
+
+
+def _backfill(
+    settings: Any, connections: Any, before_pages: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """A backfill of 2026-11-01 to 2026-11-04, ``before_pages`` done as it starts."""
+    event = {"from": "2026-11-01", "to": "2026-11-04"}
+    runtime = runtime_for(None, settings, connections, clock=lambda: datetime.now(UTC))
+    if before_pages is not None:
+        edits = [before_pages]
+
+        def page(*args: Any, **kwargs: Any) -> Any:
+            while edits:
+                edits.pop()()
+            return dispatch_page(*args, **kwargs)
+
+        runtime = replace(runtime, dispatch_page=page)
+    return handle(event, None, runtime)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param("timezone = 'Asia/Tokyo'", id="a_zone_no_duty_had"),
+        pytest.param("frequency = 'weekly'", id="a_frequency_no_duty_had"),
+        pytest.param("due_roll = 'following'", id="a_due_rule_no_duty_had"),
+    ],
+)
+def test_a_duty_a_backfill_did_not_plan_for_is_set_aside_and_a_second_backfill_creates_it(
+    conn: Conn, settings: Any, connections: Any, db_url: str, edit: str
+) -> None:
+    insert_duties(conn, [duty("d1", frequency="daily"), duty("d2", frequency="daily")])
+    during = _backfill(
+        settings, connections, _edit(db_url, f"UPDATE duly_duty SET {edit} WHERE id = 'd2'")
+    )
+
+    # Before: no task of d2's, nothing set aside, the backfill not degraded:
+    # the scheduled runs never owe a window's past periods, so they were lost
+    # in silence.
+    assert task_keys(conn, "d2") == []
+    assert [(each["duty_id"], each["reason"]) for each in during["set_aside"]] == [("d2", "edited")]
+    assert (during["degraded"], during["duties_read"]) == (True, 2)
+    again = _backfill(settings, connections)
+    assert again["set_aside"] == []
+    assert len(task_keys(conn, "d2")) >= 1

@@ -137,8 +137,8 @@ def _day(text: str | None) -> date | None:
 class PageResult:
     """The page statements' one row, field by column name: the page's last id, cut, and counts.
 
-    Every field but ``upto`` and ``cut`` is a count the run adds up over its
-    pages (``counts``): a counter the page statements gain is a column of
+    Every field but ``upto``, ``cut`` and the two lists is a count the run
+    adds up over its pages (``counts``): a counter the page statements gain is a column of
     theirs and a field here, of the same name.
     """
 
@@ -161,6 +161,9 @@ class PageResult:
     # The duties whose periods older than the first candidate may have lapsed
     # unseen, with their accounts as the page read them (the run judges them).
     lapse_probes: tuple[LapseProbe, ...] = ()
+    # (organization_id, id) of the duties edited after the run planned, into
+    # values it did not plan for: the run sets them aside.
+    edited: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> PageResult:
@@ -171,17 +174,20 @@ class PageResult:
             upto=None if upto is None else str(upto),
             cut=bool(row["cut"]),
             lapse_probes=tuple(LapseProbe.of(json.loads(each)) for each in row["lapse_probes"]),
+            edited=tuple((str(organization), str(id_)) for organization, id_ in row["edited"]),
             **counts,
         )
 
     def counts(self) -> dict[str, int]:
-        """The page's counts by name: every field but ``upto``, ``cut`` and ``lapse_probes``."""
+        """The page's counts by name: every field but ``upto``, ``cut`` and the lists."""
         return {name: getattr(self, name) for name in PAGE_COUNTS}
 
 
 # The fields of PageResult that are counts, in order.
 PAGE_COUNTS: Final = tuple(
-    each.name for each in fields(PageResult) if each.name not in {"upto", "cut", "lapse_probes"}
+    each.name
+    for each in fields(PageResult)
+    if each.name not in {"upto", "cut", "lapse_probes", "edited"}
 )
 
 
@@ -396,11 +402,15 @@ def page_statement(
     rules: Rules,
     *,
     dry_run: bool,
+    refused: Sequence[Group] = (),
     rejudge: bool = False,
     keeps_accounts: bool = True,
 ) -> PageStatement:
     """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) owed tasks.
 
+    ``refused``: the groups the run refused (their duties are its faults);
+    a duty of none of them, nor of a ``ready`` group and one of the
+    ``rules``, was edited after the run planned (``PageResult.edited``).
     ``rejudge``: the rules changed since the previous run (plan.Account.rejudged);
     ``keeps_accounts`` False: the run writes no account (a manual run at a
     future clock).
@@ -409,7 +419,8 @@ def page_statement(
     return PageStatement(
         params={
             **scope_params(scope),
-            **_lead_thresholds(),
+            **_group_arrays(refused),
+            **_rule_arrays(rules.refused, "x"),
             **_arrays(ready, rules),
             "rejudge": rejudge,
             "keeps_accounts": keeps_accounts,

@@ -126,6 +126,7 @@ def dispatch(
             ready,
             rules,
             dry_run=request.dry_run,
+            refused=planned.refused,
             rejudge=request.scope.afresh.every,
             keeps_accounts=keeps_accounts,
         )
@@ -465,7 +466,8 @@ def _prepare(
                 (rules, _edge_of(request, ready, catch_up_days)),
             )
         )
-    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
+    planned = _Planned(ready, rules, tuple(refused_keys))
+    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), planned
 
 
 def _reached(
@@ -491,10 +493,12 @@ def _reached(
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """What the page statements bind: each planned group with its schedule, and the rules."""
+    """What the page statements bind: each planned group with its schedule, the rules, and
+    the groups refused."""
 
     ready: list[tuple[Group, Schedule]]
     rules: Rules
+    refused: tuple[Group, ...] = ()
 
 
 def _edge_of(
@@ -679,4 +683,8 @@ def _skipped(preamble: _Preamble, counted: Mapping[str, int]) -> Counter[str]:
     return skipped
 
 
-_WAITING: Final = (_settling.SetAsideReason.LOCKED, _settling.SetAsideReason.TIMED_OUT)
+_WAITING: Final = (
+    _settling.SetAsideReason.LOCKED,
+    _settling.SetAsideReason.TIMED_OUT,
+    _settling.SetAsideReason.EDITED,
+)

@@ -41,6 +41,11 @@ TIMED_OUT_DETAIL: Final = (
     "the dispatch statement runs past statement_timeout on this duty alone;"
     " the next run tries it again"
 )
+EDITED_DETAIL: Final = (
+    "its row was edited during the run into a group, lead or due rule the run did not plan"
+    " for; the next run judges it, and a backfill over the same window creates what this"
+    " one did not"
+)
 
 
 class Failure(StrEnum):
@@ -59,6 +64,7 @@ class SetAsideReason(StrEnum):
     LOCKED = "locked"  # another transaction held its row past lock_timeout
     REFUSED = "refused"  # the statement fails on this duty alone
     TIMED_OUT = "timed_out"  # the statement runs past statement_timeout on this duty alone
+    EDITED = "edited"  # edited after the run planned, into values it did not plan for
 
 
 @dataclass(frozen=True, slots=True)
@@ -652,6 +658,12 @@ def _page(
     reply = yield from _dispatch_step(record, command)
     if isinstance(reply, Committed):
         record.pages.append(reply.page)
+        # Edited after the run planned: set aside by its key, a namesake's
+        # own row being another duty (docs/contract.md#set-aside).
+        record.set_aside.extend(
+            SetAside(duty_id, SetAsideReason.EDITED, EDITED_DETAIL, organization)
+            for organization, duty_id in reply.page.edited
+        )
     return reply
 
 
