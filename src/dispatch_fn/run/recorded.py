@@ -119,7 +119,7 @@ def _fault_judgement(report: RunReport) -> faults.Judged:
         faults=report.faults,
         complete=report.complete,
         upto=report.last_duty_id,
-        # Left out of their page (locked, timed out): the run did not judge them.
+        # Left out of their page (locked, timed out, edited): the run did not judge them.
         set_aside=report.set_aside,
     )
 
