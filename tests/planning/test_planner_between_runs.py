@@ -293,7 +293,10 @@ def test_a_backfill_and_the_calendars_end_have_no_period_after() -> None:
 
 
 def _next_owed_walked(
-    cadence: Cadence, start: Period, window: tuple[date | None, date | None]
+    cadence: Cadence,
+    start: Period,
+    window: tuple[date | None, date | None],
+    after: date | None = None,
 ) -> date | None:
     """next_owed_from's answer found the long way: every period from ``start``, none skipped."""
     period: Period | None = start
@@ -303,7 +306,9 @@ def _next_owed_walked(
         became = became_owed_on(
             period, periods.visible_from_for(due, cadence.lead_days), cadence.lead_days, window[0]
         )
-        if owed_in_window(cadence, period, due, became, window):
+        if owed_in_window(cadence, period, due, became, window) and (
+            after is None or became > after
+        ):
             return became
         if window[1] is not None and period.first_day > window[1] + timedelta(days=400):
             return None
@@ -321,6 +326,7 @@ def _next_owed_walked(
     lead=st.integers(0, 120),
     opens=st.none() | st.integers(-800, 3000),
     lasts=st.none() | st.integers(0, 800),
+    through=st.none() | st.integers(0, 400),
 )
 def test_the_next_owed_day_is_the_first_period_from_the_start_that_the_window_lets_be_owed(  # noqa: PLR0917 - hypothesis passes each drawn value by name
     frequency: str,
@@ -331,6 +337,7 @@ def test_the_next_owed_day_is_the_first_period_from_the_start_that_the_window_le
     lead: int,
     opens: int | None,
     lasts: int | None,
+    through: int | None,
 ) -> None:
     cadence = Cadence.of(
         duty(
@@ -351,5 +358,9 @@ def test_the_next_owed_day_is_the_first_period_from_the_start_that_the_window_le
         None if lasts is None else (effective_from or date(2026, 11, 20)) + timedelta(days=lasts)
     )
     window = (effective_from, effective_to)
+    # An account dispatched through a day: what became owed by it is passed over.
+    after = None if through is None else date(2026, 11, 20) + timedelta(days=through)
 
-    assert next_owed_from(cadence, start, window) == _next_owed_walked(cadence, start, window)
+    assert next_owed_from(cadence, start, window, after=after) == _next_owed_walked(
+        cadence, start, window, after
+    )

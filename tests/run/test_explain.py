@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -237,3 +237,38 @@ def test_next_owed_of_a_duty_whose_window_opens_later_is_its_first_period_in_the
     assert _created_by(invoke, datetime(2026, 10, 15, 1, tzinfo=UTC)) == 0
     assert _created_by(invoke, datetime(2026, 10, 31, 1, tzinfo=UTC)) == 0
     assert _created_by(invoke, datetime(2026, 11, 1, 1, tzinfo=UTC)) == 1
+
+
+@pytest.mark.parametrize(
+    ("lead", "edit", "explained"),
+    [
+        # The runs of 11-01 to 11-07 kept the account through 11-07: a run at
+        # 11-04 owes nothing, and the run of 11-08 creates 11-08 first.
+        # Before: 2026-11-05, a day the account counts dispatched.
+        (0, None, "2026-11-08"),
+        # Lead 3: the run of 11-07 created up to 11-10; 11-11 becomes owed on
+        # 11-08. Before: 2026-11-05, the day 11-08 (a task since 11-07) became owed.
+        (3, None, "2026-11-08"),
+        # Lead raised to 3 after the run of 11-07: the periods it opens are
+        # owed as of the change's day, 11-07. Before: 2026-11-05.
+        (0, "UPDATE duly_duty SET lead_days = 3 WHERE id = 'd'", "2026-11-07"),
+    ],
+    ids=["lead 0", "lead 3", "lead raised after the account's day"],
+)
+def test_next_owed_at_a_clock_before_the_account_s_day_is_a_day_the_account_still_owes(
+    conn: psycopg.Connection[Any], invoke: Invoke, lead: int, edit: str | None, explained: str
+) -> None:
+    insert_duties(conn, [duty("d", frequency="daily", lead_days=lead)])
+    for day in range(1, 8):
+        invoke({"now": f"2026-11-0{day}T01:00:00Z"})
+    if edit is not None:
+        conn.execute(edit)
+    at = datetime(2026, 11, 4, 1, tzinfo=UTC)
+
+    assert _next_owed(conn, "d", at) == explained
+    # The runs agree: the one at the explained clock and the one the day
+    # before next_owed create nothing, the one on next_owed creates.
+    owed = datetime.fromisoformat(f"{explained}T01:00:00+00:00")
+    assert _created_by(invoke, at) == 0
+    assert _created_by(invoke, owed - timedelta(days=1)) == 0
+    assert _created_by(invoke, owed) >= 1

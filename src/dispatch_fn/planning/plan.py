@@ -622,14 +622,19 @@ _NEXT_OWED_STEPS: Final = 2 * _WINDOW_DAY_REACH
 
 
 def next_owed_from(
-    cadence: Cadence, start: Period, window: tuple[date | None, date | None]
+    cadence: Cadence,
+    start: Period,
+    window: tuple[date | None, date | None],
+    *,
+    after: date | None = None,
 ) -> date | None:
     """The day the first period from ``start`` on that passes the effective window becomes owed.
 
     ``explain``'s next owed day past the candidates: periods whose window day
     lies before the window's first day are passed over, and once a period
     becomes owed after its last day none after it is owed (None), as at the
-    calendar's end.
+    calendar's end. ``after``: periods that became owed by that day are
+    passed over too (an account dispatched through it).
     """
     effective_from, effective_to = window
     frequency, zone, lead = str(cadence.frequency), cadence.timezone, cadence.lead_days
@@ -650,7 +655,9 @@ def next_owed_from(
             became = became_owed_on(period, visible_from_for(due, lead), lead, effective_from)
         except (PeriodError, OverflowError):  # past the calendar's last day
             return None
-        if owed_in_window(cadence, period, due, became, window):
+        if owed_in_window(cadence, period, due, became, window) and (
+            after is None or became > after
+        ):
             return became
         period = period_after(frequency, period.key, zone)
     return None

@@ -131,11 +131,13 @@ def explain_each(
             rejudge=rejudge,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
+        account = Account.of(row)
         explained = _as_json(
             row,
             judgement,
             lookups.existing_tasks(conn, row, keys),
             None if window is not None else _local_day(now, judgement.cadence.timezone),
+            account.rejudged() if rejudge else account,
         )
         # Older than the first candidate, where a scheduled run's page flags
         # it too; judged with the schedules judge_duty planned at this clock.
@@ -163,6 +165,7 @@ def _as_json(
     judgement: Judgement,
     existing: dict[str, lookups.ExistingTask],
     today: date | None,
+    account: Account,
 ) -> dict[str, Any]:
     skip = judgement.skip
     cadence = judgement.cadence
@@ -216,13 +219,13 @@ def _as_json(
             "detail": skip.detail,
             "fault": skip.reason in FAULT_REASONS,
         },
-        "account": _account(row, judgement, today),
+        "account": _account(row, judgement, today, account),
         "candidates": candidates,
     }
 
 
 def _account(
-    row: dict[str, Any], judgement: Judgement, today: date | None
+    row: dict[str, Any], judgement: Judgement, today: date | None, account: Account
 ) -> dict[str, str | list[list[str | None]] | None]:
     """The duty's account (docs/contract.md#account), and the day it next owes a period.
 
@@ -236,8 +239,8 @@ def _account(
     ``dispatch_next``: the day a scheduled run next reads it, as the last run
     that kept its account left it (0001-01-01: the next run), and
     ``dispatch_next_at`` the instant a scheduled run's clock must reach.
+    ``account``: as the run judges it (``Account.rejudged`` under new rules).
     """
-    account = Account.of(row)
     ahead = [
         became_owed_on(
             candidate.period,
@@ -260,7 +263,11 @@ def _account(
             [_day(first), None if end is None else _day(end - timedelta(days=1))]
             for first, end in account.owed_between
         ],
-        "next_owed": _day(min(ahead, default=None) or _after_candidates(row, judgement, today)),
+        "next_owed": _day(
+            _after_account(row, judgement, account)
+            if _before_account(today, account)
+            else min(ahead, default=None) or _after_candidates(row, judgement, today)
+        ),
         # The day from which a scheduled run reads the duty (migration 0014),
         # and the instant its clock must reach (0016).
         "dispatch_next": _day(row.get("dispatch_next")),
@@ -287,6 +294,38 @@ def _after_candidates(row: dict[str, Any], judgement: Judgement, today: date | N
     else:  # skipped otherwise, or faulted: no next owed day to tell
         return None
     return None if start is None else next_owed_from(cadence, start, window)
+
+
+def _before_account(today: date | None, account: Account) -> bool:
+    """Whether ``today`` is before the account's day: a run then owes the duty nothing."""
+    return today is not None and account.through is not None and today < account.through
+
+
+def _after_account(row: dict[str, Any], judgement: Judgement, account: Account) -> date | None:
+    """The day a period the account still owes becomes owed, judged from the account's day.
+
+    The account says the runs up to its day dispatched what became owed by
+    then. A change after that day (or new rules) owes the period holding
+    the change's day, and those its lead opens, as of that day.
+    """
+    skip = judgement.skip
+    if skip is not None and skip.reason not in _STILL_OWING:
+        return None
+    assert account.through is not None  # noqa: S101 - _before_account holds it
+    cadence = judgement.cadence
+    frequency, zone = str(cadence.frequency), cadence.timezone
+    window = (row.get("effective_from"), row.get("effective_to"))
+    changed = account.changed_on
+    if changed is not None and changed >= account.through:
+        start = period_holding(frequency, changed, zone)
+        owed = None if start is None else next_owed_from(cadence, start, window)
+        return None if owed is None else max(owed, changed)
+    start = period_holding(frequency, account.through, zone)
+    return None if start is None else next_owed_from(cadence, start, window, after=account.through)
+
+
+# Skips that leave a duty owing later: a window not open yet, nothing due at this clock.
+_STILL_OWING: Final = (SkipReason.OUTSIDE_EFFECTIVE_WINDOW, SkipReason.NOTHING_DUE)
 
 
 def _spans(spans: list[list[str | None]]) -> str:
