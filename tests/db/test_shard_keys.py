@@ -760,12 +760,12 @@ def test_namesakes_set_aside_for_two_reasons_are_both_kept_in_the_ledger(
     assert [tuple(row) for row in kept] == sorted(listed)
 
 
-def test_a_namesake_edited_during_a_run_is_set_aside_alone_and_kept_by_its_key(
+def test_a_namesake_edited_during_a_backfill_is_set_aside_alone_and_kept_by_its_key(
     server_dsn: str, layouts: dict[str, str]
 ) -> None:
-    # org-a's d2 moves to a zone no duty had when the run planned, just before
-    # its first page: it is left to the next run and set aside by its key;
-    # org-b's d2 is dispatched.
+    # org-a's d2 moves to a zone no duty had when the backfill planned, just
+    # before its first page: it is set aside by its key; org-b's d2 is
+    # dispatched.
     with _holding(server_dsn, layouts, _repeated()) as (conn, holder):
         edits = [
             "UPDATE duly_duty SET timezone = 'Asia/Tokyo'"
@@ -779,7 +779,8 @@ def test_a_namesake_edited_during_a_run_is_set_aside_alone_and_kept_by_its_key(
             return dispatch_page(*args, **kwargs)
 
         tuned = replace(runtime(), dispatch_page=page)
-        outcome = dispatch_recorded([conn], RunRequest(now=NOW), tuned)
+        window = Window(date(2026, 8, 1), date(2026, 8, 3))
+        outcome = dispatch_recorded([conn], RunRequest(now=NOW, window=window), tuned)
         written = conn.execute(
             "SELECT DISTINCT organization_id, duty_id FROM duly_task ORDER BY 1, 2"
         ).fetchall()

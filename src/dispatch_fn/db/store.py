@@ -161,9 +161,10 @@ class PageResult:
     # The duties whose periods older than the first candidate may have lapsed
     # unseen, with their accounts as the page read them (the run judges them).
     lapse_probes: tuple[LapseProbe, ...] = ()
-    # (organization_id, id) of the duties edited after the run planned, into
-    # values it did not plan for: the run sets them aside.
-    edited: tuple[tuple[str, str], ...] = ()
+    # (organization_id, id) of the duties the page did not judge: faults the
+    # run counted before its pages, or duties edited since it planned into
+    # values it did not plan for.
+    unplaced: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> PageResult:
@@ -174,7 +175,7 @@ class PageResult:
             upto=None if upto is None else str(upto),
             cut=bool(row["cut"]),
             lapse_probes=tuple(LapseProbe.of(json.loads(each)) for each in row["lapse_probes"]),
-            edited=tuple((str(organization), str(id_)) for organization, id_ in row["edited"]),
+            unplaced=tuple((str(organization), str(id_)) for organization, id_ in row["unplaced"]),
             **counts,
         )
 
@@ -187,7 +188,7 @@ class PageResult:
 PAGE_COUNTS: Final = tuple(
     each.name
     for each in fields(PageResult)
-    if each.name not in {"upto", "cut", "lapse_probes", "edited"}
+    if each.name not in {"upto", "cut", "lapse_probes", "unplaced"}
 )
 
 
@@ -402,15 +403,11 @@ def page_statement(
     rules: Rules,
     *,
     dry_run: bool,
-    refused: Sequence[Group] = (),
     rejudge: bool = False,
     keeps_accounts: bool = True,
 ) -> PageStatement:
     """The statement that inserts (page_write.sql) or, dry, counts (page_dry_run.sql) owed tasks.
 
-    ``refused``: the groups the run refused (their duties are its faults);
-    a duty of none of them, nor of a ``ready`` group and one of the
-    ``rules``, was edited after the run planned (``PageResult.edited``).
     ``rejudge``: the rules changed since the previous run (plan.Account.rejudged);
     ``keeps_accounts`` False: the run writes no account (a manual run at a
     future clock).
@@ -419,8 +416,7 @@ def page_statement(
     return PageStatement(
         params={
             **scope_params(scope),
-            **_group_arrays(refused),
-            **_rule_arrays(rules.refused, "x"),
+            **_lead_thresholds(),
             **_arrays(ready, rules),
             "rejudge": rejudge,
             "keeps_accounts": keeps_accounts,

@@ -80,8 +80,10 @@ def schedule_within_calendar(
     *,
     previous: datetime | None = None,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
-) -> Schedule | CadenceRefused:
+) -> tuple[Schedule, int] | CadenceRefused:
     """``plan.schedule_for`` at ``lead``, or at the largest lead the calendar's end allows.
+
+    With the schedule, the lead it was planned for.
 
     The planner plans each duty for its own lead: at a clock in December 9999,
     a weekly duty with lead 0 is owed its current week while one with lead 30
@@ -91,7 +93,7 @@ def schedule_within_calendar(
     the duties whose own lead reaches further are refused by the planner.
     """
     try:
-        return schedule_for(
+        whole = schedule_for(
             frequency,
             zone,
             now,
@@ -103,7 +105,9 @@ def schedule_within_calendar(
     except CadenceRefused as refused:
         if window is not None or lead <= 0:
             return refused
-        widest: Schedule | CadenceRefused = refused
+        widest: tuple[Schedule, int] | CadenceRefused = refused
+    else:
+        return whole, lead
     # Whether a lead is refused only grows with the lead (its periods only
     # grow), so the largest one allowed is found by halving.
     allowed, too_far = -1, lead
@@ -122,7 +126,7 @@ def schedule_within_calendar(
         except CadenceRefused:
             too_far = middle
         else:
-            allowed, widest = middle, found
+            allowed, widest = middle, (found, max(middle, 0))
     return widest
 
 

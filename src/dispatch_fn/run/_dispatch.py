@@ -126,7 +126,6 @@ def dispatch(
             ready,
             rules,
             dry_run=request.dry_run,
-            refused=planned.refused,
             rejudge=request.scope.afresh.every,
             keeps_accounts=keeps_accounts,
         )
@@ -142,6 +141,11 @@ def dispatch(
         request.scope,
         size,
         edge=_edge_of(request, ready, tuning.catch_up_days),
+        faulted=frozenset(
+            (each.organization_id, each.duty_id)
+            for each in preamble.faults
+            if each.organization_id is not None
+        ),
         rows=tuning.page_rows,
         deadline=runtime.budget.deadline(),
         timeouts=_pages.TimeoutAllowance(tuning.max_timeouts),
@@ -466,8 +470,7 @@ def _prepare(
                 (rules, _edge_of(request, ready, catch_up_days)),
             )
         )
-    planned = _Planned(ready, rules, tuple(refused_keys))
-    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), planned
+    return _Preamble(duties_read, skipped, fault_counts, tuple(faults)), _Planned(ready, rules)
 
 
 def _reached(
@@ -493,12 +496,10 @@ def _reached(
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """What the page statements bind: each planned group with its schedule, the rules, and
-    the groups refused."""
+    """What the page statements bind: each planned group with its schedule, and the rules."""
 
     ready: list[tuple[Group, Schedule]]
     rules: Rules
-    refused: tuple[Group, ...] = ()
 
 
 def _edge_of(
@@ -527,21 +528,25 @@ def _plan_groups(
     """
     catch_up_days, origin = reach
     previous = previous_clock(request.now, request.interval) if origin is None else origin
-    return [
-        (
-            group,
-            schedule_within_calendar(
-                group.frequency,
-                group.timezone,
-                request.now,
-                request.window,
-                group.max_lead,
-                previous=previous,
-                catch_up_days=catch_up_days,
-            ),
+    planned: list[tuple[Group, Schedule | CadenceRefused]] = []
+    for group in groups:
+        outcome = schedule_within_calendar(
+            group.frequency,
+            group.timezone,
+            request.now,
+            request.window,
+            group.max_lead,
+            previous=previous,
+            catch_up_days=catch_up_days,
         )
-        for group in groups
-    ]
+        if isinstance(outcome, CadenceRefused):
+            planned.append((group, outcome))
+        else:
+            # The lead the schedule reaches: near the calendar's end, less than
+            # the group's largest (a duty edited past it is the next run's).
+            schedule, lead = outcome
+            planned.append((replace(group, max_lead=lead), schedule))
+    return planned
 
 
 def _judge_rules(found: Sequence[DueRule]) -> tuple[Rules, Counter[str]]:
@@ -641,7 +646,15 @@ def _fold(
         fault_counts=fault_counts,
         # A duty whose statement timed out alone waits for the next run as a
         # locked one does: its values are fine, not a fault (docs/adr/0009).
-        set_aside=tuple(each for each in set_aside if each.reason in _WAITING),
+        # One edited since the run planned is the next run's as an edit after
+        # the run would be, its account unmoved: only a backfill, whose
+        # periods no scheduled run owes, sets it aside (docs/contract.md#set-aside).
+        set_aside=tuple(
+            each
+            for each in set_aside
+            if each.reason in _WAITING
+            or (each.reason is _settling.SetAsideReason.EDITED and request.window is not None)
+        ),
         # Pages that held any candidate row.
         pages=sum(bool(page.rows) for page in pages),
         retries=sum(outcome.retries for outcome in walked.outcomes),
@@ -683,8 +696,4 @@ def _skipped(preamble: _Preamble, counted: Mapping[str, int]) -> Counter[str]:
     return skipped
 
 
-_WAITING: Final = (
-    _settling.SetAsideReason.LOCKED,
-    _settling.SetAsideReason.TIMED_OUT,
-    _settling.SetAsideReason.EDITED,
-)
+_WAITING: Final = (_settling.SetAsideReason.LOCKED, _settling.SetAsideReason.TIMED_OUT)

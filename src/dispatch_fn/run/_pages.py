@@ -82,6 +82,9 @@ class Pages:
     size: int
     # Groups near the calendar's edge: the planner judges their duties first.
     edge: Edge | None = None
+    # (organization_id, id) of the duties the run counted as faults before its
+    # pages: a page leaves them unjudged, as it does a duty edited since.
+    faulted: frozenset[tuple[str, str]] = frozenset()
     rows: int | None = None
     deadline: Deadline | None = None
     timeouts: TimeoutAllowance = field(default_factory=TimeoutAllowance)
@@ -90,7 +93,7 @@ class Pages:
 
     def plan(self) -> _settling.PageShape:
         """What ``_settling`` needs of the walk: the bounds, and the planner at the edge."""
-        return _settling.PageShape(self.size, self.rows, self.edge)
+        return _settling.PageShape(self.size, self.rows, self.edge, self.faulted)
 
 
 def take_step(conn: Connection, walk: Pages, job: Job) -> Outcome:

@@ -42,9 +42,8 @@ TIMED_OUT_DETAIL: Final = (
     " the next run tries it again"
 )
 EDITED_DETAIL: Final = (
-    "its row was edited during the run into a group, lead or due rule the run did not plan"
-    " for; the next run judges it, and a backfill over the same window creates what this"
-    " one did not"
+    "its row changed during the backfill into values the backfill did not plan for (a"
+    " group, lead or due rule); the same backfill run again creates what this one did not"
 )
 
 
@@ -64,7 +63,7 @@ class SetAsideReason(StrEnum):
     LOCKED = "locked"  # another transaction held its row past lock_timeout
     REFUSED = "refused"  # the statement fails on this duty alone
     TIMED_OUT = "timed_out"  # the statement runs past statement_timeout on this duty alone
-    EDITED = "edited"  # edited after the run planned, into values it did not plan for
+    EDITED = "edited"  # changed since the run planned, into values it did not plan for
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +122,15 @@ class PageShape:
     A page holds at most ``size`` duties and, past its first duty, at most
     ``rows`` candidate rows (None: no bound). ``edge`` (None: far from the
     calendar's edges) judges each page's duties before they are dispatched.
+    A duty a page leaves unjudged (``PageResult.unplaced``) that is not
+    ``faulted`` was edited since the run planned: it is set aside (edited).
     """
 
     size: int
     rows: int | None = None
     edge: Judge | None = None
+    # (organization_id, id) of the duties counted as faults before the pages.
+    faulted: frozenset[tuple[str, str]] = frozenset()
 
 
 # Commands: what a step asks its driver to do.
@@ -658,11 +661,13 @@ def _page(
     reply = yield from _dispatch_step(record, command)
     if isinstance(reply, Committed):
         record.pages.append(reply.page)
-        # Edited after the run planned: set aside by its key, a namesake's
-        # own row being another duty (docs/contract.md#set-aside).
+        # Left unjudged and no fault the run counted: edited since the run
+        # planned, set aside by its key, a namesake's own row being another
+        # duty (docs/contract.md#set-aside).
         record.set_aside.extend(
             SetAside(duty_id, SetAsideReason.EDITED, EDITED_DETAIL, organization)
-            for organization, duty_id in reply.page.edited
+            for organization, duty_id in reply.page.unplaced
+            if (organization, duty_id) not in walk.faulted
         )
     return reply
 
@@ -741,7 +746,13 @@ def _stopped(job: Job, record: _Record, stop: _Stop, ids: Sequence[str] = ()) ->
     # duties set aside past that point (locked, or refused by the planner).
     reached = job.after if stop.settled is None else stop.settled
     settled = set(ids[: ids.index(reached) + 1]) if reached in ids else set()
-    kept = [each for each in record.set_aside if each.duty_id in settled]
+    # An edited duty's page committed, so it lies up to that point, listed
+    # or not (an edit may make a duty read that the list did not hold).
+    kept = [
+        each
+        for each in record.set_aside
+        if each.duty_id in settled or each.reason is SetAsideReason.EDITED
+    ]
     return record.outcome(job, reached=reached, more=True, stop=stop, set_aside=kept)
 
 

@@ -39,7 +39,7 @@ class RunReport:
     fault_counts: Mapping[str, int] = field(default_factory=dict)
     # Duties left without this clock's periods though their values are fine
     # (their row locked elsewhere, their statement timed out alone, their row
-    # edited during the run into values it did not plan for): not
+    # edited during a backfill into values it did not plan for): not
     # faults; their accounts stand, so the next run owes them what this one
     # did not (docs/contract.md#account). All of them: the ledger keeps every
     # id, the report lists the first hundred.

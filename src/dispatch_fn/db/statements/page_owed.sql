@@ -99,21 +99,6 @@ accepted_rule AS (
                 (SELECT %(a_calendar)b::text[]), (SELECT %(a_no_calendar)b::boolean[]))
         AS a(due_anchor, due_roll, holiday_calendar, no_calendar)
 ),
-refused AS (
-    -- The groups (store.Group's key) and the due rules the run refused before
-    -- the pages: their duties are its faults. With the groups it planned and
-    -- the rules it accepted, every cadence the run found when it planned.
-    SELECT *
-    FROM unnest((SELECT %(g_frequency)b::text[]), (SELECT %(g_timezone)b::text[]),
-                (SELECT %(g_lead_bucket)b::int[]))
-        AS g(frequency, timezone, lead_bucket)
-),
-refused_rule AS (
-    SELECT *
-    FROM unnest((SELECT %(x_anchor)b::text[]), (SELECT %(x_roll)b::text[]),
-                (SELECT %(x_calendar)b::text[]), (SELECT %(x_no_calendar)b::boolean[]))
-        AS x(due_anchor, due_roll, holiday_calendar, no_calendar)
-),
 period AS (
     -- Each schedule's candidate periods (plan.Schedule): back to the catch-up
     -- horizon, on to the largest lead of the group, then the period after
@@ -142,9 +127,9 @@ placed AS (
     -- plan, a lead wider than its group's schedule reaches, or a due rule it
     -- did not judge. Its account stays as the edit left it, read by the next
     -- run: judged against a schedule too short, it would be moved past
-    -- periods its lead opens; against an unknown rule, never rolled. The run
-    -- sets it aside (edited): no refusal it made accounts for it, and a
-    -- backfill's periods are owed by no later scheduled run.
+    -- periods its lead opens; against an unknown rule, never rolled. The page
+    -- returns the keys of all of them (page_result's unplaced): the run tells
+    -- its faults from the duties edited since it planned.
     -- The columns read after this CTE, not page.*: placed is stored once
     -- and read twice, and storing a row costs for each column it carries
     -- (docs/performance-history.md#instructions).
@@ -220,20 +205,7 @@ placed AS (
                          'changed_on', page.dispatch_changed_on, 'origin', c.origin,
                          'owed_between', (SELECT jsonb_agg(jsonb_build_array(lower(r), upper(r)))
                                           FROM unnest(page.dispatch_owed_between) r))::text
-           END AS lapse_probe,
-           CASE WHEN c.schedule_no IS NULL
-                THEN NOT EXISTS (SELECT FROM refused g
-                                 WHERE g.frequency IS NOT DISTINCT FROM page.frequency
-                                   AND (g.timezone, g.lead_bucket) = (page.timezone, page.lead_bucket))
-                     AND (NOT EXISTS (SELECT FROM cadence p
-                                      WHERE (p.frequency, p.timezone, p.lead_bucket)
-                                          = (page.frequency COLLATE "C", page.timezone COLLATE "C",
-                                             page.lead_bucket)
-                                        AND (p.today IS NULL OR page.lead_days <= p.max_lead))
-                          OR (page.due_anchor, page.due_roll, coalesce(page.holiday_calendar, ''),
-                              page.holiday_calendar IS NULL)
-                             NOT IN (SELECT * FROM accepted_rule UNION ALL SELECT * FROM refused_rule))
-           END AS edited
+           END AS lapse_probe
     FROM page
     LEFT JOIN cadence c
       ON (c.frequency, c.timezone, c.lead_bucket)

@@ -15,13 +15,14 @@
 -- CTE), so the range goes on after upto however few duties the page held.
 -- lapsed: duties with a period past the horizon (keeping's lags);
 -- lapse_probes: the accounts of those whose older periods may have lapsed
--- unseen (placed's lapse_probe), which the run judges itself; edited: the
--- (organization_id, id) of duties edited after the run planned, which it
--- sets aside (placed's edited).
+-- unseen (placed's lapse_probe), which the run judges itself; unplaced: the
+-- (organization_id, id) of the page's duties it did not judge (placed's null
+-- schedule_no: a fault counted before the pages, or an edit since the run
+-- planned, which the run tells apart).
 page_counts AS (
     SELECT d.upto, d.page_rows AS rows, d.duties, d.outside_window,
            d.in_window - o.owing AS nothing_due, o.owed,
-           k.lapsed, k.lapse_probes, d.changed, d.cut, d.edited
+           k.lapsed, k.lapse_probes, d.changed, d.cut, d.unplaced
     FROM (SELECT max(id) AS upto,
                  count(*) AS page_rows,
                  coalesce(bool_or(cut_after), false) AS cut,
@@ -31,8 +32,8 @@ page_counts AS (
                  count(*) FILTER (WHERE schedule_no IS NOT NULL AND changed_while_owed
                                   -- judged: in its window (plan.judge_duty)
                                   AND in_window AND today IS NOT NULL) AS changed,
-                 coalesce(array_agg(ARRAY[organization_id, id]) FILTER (WHERE edited),
-                          '{}') AS edited
+                 coalesce(array_agg(ARRAY[organization_id, id]) FILTER (WHERE schedule_no IS NULL),
+                          '{}') AS unplaced
           FROM placed) d,
          (SELECT count(*) FILTER (WHERE owes) AS owed,
                  -- A duty is its key: on a layout keyed by (organization_id,
