@@ -272,3 +272,20 @@ def test_next_owed_at_a_clock_before_the_account_s_day_is_a_day_the_account_stil
     assert _created_by(invoke, at) == 0
     assert _created_by(invoke, owed - timedelta(days=1)) == 0
     assert _created_by(invoke, owed) >= 1
+
+
+@pytest.mark.parametrize("frequency", ["monthly", "quarterly"])
+def test_next_owed_at_a_clock_before_a_change_s_day_is_the_change_s_day(
+    conn: psycopg.Connection[Any], invoke: Invoke, frequency: str
+) -> None:
+    # The account is kept on 11-20 and the run of 11-21 passes the duty over;
+    # the owner changes after it (dispatch_changed_on 2026-11-21). The next
+    # run owes the new owner the current period as of that day.
+    insert_duties(conn, [duty("d", frequency=frequency, lead_days=0)])
+    for day in (20, 21):
+        invoke({"now": f"2026-11-{day}T01:00:00Z"})
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = 'd'")
+
+    # Before: 2026-12-01 (quarterly: 2027-01-01), the next period's day.
+    assert _next_owed(conn, "d", datetime(2026, 11, 20, 1, tzinfo=UTC)) == "2026-11-21"
+    assert _created_by(invoke, datetime(2026, 11, 22, 1, tzinfo=UTC)) == 1

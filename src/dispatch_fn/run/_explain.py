@@ -263,11 +263,7 @@ def _account(
             [_day(first), None if end is None else _day(end - timedelta(days=1))]
             for first, end in account.owed_between
         ],
-        "next_owed": _day(
-            _after_account(row, judgement, account)
-            if _before_account(today, account)
-            else min(ahead, default=None) or _after_candidates(row, judgement, today)
-        ),
+        "next_owed": _day(_next_owed(row, judgement, today, account, ahead)),
         # The day from which a scheduled run reads the duty (migration 0014),
         # and the instant its clock must reach (0016).
         "dispatch_next": _day(row.get("dispatch_next")),
@@ -296,32 +292,55 @@ def _after_candidates(row: dict[str, Any], judgement: Judgement, today: date | N
     return None if start is None else next_owed_from(cadence, start, window)
 
 
-def _before_account(today: date | None, account: Account) -> bool:
-    """Whether ``today`` is before the account's day: a run then owes the duty nothing."""
-    return today is not None and account.through is not None and today < account.through
+def _next_owed(
+    row: dict[str, Any],
+    judgement: Judgement,
+    today: date | None,
+    account: Account,
+    ahead: Sequence[date],
+) -> date | None:
+    """The day the duty next owes a period, as the next run judges it.
 
-
-def _after_account(row: dict[str, Any], judgement: Judgement, account: Account) -> date | None:
-    """The day a period the account still owes becomes owed, judged from the account's day.
-
-    The account says the runs up to its day dispatched what became owed by
-    then. A change after that day (or new rules) owes the period holding
-    the change's day, and those its lead opens, as of that day.
+    At a clock before the account's day a run owes nothing: the account says
+    the runs up to its day dispatched what became owed by then. A change
+    after the clock (or, judged afresh, after the account's day) owes the
+    period holding its day, and those its lead opens, as of that day.
     """
     skip = judgement.skip
-    if skip is not None and skip.reason not in _STILL_OWING:
-        return None
-    assert account.through is not None  # noqa: S101 - _before_account holds it
+    owing = skip is None or skip.reason in _STILL_OWING
+    through, changed = account.through, account.changed_on
+    if today is not None and through is not None and today < through:
+        if not owing:
+            return None
+        if changed is not None and changed >= through:
+            return _owed_from_change(row, judgement, changed)
+        start = period_holding(
+            str(judgement.cadence.frequency), through, judgement.cadence.timezone
+        )
+        window = (row.get("effective_from"), row.get("effective_to"))
+        return (
+            None
+            if start is None
+            else next_owed_from(judgement.cadence, start, window, after=through)
+        )
+    found = min(ahead, default=None) or _after_candidates(row, judgement, today)
+    if owing and today is not None and changed is not None and today < changed < date.max:
+        by_change = _owed_from_change(row, judgement, changed)
+        found = min((day for day in (found, by_change) if day is not None), default=None)
+    return found
+
+
+def _owed_from_change(row: dict[str, Any], judgement: Judgement, changed: date) -> date | None:
+    """The day a change made on ``changed`` first owes a period: that day, or a later one."""
     cadence = judgement.cadence
-    frequency, zone = str(cadence.frequency), cadence.timezone
     window = (row.get("effective_from"), row.get("effective_to"))
-    changed = account.changed_on
-    if changed is not None and changed >= account.through:
-        start = period_holding(frequency, changed, zone)
-        owed = None if start is None else next_owed_from(cadence, start, window)
-        return None if owed is None else max(owed, changed)
-    start = period_holding(frequency, account.through, zone)
-    return None if start is None else next_owed_from(cadence, start, window, after=account.through)
+    start = period_holding(str(cadence.frequency), changed, cadence.timezone)
+    owed = None if start is None else next_owed_from(cadence, start, window)
+    if owed is None:
+        return None
+    # As of the change's day, which must lie in the window (docs/contract.md#account).
+    as_of = max(owed, changed)
+    return None if window[1] is not None and as_of > window[1] else as_of
 
 
 # Skips that leave a duty owing later: a window not open yet, nothing due at this clock.
