@@ -26,10 +26,13 @@ DAY = timedelta(days=1)
 FIRST = datetime(2026, 11, 20, 1, 0, tzinfo=UTC)
 
 
-def _run(
-    settings: Any, connections: Any, at: datetime, before_pages: Callable[[], None] | None = None
+def _invoked(
+    settings: Any,
+    connections: Any,
+    event: dict[str, Any],
+    before_pages: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """The scheduled run at ``at``, with ``before_pages`` done as its first page starts."""
+    """The run ``event`` asks for, with ``before_pages`` done as its first page starts."""
     runtime = runtime_for(None, settings, connections, clock=lambda: datetime.now(UTC))
     if before_pages is not None:
         edits = [before_pages]
@@ -40,7 +43,14 @@ def _run(
             return dispatch_page(*args, **kwargs)
 
         runtime = replace(runtime, dispatch_page=page)
-    return handle(clock_event(at), None, runtime)
+    return handle(event, None, runtime)
+
+
+def _run(
+    settings: Any, connections: Any, at: datetime, before_pages: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """The scheduled run at ``at``, with ``before_pages`` done as its first page starts."""
+    return _invoked(settings, connections, clock_event(at), before_pages)
 
 
 def _edit(db_url: str, statement: str) -> Callable[[], None]:
@@ -137,18 +147,7 @@ def _backfill(
     settings: Any, connections: Any, before_pages: Callable[[], None] | None = None
 ) -> dict[str, Any]:
     """A backfill of 2026-11-01 to 2026-11-04, ``before_pages`` done as it starts."""
-    event = {"from": "2026-11-01", "to": "2026-11-04"}
-    runtime = runtime_for(None, settings, connections, clock=lambda: datetime.now(UTC))
-    if before_pages is not None:
-        edits = [before_pages]
-
-        def page(*args: Any, **kwargs: Any) -> Any:
-            while edits:
-                edits.pop()()
-            return dispatch_page(*args, **kwargs)
-
-        runtime = replace(runtime, dispatch_page=page)
-    return handle(event, None, runtime)
+    return _invoked(settings, connections, {"from": "2026-11-01", "to": "2026-11-04"}, before_pages)
 
 
 @pytest.mark.parametrize(
