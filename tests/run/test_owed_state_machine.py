@@ -386,13 +386,6 @@ def judge(
         opened = fresh and changed_day is not None and first_day > changed_day
         if not (by_account or (fresh and live) or opened):
             continue
-        if (
-            not by_account
-            and fresh_day is not None
-            and row["effective_to"] is not None
-            and max(became, min(fresh_day, today)) > row["effective_to"]
-        ):
-            continue  # owed by a change alone, as of its day: after the window's last
         if opened and changed_day is not None:
             became = max(became, changed_day)
         if not live and became <= horizon:

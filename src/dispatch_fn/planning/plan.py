@@ -477,7 +477,6 @@ def owed_verdict(
     lead_days: int = 0,
     *,
     opens: date | None = None,
-    closes: date | None = None,
 ) -> NotOwed | None:
     """Whether a duty's account owes ``period`` at the schedule's clock (None: it does).
 
@@ -491,8 +490,6 @@ def owed_verdict(
     it (its lead opened it then: owed as if it became owed then). One that is over
     and became owed on or before the horizon is owed but not created
     (``BEYOND_HORIZON``). A backfill (``today`` None) owes every candidate.
-    ``opens``, ``closes``: the effective window's first and last day; what a
-    change owes as of its day, after ``closes``, is outside the window.
     """
     today = schedule.today
     if today is None:
@@ -522,29 +519,22 @@ def owed_verdict(
     # after the origin's: a run at the origin's clock created what its lead
     # opened.)
     opened = fresh is not None and account.changed_on is not None and period.first_day > fresh
-    by_account = (
-        since is not None
-        and became > since
-        and (paused_on is None or became <= paused_on or account.owes_between(became))
-    )
-    if not (by_account or (fresh is not None and (live or became > fresh or opened))):
+    if not (
+        (
+            since is not None
+            and became > since
+            and (paused_on is None or became <= paused_on or account.owes_between(became))
+        )
+        or (fresh is not None and (live or became > fresh or opened))
+    ):
         if through is not None and became <= through:
             return NotOwed.DISPATCHED
         return NotOwed.NOT_DISPATCHABLE
-    if (
-        not by_account
-        and fresh is not None
-        and closes is not None
-        and max(became, min(fresh, today)) > closes
-    ):
-        # Owed by a change alone, as of its day (or this run's, for an edit no
-        # scheduled clock placed): past the window's last day, the duty was
-        # outside its window when it became owed.
-        return NotOwed.OUTSIDE_EFFECTIVE_WINDOW
     if opened and fresh is not None:
         became = max(became, fresh)
-    lapsed = not live and schedule.horizon is not None and became <= schedule.horizon
-    return NotOwed.BEYOND_HORIZON if lapsed else None
+    if not live and schedule.horizon is not None and became <= schedule.horizon:
+        return NotOwed.BEYOND_HORIZON
+    return None
 
 
 def _refusal(exc: PeriodError) -> CadenceRefused:
@@ -882,13 +872,7 @@ def judge_duty(
             due_date = cadence.due_date(period)
             visible_from = visible_from_for(due_date, cadence.lead_days)
             verdict = owed_verdict(
-                period,
-                visible_from,
-                schedule,
-                account,
-                cadence.lead_days,
-                opens=effective_from,
-                closes=effective_to,
+                period, visible_from, schedule, account, cadence.lead_days, opens=effective_from
             )
             past = schedule.today is not None and period.last_day < schedule.today
             if past and verdict in (NotOwed.DISPATCHED, NotOwed.NOT_DISPATCHABLE):
@@ -981,13 +965,7 @@ def lapsed_before_candidates(
         if (
             owed_in_window(cadence, period, due, became, effective)
             and owed_verdict(
-                period,
-                visible,
-                schedule,
-                account,
-                cadence.lead_days,
-                opens=effective[0],
-                closes=effective[1],
+                period, visible, schedule, account, cadence.lead_days, opens=effective[0]
             )
             is NotOwed.BEYOND_HORIZON
         ):

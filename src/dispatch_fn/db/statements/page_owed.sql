@@ -336,11 +336,7 @@ owed AS (
                                         AND (fresh <= today OR fresh = date '9999-12-31'))
                                        OR became > fresh
                                        OR first_day > changed_day AND changed_day <= today)
-                                      AND (through IS NULL OR through <= today)
-                                      -- As of the change's day (this run's, for
-                                      -- 9999-12-31): not after the window's last.
-                                      AND greatest(became, least(fresh, today))
-                                          <= coalesce(effective_to, 'infinity'::date))), false)
+                                      AND (through IS NULL OR through <= today))), false)
                      AS now_owed,
                  -- Over, and became owed on or before the horizon; one that
                  -- begins after a change's day, which its lead opened by then,
