@@ -14,7 +14,7 @@ from dispatch_fn.cli.commands import main
 from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import Window
 from dispatch_fn.run import dispatch, explain
-from support import NOW, Invoke, duty, insert_duties
+from support import NOW, Invoke, duty, insert_duties, task_keys
 
 DUTIES = [
     duty("monthly", lead_days=14),
@@ -289,3 +289,76 @@ def test_next_owed_at_a_clock_before_a_change_s_day_is_the_change_s_day(
     # Before: 2026-12-01 (quarterly: 2027-01-01), the next period's day.
     assert _next_owed(conn, "d", datetime(2026, 11, 20, 1, tzinfo=UTC)) == "2026-11-21"
     assert _created_by(invoke, datetime(2026, 11, 22, 1, tzinfo=UTC)) == 1
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(f"{text}T01:00:00+00:00")
+
+
+@pytest.mark.parametrize(
+    ("effective_to", "fixed_after"),
+    [
+        # Open window; faulted on 11-08 and 11-09, fixed after the run of 11-09.
+        (None, "2026-11-09"),
+        # Window ends 11-09; faulted on 11-08 to 11-10, fixed after the run of
+        # 11-10 (a change after the window's last day): the window closed
+        # behind the account, so 11-08 and 11-09 are still owed.
+        (date(2026, 11, 9), "2026-11-10"),
+    ],
+    ids=["open_window", "window_closed_behind"],
+)
+def test_next_owed_before_the_account_s_day_names_the_account_s_own_owed_day_before_a_change(
+    conn: psycopg.Connection[Any], invoke: Invoke, effective_to: date | None, fixed_after: str
+) -> None:
+    insert_duties(conn, [duty("d", frequency="daily", lead_days=0, effective_to=effective_to)])
+    for n in range(1, 8):
+        invoke({"now": f"2026-11-0{n}T01:00:00Z"})
+    # Broken after the run of 11-07 (the account's day): the runs fault it
+    # and leave its account on 11-07.
+    conn.execute("UPDATE duly_duty SET due_offset_months = 5 WHERE id = 'd'")
+    faulted = date(2026, 11, 8)
+    while faulted.isoformat() <= fixed_after:
+        report = invoke({"now": f"{faulted.isoformat()}T01:00:00Z"})
+        assert report["fault_counts"].get("invalid_cadence") == 1
+        faulted = date.fromordinal(faulted.toordinal() + 1)
+    # Mended: a cadence change, marked on the latest scheduled clock's day.
+    conn.execute("UPDATE duly_duty SET due_offset_months = 0 WHERE id = 'd'")
+    account = conn.execute(
+        "SELECT dispatch_through, dispatch_changed_on FROM duly_duty WHERE id = 'd'"
+    ).fetchone()
+    assert account is not None
+    assert (account[0].isoformat(), account[1].isoformat()) == ("2026-11-07", fixed_after)
+
+    explained = _next_owed(conn, "d", _at("2026-11-04"))
+
+    # What the runs do: a run at 11-04 creates nothing; the next scheduled run
+    # creates 11-08 (and on): the account owes every day after 11-07.
+    assert invoke({"now": "2026-11-04T01:00:00Z"})["tasks_created"] == 0
+    after = date.fromordinal(date.fromisoformat(fixed_after).toordinal() + 1).isoformat()
+    invoke({"now": f"{after}T01:00:00Z"})
+    created = [key for key in task_keys(conn, "d") if key > "2026-11-07"]
+    assert created[0] == "2026-11-08"
+    # Before: the change's day (open window: 2026-11-09) or null (a change
+    # after the window's end).
+    assert explained == "2026-11-08"
+
+
+def test_next_owed_before_the_account_s_day_misses_a_period_a_widened_lead_opens_earlier(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    # Weekly, lead 2: the run of 11-07 created 2026-W46 and kept the account
+    # through 11-07; W47 becomes owed 11-14, so the runs of 11-08 to 11-12
+    # pass it over. After the run of 11-12 its lead becomes 7: W47 (from
+    # 11-16) now becomes owed 11-09, after the account's day.
+    insert_duties(conn, [duty("d", frequency="weekly", lead_days=2)])
+    for n in range(1, 13):
+        invoke({"now": f"2026-11-{n:02}T01:00:00Z"})
+    conn.execute("UPDATE duly_duty SET lead_days = 7 WHERE id = 'd'")
+
+    explained = _next_owed(conn, "d", _at("2026-11-05"))
+
+    assert _created_by(invoke, _at("2026-11-05")) == 0
+    assert _created_by(invoke, _at("2026-11-08")) == 0
+    assert _created_by(invoke, _at("2026-11-09")) == 1  # 2026-W47
+    # It comes before the change's day. Before: 2026-11-12.
+    assert explained == "2026-11-09"

@@ -312,18 +312,17 @@ def _next_owed(
     if today is not None and through is not None and today < through:
         if not owing:
             return None
-        if changed is not None and changed >= through:
-            return _owed_from_change(row, judgement, changed)
         start = period_holding(
             str(judgement.cadence.frequency), through, judgement.cadence.timezone
         )
         window = (row.get("effective_from"), row.get("effective_to"))
-        return (
+        found = (
             None
             if start is None
             else next_owed_from(judgement.cadence, start, window, after=through)
         )
-    found = min(ahead, default=None) or _after_candidates(row, judgement, today)
+    else:
+        found = min(ahead, default=None) or _after_candidates(row, judgement, today)
     if owing and today is not None and changed is not None and today < changed < date.max:
         by_change = _owed_from_change(row, judgement, changed)
         found = min((day for day in (found, by_change) if day is not None), default=None)
@@ -336,11 +335,7 @@ def _owed_from_change(row: dict[str, Any], judgement: Judgement, changed: date) 
     window = (row.get("effective_from"), row.get("effective_to"))
     start = period_holding(str(cadence.frequency), changed, cadence.timezone)
     owed = None if start is None else next_owed_from(cadence, start, window)
-    if owed is None:
-        return None
-    # As of the change's day, which must lie in the window (docs/contract.md#account).
-    as_of = max(owed, changed)
-    return None if window[1] is not None and as_of > window[1] else as_of
+    return None if owed is None else max(owed, changed)
 
 
 # Skips that leave a duty owing later: a window not open yet, nothing due at this clock.
