@@ -138,8 +138,8 @@ class PageResult:
     """The page statements' one row, field by column name: the page's last id, cut, and counts.
 
     Every field but ``upto``, ``cut`` and the two lists is a count the run
-    adds up over its pages (``counts``): a counter the page statements gain is a column of
-    theirs and a field here, of the same name.
+    adds up over its pages (``counts``): a counter the page statements gain
+    is a column of theirs and a field here, of the same name.
     """
 
     upto: str | None  # the page's last id; None if it was empty

@@ -274,22 +274,33 @@ def _account(
 def _after_candidates(row: dict[str, Any], judgement: Judgement, today: date | None) -> date | None:
     """The day the first period past the candidates that the window lets be owed becomes owed."""
     cadence = judgement.cadence
-    window = (row.get("effective_from"), row.get("effective_to"))
     if judgement.candidates:
         last = judgement.candidates[-1].period
         start = period_after(str(cadence.frequency), last.key, cadence.timezone)
-    elif (
-        judgement.skip is not None
-        and judgement.skip.reason == SkipReason.OUTSIDE_EFFECTIVE_WINDOW
+        window = (row.get("effective_from"), row.get("effective_to"))
+        return None if start is None else next_owed_from(cadence, start, window)
+    opens = row.get("effective_from")
+    skip = judgement.skip
+    if (
+        skip is not None
+        and skip.reason == SkipReason.OUTSIDE_EFFECTIVE_WINDOW
         and today is not None
-        and window[0] is not None
-        and today < window[0]
+        and opens is not None
+        and today < opens
     ):
         # Its window has not opened: no candidates, the current period first.
-        start = period_holding(str(cadence.frequency), today, cadence.timezone)
-    else:  # skipped otherwise, or faulted: no next owed day to tell
-        return None
-    return None if start is None else next_owed_from(cadence, start, window)
+        return _owed_from(row, judgement, today)
+    return None  # skipped otherwise, or faulted: no next owed day to tell
+
+
+def _owed_from(
+    row: dict[str, Any], judgement: Judgement, day: date, *, after: date | None = None
+) -> date | None:
+    """``next_owed_from`` the period holding ``day``, within the duty's window."""
+    cadence = judgement.cadence
+    window = (row.get("effective_from"), row.get("effective_to"))
+    start = period_holding(str(cadence.frequency), day, cadence.timezone)
+    return None if start is None else next_owed_from(cadence, start, window, after=after)
 
 
 def _next_owed(
@@ -312,30 +323,15 @@ def _next_owed(
     if today is not None and through is not None and today < through:
         if not owing:
             return None
-        start = period_holding(
-            str(judgement.cadence.frequency), through, judgement.cadence.timezone
-        )
-        window = (row.get("effective_from"), row.get("effective_to"))
-        found = (
-            None
-            if start is None
-            else next_owed_from(judgement.cadence, start, window, after=through)
-        )
+        found = _owed_from(row, judgement, through, after=through)
     else:
         found = min(ahead, default=None) or _after_candidates(row, judgement, today)
     if owing and today is not None and changed is not None and today < changed < date.max:
-        by_change = _owed_from_change(row, judgement, changed)
-        found = min((day for day in (found, by_change) if day is not None), default=None)
+        # A change owes the period holding its day, and later ones, as of that day.
+        by_change = _owed_from(row, judgement, changed)
+        if by_change is not None:
+            found = min(max(by_change, changed), found or date.max)
     return found
-
-
-def _owed_from_change(row: dict[str, Any], judgement: Judgement, changed: date) -> date | None:
-    """The day a change made on ``changed`` first owes a period: that day, or a later one."""
-    cadence = judgement.cadence
-    window = (row.get("effective_from"), row.get("effective_to"))
-    start = period_holding(str(cadence.frequency), changed, cadence.timezone)
-    owed = None if start is None else next_owed_from(cadence, start, window)
-    return None if owed is None else max(owed, changed)
 
 
 # Skips that leave a duty owing later: a window not open yet, nothing due at this clock.
