@@ -1460,3 +1460,110 @@ def test_a_run_whose_clock_is_read_a_little_ahead_of_the_database_s_is_the_lates
     # today's as well, the edit placed at yesterday's clock.
     bob = conn.execute("SELECT period_key FROM duly_task WHERE owner_id = 'bob'").fetchall()
     assert [key for (key,) in bob] == [tomorrow.date().isoformat()]
+
+
+def _owners_of(conn: Conn, duty_id: str) -> set[tuple[str, str]]:
+    rows = conn.execute("SELECT owner_id, period_key FROM duly_task WHERE duty_id = %s", [duty_id])
+    return {(str(owner), str(key)) for owner, key in rows.fetchall()}
+
+
+def _explained(invoke: Invoke, at: datetime) -> dict[str, str]:
+    answer = invoke({"query": "explain", "duty_id": "d1", **clock_event(at)})["explain"]
+    return {c["period_key"]: c.get("reason", c["verdict"]) for c in answer["candidates"]}
+
+
+@pytest.mark.parametrize("frequency", ["monthly", "quarterly"])
+@pytest.mark.parametrize(
+    ("edit", "left"),
+    [
+        ("effective_to = '2026-11-22', owner_id = 'bob'", {"alice"}),
+        ("effective_to = '2026-11-22'", set()),
+    ],
+    ids=["closed with a new owner", "closed, its task deleted"],
+)
+def test_a_change_placed_after_the_window_s_last_day_owes_nothing_in_it(
+    conn: Conn, invoke: Invoke, frequency: str, edit: str, left: set[str]
+) -> None:
+    # Created on the 20th; the runs of the 21st to the 24th have nothing to
+    # read of it, so its account stays on the 20th. Then one edit closes its
+    # window on the 22nd: the edit's day (the 24th) is after the window's
+    # last day, and a change owes as of its day (docs/contract.md#account).
+    insert_duties(conn, [duty("d1", frequency=frequency, lead_days=0, owner_id="alice")])
+    for n in range(5):
+        invoke(clock_event(FIRST + n * DAY))
+    if not left:
+        conn.execute("DELETE FROM duly_task")
+    conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = 'd1'")
+    current = "2026-11" if frequency == "monthly" else "2026-Q4"
+    asked = _explained(invoke, FIRST + 5 * DAY)
+    invoke(clock_event(FIRST + 5 * DAY))
+
+    # Before: bob's (or the deleted alice's) current period created, and
+    # explain said would_create.
+    assert _owners_of(conn, "d1") == {(owner, current) for owner in left}
+    assert asked[current] == "dispatched"
+
+
+@pytest.mark.parametrize(
+    ("leave", "back"),
+    [
+        ("status = 'paused'", "status = 'active'"),
+        ("review_status = 'to_review'", "review_status = 'approved'"),
+    ],
+    ids=["resumed", "approved"],
+)
+def test_a_duty_made_dispatchable_after_its_window_ended_owes_nothing(
+    conn: Conn, invoke: Invoke, leave: str, back: str
+) -> None:
+    # Paused on the 20th, its window ending on the 22nd, its owner changed
+    # while paused; resumed on the 24th, after its window's last day.
+    insert_duties(
+        conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 11, 22))]
+    )
+    invoke(clock_event(FIRST))
+    conn.execute(f"UPDATE duly_duty SET {leave}, owner_id = 'bob' WHERE id = 'd1'")
+    for n in range(1, 5):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute(f"UPDATE duly_duty SET {back} WHERE id = 'd1'")
+    invoke(clock_event(FIRST + 5 * DAY))
+
+    # Before: bob's 2026-11 created.
+    assert _owners_of(conn, "d1") == {("alice", "2026-11")}
+
+
+def test_a_change_in_the_window_keeps_what_it_owes_past_a_fix_after_the_window_ended(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # A new owner on the 20th, in a window ending on the 22nd, and a zone no
+    # run knows in the same edit: the runs of the 21st to the 23rd fault it.
+    # The fix comes after the window's last day; the owner change, inside it,
+    # still gives bob the current period.
+    insert_duties(
+        conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 11, 22))]
+    )
+    invoke(clock_event(FIRST))
+    conn.execute("UPDATE duly_duty SET owner_id = 'bob', timezone = 'Mars/Olympus' WHERE id = 'd1'")
+    faulted = [invoke(clock_event(FIRST + n * DAY)) for n in range(1, 4)]
+    conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = 'd1'")
+    invoke(clock_event(FIRST + 4 * DAY))
+
+    assert [run["fault_counts"]["invalid_cadence"] for run in faulted] == [1, 1, 1]
+    assert _owners_of(conn, "d1") == {("alice", "2026-11"), ("bob", "2026-11")}
+
+
+@pytest.mark.parametrize("before_any_run", [True, False], ids=["no run kept", "new"])
+def test_a_new_duty_faulty_until_after_its_window_ended_gets_its_current_period(
+    conn: Conn, invoke: Invoke, before_any_run: bool
+) -> None:
+    broken = duty("d1", lead_days=0, timezone="Mars/Olympus", effective_to=date(2026, 11, 22))
+    if before_any_run:
+        insert_duties(conn, [broken])
+    invoke(clock_event(FIRST))
+    if not before_any_run:
+        insert_duties(conn, [broken])
+    for n in range(1, 4):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = 'd1'")
+    invoke(clock_event(FIRST + 4 * DAY))
+
+    assert task_keys(conn, "d1") == ["2026-11"]

@@ -44,7 +44,8 @@ period engine for keys and due dates only, never the planner:
   current period as a new duty does.
 - A run judging the duty owes the periods that became owed by its today and
   after the account's day on a day the duty was dispatchable; and, if the duty
-  became dispatchable or changed since the account was kept, or after the day
+  became dispatchable or changed since the account was kept (by an edit
+  placed on or before the window's last day), or after the day
   a run at a past clock kept it on (or the run's rules differ from the
   previous run's, or that run set the duty aside while it judged it so),
   also those not over that became owed by its today, and
@@ -604,10 +605,19 @@ class OwedMachine(RuleBasedStateMachine):
                 model.outside.extend(_outside(window, judged_from, stamp))
                 model.window_since = stamp
             recast = _recast(model, change, old_stamp)
+        # A change owes as of its day: placed after the window's last day, it
+        # owes nothing (migration 0024), and an earlier change's mark stays.
+        after_window = (
+            stamp is not None
+            and model.row["effective_to"] is not None
+            and stamp > model.row["effective_to"]
+        )
         edit = Edit(
             stamp,
             dispatchable=now,
-            fresh=now and (not was or column not in ("status", "review_status")),
+            fresh=now
+            and (not was or column not in ("status", "review_status"))
+            and not after_window,
             change=change,
             recast=recast,
         )
