@@ -1567,3 +1567,136 @@ def test_a_new_duty_faulty_until_after_its_window_ended_gets_its_current_period(
     invoke(clock_event(FIRST + 4 * DAY))
 
     assert task_keys(conn, "d1") == ["2026-11"]
+
+
+def _would_create(invoke: Invoke, at: datetime) -> set[str]:
+    answer = invoke({"query": "explain", "duty_id": "d1", **clock_event(at)})["explain"]
+    return {c["period_key"] for c in answer["candidates"] if c["verdict"] == "would_create"}
+
+
+def _daily(window_to: date, **fields: Any) -> dict[str, Any]:
+    """d1: a daily UTC duty of alice's, lead 0, its window ending on ``window_to``."""
+    return duty(
+        "d1", frequency="daily", lead_days=0, owner_id="alice", effective_to=window_to, **fields
+    )
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["owner changed, then paused", "added paused", "added for review", "added paused, no run kept"],
+)
+def test_a_duty_made_dispatchable_after_its_window_ended_owes_nothing_from_its_pause(
+    conn: Conn, invoke: Invoke, how: str
+) -> None:
+    # Not dispatchable from the 20th (after an owner change in the window, or
+    # from its addition), made dispatchable on the 24th, after its window's
+    # last day (the 22nd). A change mark from before the pause stays, and
+    # what became owed after it is the account's: the pause bounds it.
+    window = date(2026, 11, 22)
+    if how == "added paused, no run kept":
+        insert_duties(conn, [_daily(window, status="paused")])
+    invoke(clock_event(FIRST))
+    if how == "owner changed, then paused":
+        insert_duties(conn, [_daily(window)])
+        invoke(clock_event(FIRST + timedelta(hours=1)))  # alice's 2026-11-20
+        conn.execute("UPDATE duly_duty SET owner_id = 'bob' WHERE id = 'd1'")
+        conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = 'd1'")
+    elif how == "added paused":
+        insert_duties(conn, [_daily(window, status="paused")])
+    elif how == "added for review":
+        insert_duties(conn, [_daily(window, review_status="to_review")])
+    for n in range(1, 5):
+        invoke(clock_event(FIRST + n * DAY))
+    back = "review_status = 'approved'" if how == "added for review" else "status = 'active'"
+    conn.execute(f"UPDATE duly_duty SET {back} WHERE id = 'd1'")
+    asked = _would_create(invoke, FIRST + 5 * DAY)
+    invoke(clock_event(FIRST + 5 * DAY))
+
+    # At 3ebb3ac (the older mark left, the run owing all after it):
+    # 2026-11-21 and 2026-11-22 created, 2026-11-20 too where no run kept
+    # the account, and explain said would_create; before it, the resume's
+    # mark owed nothing in the window.
+    paid = {("alice", "2026-11-20")} if how == "owner changed, then paused" else set()
+    assert (_owners_of(conn, "d1"), asked) == (paid, set())
+
+
+def test_a_window_extended_after_it_ended_owes_nothing_from_the_days_between(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Window ending on the 21st. After the run of the 20th: a new owner and a
+    # zone no run knows (marked on the 20th); faulted from the 21st to the
+    # 24th. Then the zone is fixed and the window extended to the 23rd, an
+    # edit placed after the new window's last day: the 20th's mark stays.
+    insert_duties(conn, [_daily(date(2026, 11, 21))])
+    invoke(clock_event(FIRST))
+    conn.execute("UPDATE duly_duty SET owner_id = 'bob', timezone = 'Mars/Olympus' WHERE id = 'd1'")
+    for n in range(1, 5):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute(
+        "UPDATE duly_duty SET timezone = 'UTC', effective_to = '2026-11-23' WHERE id = 'd1'"
+    )
+    asked = _would_create(invoke, FIRST + 5 * DAY)
+    invoke(clock_event(FIRST + 5 * DAY))
+
+    # The 21st, in the window while faulted, is owed; the 22nd and 23rd,
+    # which the window did not hold until the edit, are not. At 3ebb3ac:
+    # bob's 2026-11-22 and 2026-11-23 created too.
+    assert _owners_of(conn, "d1") == {("alice", "2026-11-20"), ("bob", "2026-11-21")}
+    assert asked == {"2026-11-21"}
+
+
+@pytest.mark.parametrize("edit", ["resumed", "window extended"])
+def test_a_run_at_a_past_clock_keeps_a_pause_an_edit_after_the_window_left_unmarked(
+    conn: Conn, invoke: Invoke, edit: str
+) -> None:
+    if edit == "resumed":
+        # Window ending on the 24th; paused on the 20th, resumed on the 26th.
+        insert_duties(conn, [_daily(date(2026, 11, 24))])
+        invoke(clock_event(FIRST))
+        conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = 'd1'")
+        for n in range(1, 7):
+            invoke(clock_event(FIRST + n * DAY))
+        conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = 'd1'")
+        paid = {("alice", "2026-11-20")}
+    else:
+        # Window ending on the 21st, extended on the 25th to the 24th.
+        insert_duties(conn, [_daily(date(2026, 11, 21))])
+        for n in range(6):
+            invoke(clock_event(FIRST + n * DAY))
+        conn.execute("UPDATE duly_duty SET effective_to = '2026-11-24' WHERE id = 'd1'")
+        paid = {("alice", "2026-11-20"), ("alice", "2026-11-21")}
+    # A manual run at a past clock (the 22nd, or the 23rd), then the next
+    # scheduled run.
+    past = invoke(clock_event(FIRST + (2 if edit == "resumed" else 3) * DAY))
+    invoke(clock_event(FIRST + 7 * DAY))
+
+    # At 3ebb3ac: the past run kept the account and dropped the pause, which
+    # only a change mark after its today kept; the scheduled run then created
+    # 2026-11-23 and 2026-11-24 (resumed) or 2026-11-24 (window extended).
+    assert past["tasks_created"] == 0
+    assert _owners_of(conn, "d1") == paid
+
+
+@pytest.mark.parametrize(
+    ("held", "release"),
+    [
+        ({"review_status": "to_review"}, "review_status = 'approved'"),
+        ({"status": "paused"}, "status = 'active'"),
+    ],
+    ids=["approved", "resumed"],
+)
+def test_a_duty_added_held_and_released_after_its_window_ended_owes_nothing(
+    conn: Conn, invoke: Invoke, held: dict[str, str], release: str
+) -> None:
+    invoke(clock_event(FIRST))
+    insert_duties(
+        conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 11, 22), **held)]
+    )
+    for n in range(1, 5):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute(f"UPDATE duly_duty SET {release} WHERE id = 'd1'")
+    invoke(clock_event(FIRST + 5 * DAY))
+
+    # Before: alice's 2026-11, owed by the release's mark (at 3ebb3ac, by
+    # that of its addition).
+    assert _owners_of(conn, "d1") == set()

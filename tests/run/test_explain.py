@@ -321,13 +321,15 @@ def test_next_owed_before_the_account_s_day_names_the_account_s_own_owed_day_bef
         report = invoke({"now": f"{faulted.isoformat()}T01:00:00Z"})
         assert report["fault_counts"].get("invalid_cadence") == 1
         faulted = date.fromordinal(faulted.toordinal() + 1)
-    # Mended: a cadence change, marked on the latest scheduled clock's day.
+    # Mended: a cadence change, marked on the latest scheduled clock's day;
+    # after the window's last day, the break's mark (11-07) stays (0024).
     conn.execute("UPDATE duly_duty SET due_offset_months = 0 WHERE id = 'd'")
     account = conn.execute(
         "SELECT dispatch_through, dispatch_changed_on FROM duly_duty WHERE id = 'd'"
     ).fetchone()
     assert account is not None
-    assert (account[0].isoformat(), account[1].isoformat()) == ("2026-11-07", fixed_after)
+    marked = fixed_after if effective_to is None else "2026-11-07"
+    assert (account[0].isoformat(), account[1].isoformat()) == ("2026-11-07", marked)
 
     explained = _next_owed(conn, "d", _at("2026-11-04"))
 
@@ -339,8 +341,10 @@ def test_next_owed_before_the_account_s_day_names_the_account_s_own_owed_day_bef
     created = [key for key in task_keys(conn, "d") if key > "2026-11-07"]
     assert created[0] == "2026-11-08"
     # Before: the change's day (open window: 2026-11-09) or null (a change
-    # after the window's end).
-    assert explained == "2026-11-08"
+    # after the window's end). With the window closed behind, the break's
+    # mark, on the account's day, stays: a run at that day's clock owes the
+    # change its current period again.
+    assert explained == ("2026-11-08" if effective_to is None else "2026-11-07")
 
 
 def test_next_owed_before_the_account_s_day_misses_a_period_a_widened_lead_opens_earlier(

@@ -48,9 +48,9 @@ period engine for keys and due dates only, never the planner:
   placed on or before the window's last day), or after the day
   a run at a past clock kept it on (or the run's rules differ from the
   previous run's, or that run set the duty aside while it judged it so),
-  also those not over that became owed by its today, and
-  those that begin after the latest such edit's day (its lead opened them by
-  then: they became owed as of that day), where
+  also those that became owed by the latest such edit's day: those not over,
+  and those that begin after that day (its lead opened them by then: they
+  became owed as of that day), where
   the latest such edit was placed by its today (the account keeps that day
   alone; an edit placed with no clock counts for every run). Each
   must pass the effective-window test on its due date (its last day after
@@ -383,9 +383,11 @@ def judge(
         live = last_day >= today
         by_account = became > since and model.dispatchable_on(became)
         # One that begins after the latest such edit's day, its lead opened
-        # by then: owed as if it became owed that day.
-        opened = fresh and changed_day is not None and first_day > changed_day
-        if not (by_account or (fresh and live) or opened):
+        # by then: owed as if it became owed that day. What became owed after
+        # that day is the account's alone (a pause after it bounds it).
+        claimed = fresh and fresh_day is not None and became <= fresh_day
+        opened = claimed and changed_day is not None and first_day > changed_day
+        if not (by_account or (claimed and live) or opened):
             continue
         if opened and changed_day is not None:
             became = max(became, changed_day)
@@ -567,8 +569,12 @@ class OwedMachine(RuleBasedStateMachine):
         row = duty(duty_id, **cadence, status="active" if active else "paused")
         insert_duties(self._conn, [row])
         stamp = self._stamp(row["timezone"])
+        # One added not dispatchable owes nothing by its addition (migration 0024).
         self._model[duty_id] = Duty(
-            row, initially=_is_dispatchable(row), kept=stamp, fresh=stamp is not None
+            row,
+            initially=_is_dispatchable(row),
+            kept=stamp,
+            fresh=stamp is not None and _is_dispatchable(row),
         )
         self._log(f"added {duty_id} {cadence} {'active' if active else 'paused'} (stamp {stamp})")
         return duty_id

@@ -417,13 +417,22 @@ def account_after(
         return account
     through = today if account.through is None else max(account.through, today)
     changed = account.changed_on
-    if changed is None or not today < changed < date.max:
+    stays = changed is not None and today < changed < date.max
+    # A resume after the window's last day leaves no change mark (migration
+    # 0024): the span it opened after today says the pause held past it.
+    spans_on = [first for first, end in account.owed_between if end is None]
+    resumed_after = (
+        account.paused_on is not None
+        and bool(account.owed_between)
+        and not any((first - today).days <= 1 for first in spans_on)
+    )
+    if not (stays or resumed_after):
         return Account(through)
     # Marks of edits placed after today (a run at a past clock) stay: a
     # resume there still says what became owed before it was not.
     paused = None if account.paused_on is None else max(account.paused_on, through)
     spans = account.owed_between if paused is not None else ()
-    return Account(through, paused, changed, spans)
+    return Account(through, paused, changed if stays else None, spans)
 
 
 def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:
@@ -485,8 +494,8 @@ def owed_verdict(
     account decides: owed after ``through`` (no account kept: after
     ``Schedule.origin``) and, for a duty paused since, on or before
     ``paused_on`` or in a span a resume opened since; or, for a duty that
-    changed (``changed_on``) or whose account no run has kept, owed if it is
-    still current or later, or became owed after that day, or begins after
+    changed (``changed_on``) or whose account no run has kept, owed if it
+    became owed by that day and is still current or later, or begins after
     it (its lead opened it then: owed as if it became owed then). One that is over
     and became owed on or before the horizon is owed but not created
     (``BEYOND_HORIZON``). A backfill (``today`` None) owes every candidate.
@@ -525,7 +534,9 @@ def owed_verdict(
             and became > since
             and (paused_on is None or became <= paused_on or account.owes_between(became))
         )
-        or (fresh is not None and (live or became > fresh or opened))
+        # What became owed after the fresh day is the account's alone: a
+        # pause after a change whose mark stays (migration 0024) bounds it.
+        or (fresh is not None and became <= fresh and (live or opened))
     ):
         if through is not None and became <= through:
             return NotOwed.DISPATCHED

@@ -16,6 +16,14 @@
 -- the current period). A change no scheduled clock placed counts for every
 -- run, as before.
 --
+-- A mark that stays is older than a pause that may follow it: what became
+-- owed after a change's day is the account's, bounded by that pause
+-- (page_owed.sql), and a run at a past clock keeps a pause whose resume,
+-- after its today, left no mark (page_advance.sql). A duty added not owing
+-- (paused, held for review) gets no change mark for its addition: its
+-- resume or approval marks what it owes, so one released after its window
+-- ended owes nothing in it.
+--
 -- The function is replaced in place (the trigger, 0012's and the partitioned
 -- layout's, calls it by name); no row is rewritten: a mark already placed
 -- after its window's last day stays until the next run keeps the account.
@@ -119,7 +127,9 @@ BEGIN
         NEW.dispatch_through := latest_day;
         NEW.dispatch_paused_on := CASE WHEN NOT is_now
                                        THEN coalesce(latest_day, date '0001-01-01') END;
-        NEW.dispatch_changed_on := latest_day;
+        -- One added not owing owes nothing by its addition: its resume or
+        -- approval marks what it owes.
+        NEW.dispatch_changed_on := CASE WHEN is_now THEN latest_day END;
         NEW.dispatch_owed_between := NULL;
         NEW.dispatch_recast_on := NULL;
         NEW.dispatch_window_since := NULL;

@@ -23,11 +23,15 @@ advanced AS (
                                 ELSE d.dispatch_through END,
         -- Marks of edits placed after the run's today (a run at a past clock)
         -- stay: a resume there still says what became owed before it was not
-        -- (plan.account_after).
+        -- (plan.account_after). A resume after the window's last day leaves
+        -- no change mark (migration 0024); the span it opened, after today,
+        -- says so.
         dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version
                                   THEN CASE WHEN d.dispatch_paused_on IS NOT NULL
-                                             AND d.dispatch_changed_on > u.today
-                                             AND d.dispatch_changed_on < date '9999-12-31'
+                                             AND (d.dispatch_changed_on > u.today
+                                                  AND d.dispatch_changed_on < date '9999-12-31'
+                                                  OR NOT d.dispatch_owed_between
+                                                         @> daterange(u.today, NULL, '(]'))
                                             THEN greatest(d.dispatch_paused_on,
                                                           d.dispatch_through, u.today)
                                        END
@@ -36,8 +40,10 @@ advanced AS (
         -- follow, and stay where it stays.
         dispatch_owed_between = CASE WHEN u.keep AND u.version = d.dispatch_version
                                      THEN CASE WHEN d.dispatch_paused_on IS NOT NULL
-                                                AND d.dispatch_changed_on > u.today
-                                                AND d.dispatch_changed_on < date '9999-12-31'
+                                                AND (d.dispatch_changed_on > u.today
+                                                     AND d.dispatch_changed_on < date '9999-12-31'
+                                                     OR NOT d.dispatch_owed_between
+                                                            @> daterange(u.today, NULL, '(]'))
                                                THEN d.dispatch_owed_between
                                           END
                                      ELSE d.dispatch_owed_between END,
@@ -53,14 +59,20 @@ advanced AS (
         -- A mark that stays (placed after a past run's today) sends the duty
         -- back to the next run, which owes by it.
         dispatch_next = CASE WHEN u.next IS NOT NULL AND u.version = d.dispatch_version
-                             THEN CASE WHEN u.keep AND d.dispatch_changed_on > u.today
-                                            AND d.dispatch_changed_on < date '9999-12-31'
+                             THEN CASE WHEN u.keep AND (d.dispatch_changed_on > u.today
+                                                            AND d.dispatch_changed_on < date '9999-12-31'
+                                                            OR d.dispatch_paused_on IS NOT NULL
+                                                            AND NOT d.dispatch_owed_between
+                                                                    @> daterange(u.today, NULL, '(]'))
                                        THEN date '0001-01-01' ELSE u.next END
                              ELSE d.dispatch_next END,
         -- The instant that day begins, never later (migration 0016).
         dispatch_next_at = CASE WHEN u.next IS NOT NULL AND u.version = d.dispatch_version
-                                THEN CASE WHEN u.keep AND d.dispatch_changed_on > u.today
-                                               AND d.dispatch_changed_on < date '9999-12-31'
+                                THEN CASE WHEN u.keep AND (d.dispatch_changed_on > u.today
+                                                               AND d.dispatch_changed_on < date '9999-12-31'
+                                                               OR d.dispatch_paused_on IS NOT NULL
+                                                               AND NOT d.dispatch_owed_between
+                                                                       @> daterange(u.today, NULL, '(]'))
                                           THEN timestamptz '0001-01-01 00:00:00+00'
                                           ELSE u.next_at END
                                 ELSE d.dispatch_next_at END

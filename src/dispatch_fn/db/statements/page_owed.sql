@@ -319,9 +319,11 @@ owed AS (
                  -- plan.owed_verdict: the period became owed by today, after the
                  -- account's day (and, paused since, by the pause's or in a span a
                  -- resume opened after it, migration 0016), or, for a
-                 -- duty that changed or whose account no run kept, it is still
-                 -- current or later or became owed after the fresh day, or
-                 -- begins after a change's (its lead opened it by then), unless
+                 -- duty that changed or whose account no run kept, it became
+                 -- owed by the fresh day and is still current or later, or
+                 -- begins after a change's (its lead opened it by then); what
+                 -- became owed after the fresh day is the account's, so a pause
+                 -- after a change that stays (migration 0024) still bounds it; unless
                  -- today is before the account's day (what it could owe, the
                  -- account says is done) or the fresh day (the edit came after
                  -- the run's clock; 9999-12-31: no scheduled clock placed it,
@@ -332,10 +334,10 @@ owed AS (
                           OR (became <= today
                               AND ((became > since AND (paused_on IS NULL OR became <= paused_on
                                                         OR coalesce(owed_between @> became, false)))
-                                   OR ((last_day >= today
-                                        AND (fresh <= today OR fresh = date '9999-12-31'))
-                                       OR became > fresh
-                                       OR first_day > changed_day AND changed_day <= today)
+                                   OR became <= fresh
+                                      AND ((last_day >= today
+                                            AND (fresh <= today OR fresh = date '9999-12-31'))
+                                           OR first_day > changed_day AND changed_day <= today)
                                       AND (through IS NULL OR through <= today))), false)
                      AS now_owed,
                  -- Over, and became owed on or before the horizon; one that
