@@ -8,9 +8,11 @@ run that said it was complete, replayed through the handler.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -1700,3 +1702,104 @@ def test_a_duty_added_held_and_released_after_its_window_ended_owes_nothing(
     # Before: alice's 2026-11, owed by the release's mark (at 3ebb3ac, by
     # that of its addition).
     assert _owners_of(conn, "d1") == set()
+
+
+_MIGRATIONS = Path(__file__).resolve().parents[2] / "src" / "dispatch_fn" / "db" / "migrations"
+
+
+def _account_mark_of(migration: str) -> str:
+    """The ``CREATE OR REPLACE FUNCTION duly_duty_account_mark()`` statement of ``migration``."""
+    text = (_MIGRATIONS / migration).read_text("utf-8")
+    found = re.search(
+        r"CREATE OR REPLACE FUNCTION duly_duty_account_mark\(\).*?\n\$\$;", text, re.S
+    )
+    assert found is not None
+    return found.group(0)
+
+
+def _latest_account_mark() -> str:
+    marking = [
+        path.name
+        for path in sorted(_MIGRATIONS.glob("0*.sql"))
+        if "duly_duty_account_mark()" in path.read_text("utf-8")
+    ]
+    return _account_mark_of(marking[-1])
+
+
+def test_a_duty_of_an_unknown_form_paused_by_the_old_trigger_owes_what_follows_its_fix(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Made of a form no run knows under the trigger before migration 0021,
+    # which marked that a pause; 0021 rewrote no row, so the duty keeps it.
+    # Fixed after the 23rd's run: it owes its current period and what
+    # follows (docs/contract.md#account). 2026-12 becomes owed on the 24th
+    # (lead 7).
+    insert_duties(conn, [duty("d1", frequency="monthly", lead_days=7)])
+    invoke(clock_event(FIRST))
+    conn.execute(_account_mark_of("0019_window_edits.sql"))
+    conn.execute("UPDATE duly_duty SET form = 'recurrin' WHERE id = 'd1'")
+    conn.execute(_latest_account_mark())
+    for n in range(1, 4):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute("UPDATE duly_duty SET form = 'recurring' WHERE id = 'd1'")
+    asked = _would_create(invoke, FIRST + 4 * DAY)
+    for n in range(4, 12):
+        invoke(clock_event(FIRST + n * DAY))
+
+    # At de764a3: 2026-12 never created (explain: not_dispatchable).
+    assert asked == {"2026-12"}
+    assert task_keys(conn, "d1") == ["2026-11", "2026-12"]
+
+
+def test_a_duty_of_an_unknown_form_paused_by_the_old_trigger_after_a_resume_owes_again_once_fixed(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Under the trigger before 0021: dispatched on the 20th, paused and
+    # resumed, set aside on the 21st, then made of an unknown form (a pause
+    # that closes the resume's span on the 21st). Fixed after the 23rd's run.
+    insert_duties(conn, [duty("d1", frequency="daily", lead_days=0), duty("d2")])
+    invoke(clock_event(FIRST))
+    conn.execute(_account_mark_of("0019_window_edits.sql"))
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = 'd1'")
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = 'd1'")
+    set_aside(holder, invoke, FIRST + DAY, "d1")
+    conn.execute("UPDATE duly_duty SET form = 'recurrin' WHERE id = 'd1'")
+    conn.execute(_latest_account_mark())
+    for n in range(2, 4):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute("UPDATE duly_duty SET form = 'recurring' WHERE id = 'd1'")
+    for n in range(4, 9):
+        invoke(clock_event(FIRST + n * DAY))
+    paused = conn.execute("SELECT dispatch_paused_on FROM duly_duty WHERE id = 'd1'").fetchone()
+
+    # At de764a3: only the 20th and 21st; every run kept the pause at its
+    # today (no span open), so the duty never owed again.
+    assert task_keys(conn, "d1") == [
+        "2026-11-20",
+        "2026-11-21",
+        "2026-11-24",
+        "2026-11-25",
+        "2026-11-26",
+        "2026-11-27",
+        "2026-11-28",
+    ]
+    assert paused == (None,)
+
+
+def test_a_fault_a_scoped_run_found_fixed_before_the_first_unscoped_run_owes_the_days_between(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Added before any run with a zone no run knows; a run scoped to its
+    # organisation faults it on the 20th, the zone is fixed then (the change
+    # marked on the 20th); the first unscoped run is on the 24th (origin: the
+    # 23rd).
+    insert_duties(conn, [duty("d1", frequency="daily", lead_days=0, timezone="Mars/Olympus")])
+    scoped = invoke({**clock_event(FIRST), "organization_id": "org-1"})
+    conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = 'd1'")
+    asked = _would_create(invoke, FIRST + 4 * DAY)
+    invoke(clock_event(FIRST + 4 * DAY))
+
+    # At de764a3: only 2026-11-24 (explain agreeing).
+    assert scoped["fault_counts"]["invalid_cadence"] == 1
+    assert asked == {"2026-11-21", "2026-11-22", "2026-11-23", "2026-11-24"}
+    assert task_keys(conn, "d1") == ["2026-11-21", "2026-11-22", "2026-11-23", "2026-11-24"]

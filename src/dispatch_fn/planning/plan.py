@@ -234,10 +234,15 @@ class Account:
 
         No account kept: the duty existed before the first run that keeps
         accounts and owes from the schedule's origin, whatever was edited
-        since; one that was not dispatchable then carries a pause (the
+        since, or from an earlier change's day (a scoped run's clock placed
+        it); one that was not dispatchable then carries a pause (the
         trigger marks one added paused), which bounds it.
         """
-        return self.through if self.through is not None else schedule.origin
+        if self.through is not None:
+            return self.through
+        if self.changed_on is not None and schedule.origin is not None:
+            return min(schedule.origin, self.changed_on)
+        return schedule.origin
 
     def rejudged(self) -> Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""
@@ -419,12 +424,9 @@ def account_after(
     changed = account.changed_on
     stays = changed is not None and today < changed < date.max
     # A resume after the window's last day leaves no change mark (migration
-    # 0024): the span it opened after today says the pause held past it.
-    spans_on = [first for first, end in account.owed_between if end is None]
-    resumed_after = (
-        account.paused_on is not None
-        and bool(account.owed_between)
-        and not any((first - today).days <= 1 for first in spans_on)
+    # 0024): the open span it began after today says the pause held past it.
+    resumed_after = account.paused_on is not None and any(
+        end is None and (first - today).days > 1 for first, end in account.owed_between
     )
     if not (stays or resumed_after):
         return Account(through)

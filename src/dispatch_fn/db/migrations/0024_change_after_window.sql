@@ -16,6 +16,10 @@
 -- the current period). A change no scheduled clock placed counts for every
 -- run, as before.
 --
+-- A change of a duty whose account a pause bounds with no span open (a form
+-- no run knew, which the trigger before 0021 marked a pause) opens one from
+-- its day: fixed, the duty owes from its fix, as 0021 says.
+--
 -- A mark that stays is older than a pause that may follow it: what became
 -- owed after a change's day is the account's, bounded by that pause
 -- (page_owed.sql), and a run at a past clock keeps a pause whose resume,
@@ -252,8 +256,12 @@ BEGIN
         END IF;
         -- Resumed while a pause still bounds the account, or its window
         -- moved: what becomes owed from now on is owed again, whatever pause
-        -- or change comes next.
-        IF latest_day IS NOT NULL AND ((NOT was AND paused IS NOT NULL) OR rewritten) THEN
+        -- or change comes next. So does a change of a duty that owes while a
+        -- pause bounds its account with no span open (a form no run knew,
+        -- which the trigger before 0021 marked a pause): owed from its fix.
+        IF latest_day IS NOT NULL
+           AND ((NOT was AND paused IS NOT NULL) OR rewritten
+                OR (paused IS NOT NULL AND NOT coalesce(upper_inf(spans), false))) THEN
             NEW.dispatch_owed_between := coalesce(spans, '{}'::datemultirange)
                 + datemultirange(daterange(latest_day, NULL, '(]'));
         END IF;

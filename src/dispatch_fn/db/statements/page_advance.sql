@@ -24,13 +24,14 @@ advanced AS (
         -- Marks of edits placed after the run's today (a run at a past clock)
         -- stay: a resume there still says what became owed before it was not
         -- (plan.account_after). A resume after the window's last day leaves
-        -- no change mark (migration 0024); the span it opened, after today,
-        -- says so.
+        -- no change mark (migration 0024); the open span it began after
+        -- today says so.
         dispatch_paused_on = CASE WHEN u.keep AND u.version = d.dispatch_version
                                   THEN CASE WHEN d.dispatch_paused_on IS NOT NULL
                                              AND (d.dispatch_changed_on > u.today
                                                   AND d.dispatch_changed_on < date '9999-12-31'
-                                                  OR NOT d.dispatch_owed_between
+                                                  OR upper_inf(d.dispatch_owed_between)
+                                                     AND NOT d.dispatch_owed_between
                                                          @> daterange(u.today, NULL, '(]'))
                                             THEN greatest(d.dispatch_paused_on,
                                                           d.dispatch_through, u.today)
@@ -42,7 +43,8 @@ advanced AS (
                                      THEN CASE WHEN d.dispatch_paused_on IS NOT NULL
                                                 AND (d.dispatch_changed_on > u.today
                                                      AND d.dispatch_changed_on < date '9999-12-31'
-                                                     OR NOT d.dispatch_owed_between
+                                                     OR upper_inf(d.dispatch_owed_between)
+                                                        AND NOT d.dispatch_owed_between
                                                             @> daterange(u.today, NULL, '(]'))
                                                THEN d.dispatch_owed_between
                                           END
@@ -62,7 +64,8 @@ advanced AS (
                              THEN CASE WHEN u.keep AND (d.dispatch_changed_on > u.today
                                                             AND d.dispatch_changed_on < date '9999-12-31'
                                                             OR d.dispatch_paused_on IS NOT NULL
-                                                            AND NOT d.dispatch_owed_between
+                                                            AND upper_inf(d.dispatch_owed_between)
+                                                                AND NOT d.dispatch_owed_between
                                                                     @> daterange(u.today, NULL, '(]'))
                                        THEN date '0001-01-01' ELSE u.next END
                              ELSE d.dispatch_next END,
@@ -71,7 +74,8 @@ advanced AS (
                                 THEN CASE WHEN u.keep AND (d.dispatch_changed_on > u.today
                                                                AND d.dispatch_changed_on < date '9999-12-31'
                                                                OR d.dispatch_paused_on IS NOT NULL
-                                                               AND NOT d.dispatch_owed_between
+                                                               AND upper_inf(d.dispatch_owed_between)
+                                                                   AND NOT d.dispatch_owed_between
                                                                        @> daterange(u.today, NULL, '(]'))
                                           THEN timestamptz '0001-01-01 00:00:00+00'
                                           ELSE u.next_at END

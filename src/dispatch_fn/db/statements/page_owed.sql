@@ -141,8 +141,9 @@ placed AS (
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
            page.dispatch_owed_between AS owed_between,
            -- plan.owed_verdict's since: no account kept, the duty existed
-           -- before the first run that keeps accounts (a pause bounds it).
-           coalesce(page.dispatch_through, c.origin) AS since,
+           -- before the first run that keeps accounts (a pause bounds it), or
+           -- a change a scoped run's clock placed before that run's origin.
+           coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) AS since,
            page.dispatch_version AS version, page.dispatch_next AS next_was,
            page.last_dispatched_period AS ldp_was,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
@@ -184,7 +185,7 @@ placed AS (
                     -- A window that closed after the account's day: what became
                     -- owed in it is still owed (plan.window_closed_behind).
                     OR c.today > page.effective_to
-                       AND coalesce(page.dispatch_through, c.origin) < page.effective_to,
+                       AND coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < page.effective_to,
                     false)
                AS in_window,
            coalesce(c.today > page.effective_to, false) AS closed,
@@ -195,10 +196,10 @@ placed AS (
            -- candidates show: its account as read, for the run to judge those
            -- itself (plan.lapsed_before_candidates). Null for every other duty.
            CASE WHEN c.today IS NOT NULL
-                     AND coalesce(page.dispatch_through, c.origin) < c.first_day - 1
-                     AND (page.dispatch_paused_on > coalesce(page.dispatch_through, c.origin)
+                     AND coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < c.first_day - 1
+                     AND (page.dispatch_paused_on > coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on))
                           OR page.dispatch_owed_between IS NOT NULL
-                          OR page.effective_to > coalesce(page.dispatch_through, c.origin))
+                          OR page.effective_to > coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)))
                 THEN jsonb_build_object(
                          'organization_id', page.organization_id, 'id', page.id,
                          'through', page.dispatch_through, 'paused_on', page.dispatch_paused_on,
