@@ -56,7 +56,8 @@ period engine for keys and due dates only, never the planner:
   must pass the effective-window test on its due date (its last day after
   the period). One that is over and became owed on or before the horizon
   (today less ``DISPATCH_CATCH_UP_DAYS`` + 1) is counted, not created,
-  however far before the horizon it lies. A run at a clock before the
+  however far before the horizon it lies, unless its task exists (an
+  earlier run's lead created it). A run at a clock before the
   account's day owes nothing.
 - A run judges a duty it reads that is dispatchable, whose cadence the
   engine accepts, not locked, and whose today lies in its window (or past its
@@ -315,9 +316,17 @@ def _iso(instant: datetime) -> str:
 
 
 def judge(
-    model: Duty, now: datetime, *, base: date | None, rejudge: bool, catch_up_days: int
+    model: Duty,
+    now: datetime,
+    *,
+    base: date | None,
+    rejudge: bool,
+    catch_up_days: int,
+    created: frozenset[Identity] = frozenset(),
 ) -> Judged | None:
     """What a run at ``now`` owes the duty (None: the run does not judge it).
+
+    A period that lapsed past the horizon counts unless ``created`` holds it.
 
     ``base`` is the account's day, or the origin's for a duty no run kept yet.
     """
@@ -392,7 +401,7 @@ def judge(
         if opened and changed_day is not None:
             became = max(became, changed_day)
         if not live and became <= horizon:
-            lapsed = True
+            lapsed = lapsed or (row["id"], row["owner_id"], key) not in created
             continue
         owed.add((row["id"], row["owner_id"], key))
     changed = any(
@@ -672,6 +681,7 @@ class OwedMachine(RuleBasedStateMachine):
                 base=base,
                 rejudge=afresh,
                 catch_up_days=self._settings.catch_up_days,
+                created=frozenset(self._expected),
             )
             if judged is None:
                 continue
