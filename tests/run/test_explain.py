@@ -366,3 +366,51 @@ def test_next_owed_before_the_account_s_day_misses_a_period_a_widened_lead_opens
     assert _created_by(invoke, _at("2026-11-09")) == 1  # 2026-W47
     # It comes before the change's day. Before: 2026-11-12.
     assert explained == "2026-11-09"
+
+
+def _verdicts(conn: psycopg.Connection[Any], duty_id: str, at: datetime) -> dict[str, str]:
+    candidates = explain(conn, [duty_id], at)[duty_id]["candidates"]
+    return {c["period_key"]: c.get("reason", c["verdict"]) for c in candidates}
+
+
+def test_next_owed_before_the_account_s_day_passes_over_the_days_a_pause_held(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    # Daily, lead 0: kept through 11-07 and paused then; the runs of 11-08
+    # to 11-10 pass it over; resumed after 11-10 (the resume's day).
+    insert_duties(conn, [duty("d", frequency="daily", lead_days=0)])
+    for n in range(1, 8):
+        invoke({"now": f"2026-11-0{n}T01:00:00Z"})
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = 'd'")
+    for n in (8, 9, 10):
+        invoke({"now": f"2026-11-{n:02}T01:00:00Z"})
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = 'd'")
+
+    explained = _next_owed(conn, "d", _at("2026-11-04"))
+
+    assert _verdicts(conn, "d", _at("2026-11-08")) == {"2026-11-08": "not_dispatchable"}
+    assert _created_by(invoke, _at("2026-11-08")) == 0
+    # Before: 2026-11-08, a day the pause held: the resume's own day comes first.
+    assert explained == "2026-11-10"
+
+
+def test_next_owed_at_the_account_s_day_passes_over_the_days_a_window_edit_left_out(
+    conn: psycopg.Connection[Any], invoke: Invoke
+) -> None:
+    # Daily, lead 0: after the run of 09-02 its window opens on 09-05; the
+    # runs of 09-03 and 09-04; then the window is opened again (on 09-04).
+    insert_duties(conn, [duty("d", frequency="daily", lead_days=0)])
+    for day in ("2026-09-01", "2026-09-02"):
+        invoke({"now": f"{day}T01:00:00Z"})
+    conn.execute("UPDATE duly_duty SET effective_from = '2026-09-05' WHERE id = 'd'")
+    for day in ("2026-09-03", "2026-09-04"):
+        invoke({"now": f"{day}T01:00:00Z"})
+    conn.execute("UPDATE duly_duty SET effective_from = NULL WHERE id = 'd'")
+
+    explained = _next_owed(conn, "d", _at("2026-09-02"))
+
+    assert _verdicts(conn, "d", _at("2026-09-03")) == {"2026-09-03": "not_dispatchable"}
+    assert _created_by(invoke, _at("2026-09-03")) == 0
+    assert _created_by(invoke, _at("2026-09-05")) == 1
+    # Before: 2026-09-03, a day the window did not hold.
+    assert explained == "2026-09-04"

@@ -229,6 +229,10 @@ class Account:
         """Whether ``day`` lies in a span a resume opened since the pause."""
         return any(first <= day and (end is None or day < end) for first, end in self.owed_between)
 
+    def owes_on(self, day: date) -> bool:
+        """Whether what becomes owed on ``day`` after the account's day is owed: not paused then."""
+        return self.paused_on is None or day <= self.paused_on or self.owes_between(day)
+
     def since(self, schedule: Schedule) -> date | None:
         """The day after which the account owes what became owed (owed_verdict's lower bound).
 
@@ -509,7 +513,7 @@ def owed_verdict(
     if became > today:
         return NotOwed.NOT_VISIBLE_YET
     live = period.last_day >= today
-    through, paused_on = account.through, account.paused_on
+    through = account.through
     since = account.since(schedule)
     fresh = (
         account.changed_on
@@ -531,11 +535,7 @@ def owed_verdict(
     # opened.)
     opened = fresh is not None and account.changed_on is not None and period.first_day > fresh
     if not (
-        (
-            since is not None
-            and became > since
-            and (paused_on is None or became <= paused_on or account.owes_between(became))
-        )
+        (since is not None and became > since and account.owes_on(became))
         # What became owed after the fresh day is the account's alone: a
         # pause after a change whose mark stays (migration 0024) bounds it.
         or (fresh is not None and became <= fresh and (live or opened))
@@ -640,6 +640,7 @@ def next_owed_from(
     window: tuple[date | None, date | None],
     *,
     after: date | None = None,
+    account: Account | None = None,
 ) -> date | None:
     """The day the first period from ``start`` on that passes the effective window becomes owed.
 
@@ -647,7 +648,8 @@ def next_owed_from(
     lies before the window's first day are passed over, and once a period
     becomes owed after its last day none after it is owed (None), as at the
     calendar's end. ``after``: periods that became owed by that day are
-    passed over too (an account dispatched through it).
+    passed over too (an account dispatched through it); ``account``: so are
+    those that become owed while its pause holds (``Account.owes_on``).
     """
     effective_from, effective_to = window
     frequency, zone, lead = str(cadence.frequency), cadence.timezone, cadence.lead_days
@@ -668,8 +670,10 @@ def next_owed_from(
             became = became_owed_on(period, visible_from_for(due, lead), lead, effective_from)
         except (PeriodError, OverflowError):  # past the calendar's last day
             return None
-        if owed_in_window(cadence, period, due, became, window) and (
-            after is None or became > after
+        if (
+            owed_in_window(cadence, period, due, became, window)
+            and (after is None or became > after)
+            and (account is None or account.owes_on(became))
         ):
             return became
         period = period_after(frequency, period.key, zone)

@@ -251,6 +251,9 @@ def _account(
         for candidate in judgement.candidates
         if candidate.not_owed is NotOwed.NOT_VISIBLE_YET
     ]
+    # Not visible yet is judged before the account: a day its pause holds
+    # owes nothing.
+    ahead = [day for day in ahead if account.owes_on(day)]
     return {
         "dispatch_through": _day(account.through),
         "dispatch_paused_on": _day(account.paused_on),
@@ -271,14 +274,16 @@ def _account(
     }
 
 
-def _after_candidates(row: dict[str, Any], judgement: Judgement, today: date | None) -> date | None:
-    """The day the first period past the candidates that the window lets be owed becomes owed."""
+def _after_candidates(
+    row: dict[str, Any], judgement: Judgement, today: date | None, account: Account
+) -> date | None:
+    """The day the first period past the candidates that the window and account owe becomes owed."""
     cadence = judgement.cadence
     if judgement.candidates:
         last = judgement.candidates[-1].period
         start = period_after(str(cadence.frequency), last.key, cadence.timezone)
         window = (row.get("effective_from"), row.get("effective_to"))
-        return None if start is None else next_owed_from(cadence, start, window)
+        return None if start is None else next_owed_from(cadence, start, window, account=account)
     opens = row.get("effective_from")
     skip = judgement.skip
     if (
@@ -289,18 +294,27 @@ def _after_candidates(row: dict[str, Any], judgement: Judgement, today: date | N
         and today < opens
     ):
         # Its window has not opened: no candidates, the current period first.
-        return _owed_from(row, judgement, today)
+        return _owed_from(row, judgement, today, account=account)
     return None  # skipped otherwise, or faulted: no next owed day to tell
 
 
 def _owed_from(
-    row: dict[str, Any], judgement: Judgement, day: date, *, after: date | None = None
+    row: dict[str, Any],
+    judgement: Judgement,
+    day: date,
+    *,
+    after: date | None = None,
+    account: Account | None = None,
 ) -> date | None:
     """``next_owed_from`` the period holding ``day``, within the duty's window."""
     cadence = judgement.cadence
     window = (row.get("effective_from"), row.get("effective_to"))
     start = period_holding(str(cadence.frequency), day, cadence.timezone)
-    return None if start is None else next_owed_from(cadence, start, window, after=after)
+    return (
+        None
+        if start is None
+        else next_owed_from(cadence, start, window, after=after, account=account)
+    )
 
 
 def _next_owed(
@@ -323,9 +337,9 @@ def _next_owed(
     if today is not None and through is not None and today < through:
         if not owing:
             return None
-        found = _owed_from(row, judgement, through, after=through)
+        found = _owed_from(row, judgement, through, after=through, account=account)
     else:
-        found = min(ahead, default=None) or _after_candidates(row, judgement, today)
+        found = min(ahead, default=None) or _after_candidates(row, judgement, today, account)
     if owing and today is not None and changed is not None and today < changed < date.max:
         # A change owes the period holding its day, and later ones, as of that day.
         by_change = _owed_from(row, judgement, changed)
