@@ -116,7 +116,9 @@ def test_a_duty_outside_its_effective_window_today_is_skipped() -> None:
     plan = plan_dispatch(
         [
             duty("early", effective_from=date(2026, 9, 1)),
-            duty("ended", effective_to=date(2026, 8, 20)),
+            # Ended before the origin's day (the 20th): a duty no run kept
+            # owes from it, and nothing in its window.
+            duty("ended", effective_to=date(2026, 8, 19)),
             duty("inside", effective_from=date(2026, 8, 21), effective_to=date(2026, 8, 21)),
         ],
         NOW,
@@ -129,6 +131,29 @@ def test_a_duty_outside_its_effective_window_today_is_skipped() -> None:
     }
     assert keys(plan) == []
     assert plan.skip_counts() == {"nothing_due": 1, "outside_effective_window": 2}
+
+
+def test_a_window_that_ended_on_a_change_s_day_still_owes_what_the_change_owes() -> None:
+    # NOW is 08-21; each window ended on 08-20, the origin's day. A change
+    # placed that day (or, for a duty no run kept, the origin) owes the
+    # current period in the window; an account kept through that day with
+    # no change owes nothing more (docs/contract.md#account).
+    ended = date(2026, 8, 20)
+    plan = plan_dispatch(
+        [
+            {
+                **duty("changed", effective_to=ended),
+                "dispatch_through": ended,
+                "dispatch_changed_on": ended,
+            },
+            {**duty("kept", effective_to=ended), "dispatch_through": ended},
+            duty("no run kept", effective_to=ended),
+        ],
+        NOW,
+    )
+    assert keys(plan, "changed") == ["2026-08"]
+    assert keys(plan, "no run kept") == ["2026-08"]
+    assert reasons(plan) == {"kept": "outside_effective_window"}
 
 
 def test_effective_window_is_tested_on_the_duty_local_today() -> None:

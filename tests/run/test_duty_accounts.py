@@ -1704,6 +1704,45 @@ def test_a_duty_added_held_and_released_after_its_window_ended_owes_nothing(
     assert _owners_of(conn, "d1") == set()
 
 
+@pytest.mark.parametrize("explained", [False, True], ids=["created", "explained"])
+def test_a_new_owner_on_the_window_s_last_day_gets_the_period_that_day_began(
+    conn: Conn, invoke: Invoke, explained: bool
+) -> None:
+    # The window ends on 12-01, the day 2026-12 begins: that day's run
+    # creates it for alice and keeps the account through 12-01. Bob takes
+    # the duty after that run, on the window's last day: a change in the
+    # window gives him the current period (docs/contract.md#account).
+    insert_duties(conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 12, 1))])
+    first = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+    invoke(clock_event(first))
+    invoke(clock_event(first + DAY))
+    conn.execute("UPDATE duly_duty SET owner_id = 'bob' WHERE id = 'd1'")
+    if explained:
+        # Before: no candidate, the duty outside its effective window.
+        assert _would_create(invoke, first + 2 * DAY) == {"2026-12"}
+        return
+    invoke(clock_event(first + 2 * DAY))
+
+    # Before: bob's 2026-12 not created (outside_effective_window).
+    created = {("alice", "2026-11"), ("alice", "2026-12"), ("bob", "2026-12")}
+    assert _owners_of(conn, "d1") == created
+
+
+def test_a_duty_whose_window_ends_on_the_origin_s_day_gets_its_current_period(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # No run kept an account before the first run on 11-23, whose origin is
+    # the scheduled clock before it, on 11-22: the window's last day. The
+    # duty existed then and owes its current period, as a new duty would.
+    insert_duties(
+        conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 11, 22))]
+    )
+    invoke(clock_event(datetime(2026, 11, 23, 1, 0, tzinfo=UTC)))
+
+    # Before: nothing created (outside_effective_window).
+    assert _owners_of(conn, "d1") == {("alice", "2026-11")}
+
+
 _MIGRATIONS = Path(__file__).resolve().parents[2] / "src" / "dispatch_fn" / "db" / "migrations"
 
 

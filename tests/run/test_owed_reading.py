@@ -210,9 +210,10 @@ def test_a_duty_whose_window_ends_is_read_the_day_after_as_a_run_reading_it_woul
 def test_a_run_at_a_past_clock_reads_what_a_later_run_passed_over(
     conn: Conn, invoke: Invoke
 ) -> None:
-    # The run of the 21st judged the window over and set the next day to
-    # 9999-12-31; a run at the 20th's clock, after it, must still read the
-    # duty: on the 20th it owes its current period.
+    # The run of the 22nd judged the window over and set the next day to
+    # 9999-12-31 (its origin, the 21st, after the window's last day); a run
+    # at the 20th's clock, after it, must still read the duty: on the 20th it
+    # owes its current period.
     insert_duties(
         conn,
         [
@@ -220,7 +221,7 @@ def test_a_run_at_a_past_clock_reads_what_a_later_run_passed_over(
             for kind in ("a", "b")
         ],
     )
-    invoke(clock_event(datetime(2026, 3, 21, 23, 59, tzinfo=UTC)))
+    invoke(clock_event(datetime(2026, 3, 22, 23, 59, tzinfo=UTC)))
     conn.execute(
         "UPDATE duly_duty SET dispatch_next = '0001-01-01',"
         " dispatch_next_at = '0001-01-01 00:00:00+00' WHERE id = 'b-d'"

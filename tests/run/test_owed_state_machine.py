@@ -336,12 +336,6 @@ def judge(
     zone, frequency, lead = row["timezone"], row["frequency"], row["lead_days"]
     today = periods.local_date(now, zone)
     since = base if base is not None else today
-    closed_behind = row["effective_to"] is not None and today > row["effective_to"] > since
-    if not _within(today, row) and not closed_behind:
-        return None
-    if model.kept is not None and today < model.kept:
-        return Judged(frozenset(), beyond=False, changed=False)
-    horizon = today - timedelta(days=max(catch_up_days, 1) + 1)
     # A duty no run kept yet owes its current period as a new one does; under
     # new rules every account is judged as if it changed on its own day. The
     # account keeps the latest such day: a run before it owes nothing by it.
@@ -349,6 +343,19 @@ def judge(
     fresh_day = (
         max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
     )
+    # Its window closed after the account's day, or on that fresh day: it
+    # still owes what became owed in it, and what that day's change owes.
+    end = row["effective_to"]
+    closed_behind = (
+        end is not None
+        and today > end
+        and (since < end or (fresh_day is not None and fresh_day <= end))
+    )
+    if not _within(today, row) and not closed_behind:
+        return None
+    if model.kept is not None and today < model.kept:
+        return Judged(frozenset(), beyond=False, changed=False)
+    horizon = today - timedelta(days=max(catch_up_days, 1) + 1)
     fresh = fresh_day is not None and fresh_day <= today
     # The latest change's day (a duty added with a clock is one; the origin
     # is not): what begins after it, its lead opened by then.

@@ -248,6 +248,17 @@ class Account:
             return min(schedule.origin, self.changed_on)
         return schedule.origin
 
+    def fresh(self, schedule: Schedule) -> date | None:
+        """The day as of which a change owes the current period (owed_verdict's fresh day).
+
+        A change's day, or, for an account no run kept, the schedule's origin:
+        such a duty owes its current period as a new duty does. None: no run
+        owes this account anything afresh.
+        """
+        if self.changed_on is not None:
+            return self.changed_on
+        return schedule.origin if self.through is None else None
+
     def rejudged(self) -> Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""
         if self.changed_on is not None or self.through is None:
@@ -442,11 +453,18 @@ def account_after(
 
 
 def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:
-    """Whether the duty's window ended after its account's day: what became owed in it is owed."""
+    """Whether the duty's window ended after its account's day, or on a change's: it still owes.
+
+    What became owed in the window after the account's day is owed, and so is
+    the current period a change placed on the window's last day owes (an
+    owner change after that day's run, docs/contract.md#account).
+    """
     if schedule.today is None or effective_to is None or schedule.today <= effective_to:
         return False
-    since = account.since(schedule)
-    return since is not None and since < effective_to
+    since, fresh = account.since(schedule), account.fresh(schedule)
+    return (since is not None and since < effective_to) or (
+        fresh is not None and fresh <= effective_to
+    )
 
 
 def became_owed_on(
@@ -515,11 +533,7 @@ def owed_verdict(
     live = period.last_day >= today
     through = account.through
     since = account.since(schedule)
-    fresh = (
-        account.changed_on
-        if account.changed_on is not None
-        else (schedule.origin if through is None else None)
-    )
+    fresh = account.fresh(schedule)
     if (through is not None and through > today) or (
         fresh is not None and today < fresh < date.max
     ):

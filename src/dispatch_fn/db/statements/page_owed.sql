@@ -182,10 +182,16 @@ placed AS (
            coalesce(c.today IS NULL
                     OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                    AND coalesce(page.effective_to, 'infinity'::date)
-                    -- A window that closed after the account's day: what became
-                    -- owed in it is still owed (plan.window_closed_behind).
+                    -- A window that closed after the account's day, or on a
+                    -- change's (its fresh day): what became owed in it, and the
+                    -- current period that change owes, is still owed
+                    -- (plan.window_closed_behind).
                     OR c.today > page.effective_to
-                       AND coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < page.effective_to,
+                       AND (coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < page.effective_to
+                            OR coalesce(page.dispatch_changed_on,
+                                        CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
+                                        CASE WHEN page.afresh THEN page.dispatch_through END)
+                               <= page.effective_to),
                     false)
                AS in_window,
            coalesce(c.today > page.effective_to, false) AS closed,
