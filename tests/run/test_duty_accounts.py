@@ -1704,6 +1704,35 @@ def test_a_duty_added_held_and_released_after_its_window_ended_owes_nothing(
     assert _owners_of(conn, "d1") == set()
 
 
+@pytest.mark.parametrize(
+    "window_to", [date(2026, 11, 19), date(2026, 11, 22)], ids=["on the origin", "after it"]
+)
+@pytest.mark.parametrize(
+    ("held", "release"),
+    [
+        ({"review_status": "to_review"}, "review_status = 'approved'"),
+        ({"status": "paused"}, "status = 'active'"),
+    ],
+    ids=["approved", "resumed"],
+)
+def test_a_duty_held_before_any_run_and_released_after_its_window_ended_owes_nothing(
+    conn: Conn, invoke: Invoke, window_to: date, held: dict[str, str], release: str
+) -> None:
+    # Added held before the first run (its origin: the 19th), passed over by
+    # the runs of the 20th to the 23rd, released on the 23rd, after its
+    # window's last day. Held at the origin, it owed nothing there.
+    insert_duties(conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=window_to, **held)])
+    for n in range(4):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute(f"UPDATE duly_duty SET {release} WHERE id = 'd1'")
+    asked = _would_create(invoke, FIRST + 4 * DAY)
+    invoke(clock_event(FIRST + 4 * DAY))
+
+    # Before: alice's 2026-11 created, and explain said would_create, owed
+    # as of the origin.
+    assert (_owners_of(conn, "d1"), asked) == (set(), set())
+
+
 @pytest.mark.parametrize("explained", [False, True], ids=["created", "explained"])
 def test_a_new_owner_on_the_window_s_last_day_gets_the_period_that_day_began(
     conn: Conn, invoke: Invoke, explained: bool

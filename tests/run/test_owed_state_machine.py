@@ -336,12 +336,17 @@ def judge(
     zone, frequency, lead = row["timezone"], row["frequency"], row["lead_days"]
     today = periods.local_date(now, zone)
     since = base if base is not None else today
-    # A duty no run kept yet owes its current period as a new one does; under
-    # new rules every account is judged as if it changed on its own day. The
-    # account keeps the latest such day: a run before it owes nothing by it.
+    # A duty no run kept yet owes its current period as a new one does, if
+    # it owed at the origin; under new rules every account is judged as if it
+    # changed on its own day. The account keeps the latest such day: a run
+    # before it owes nothing by it.
     stamps = [edit.stamp for edit in model.since_kept if edit.fresh and edit.stamp is not None]
     fresh_day = (
-        max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
+        max(stamps)
+        if stamps
+        else since
+        if (model.dispatchable_on(since) if model.kept is None else model.fresh or rejudge)
+        else None
     )
     # Its window closed after the account's day, or on that fresh day: it
     # still owes what became owed in it, and what that day's change owes.

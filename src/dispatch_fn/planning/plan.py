@@ -251,13 +251,16 @@ class Account:
     def fresh(self, schedule: Schedule) -> date | None:
         """The day as of which a change owes the current period (owed_verdict's fresh day).
 
-        A change's day, or, for an account no run kept, the schedule's origin:
-        such a duty owes its current period as a new duty does. None: no run
-        owes this account anything afresh.
+        A change's day, or, for an account no run kept, the schedule's origin
+        if it owed then (not paused at it): such a duty owes its current period
+        as a new duty does. None: no run owes this account anything afresh.
         """
         if self.changed_on is not None:
             return self.changed_on
-        return schedule.origin if self.through is None else None
+        origin = schedule.origin
+        if self.through is not None or origin is None or not self.owes_on(origin):
+            return None
+        return origin
 
     def rejudged(self) -> Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""

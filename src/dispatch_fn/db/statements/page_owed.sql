@@ -146,11 +146,16 @@ placed AS (
            coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) AS since,
            page.dispatch_version AS version, page.dispatch_next AS next_was,
            page.last_dispatched_period AS ldp_was,
-           -- plan.owed_verdict's fresh day: a change's, else, for an account no
-           -- run kept yet, the scheduled clock's before the run; judged
-           -- afresh, the account's own day (plan.Account.rejudged).
+           -- plan.Account.fresh: a change's day, else, for an account no run
+           -- kept yet, the scheduled clock's before the run if the duty owed
+           -- then (not paused at it); judged afresh, the account's own day
+           -- (plan.Account.rejudged). in_window spells it too.
            coalesce(page.dispatch_changed_on,
-                    CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
+                    CASE WHEN page.dispatch_through IS NULL
+                              AND (page.dispatch_paused_on IS NULL
+                                   OR c.origin <= page.dispatch_paused_on
+                                   OR coalesce(page.dispatch_owed_between @> c.origin, false))
+                         THEN c.origin END,
                     CASE WHEN page.afresh THEN page.dispatch_through END) AS fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
             OR page.afresh) AS marked,
@@ -189,7 +194,11 @@ placed AS (
                     OR c.today > page.effective_to
                        AND (coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < page.effective_to
                             OR coalesce(page.dispatch_changed_on,
-                                        CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
+                                        CASE WHEN page.dispatch_through IS NULL
+                                                  AND (page.dispatch_paused_on IS NULL
+                                                       OR c.origin <= page.dispatch_paused_on
+                                                       OR coalesce(page.dispatch_owed_between @> c.origin, false))
+                                             THEN c.origin END,
                                         CASE WHEN page.afresh THEN page.dispatch_through END)
                                <= page.effective_to),
                     false)
