@@ -1733,6 +1733,93 @@ def test_a_duty_held_before_any_run_and_released_after_its_window_ended_owes_not
     assert (_owners_of(conn, "d1"), asked) == (set(), set())
 
 
+@pytest.mark.parametrize(
+    "how", ["set aside by a scoped run", "faulted by a scoped run", "zone moved ahead while paused"]
+)
+def test_a_duty_no_run_kept_paused_after_the_origin_s_period_became_owed_still_owes_it(
+    conn: Conn, holder: Conn, invoke: Invoke, how: str
+) -> None:
+    # Added before any run, its window ending on 11-25. A run reads it and
+    # passes it over (a run scoped to its organisation on 11-10, before the
+    # first unscoped run on 11-20 whose origin is 11-19; or that first run,
+    # in UTC-12, after which it moves to UTC+14, whose origin day is then
+    # after the pause's). Paused after that run, resumed on 11-26, after the
+    # window ended: 2026-11 became owed on 11-01, before the pause, and the
+    # run that read it owed it (docs/contract.md#account).
+    zone = "Mars/Olympus" if how.startswith("faulted") else "UTC"
+    at = datetime(2026, 11, 10, 1, 0, tzinfo=UTC)
+    if how.startswith("zone"):
+        zone, at = "Etc/GMT+12", datetime(2026, 11, 20, 11, 0, tzinfo=UTC)
+    insert_duties(
+        conn,
+        [duty("d1", lead_days=0, owner_id="alice", timezone=zone, effective_to=date(2026, 11, 25))],
+    )
+    scope = {} if how.startswith("zone") else {"organization_id": "org-1"}
+    if how.startswith("faulted"):
+        assert invoke({**clock_event(at), **scope})["fault_counts"]["invalid_cadence"] == 1
+    else:
+        holder.execute("SELECT id FROM duly_duty WHERE id = 'd1' FOR UPDATE")
+        locked = invoke({**clock_event(at), **scope}, lock_timeout_ms=200)
+        holder.rollback()
+        assert [each["duty_id"] for each in locked["set_aside"]] == ["d1"]
+    conn.execute("UPDATE duly_duty SET status = 'paused' WHERE id = 'd1'")
+    later = {
+        "faulted by a scoped run": "UTC",
+        "zone moved ahead while paused": "Pacific/Kiritimati",
+    }
+    if how in later:
+        conn.execute("UPDATE duly_duty SET timezone = %s WHERE id = 'd1'", [later[how]])
+    first = at + DAY if how.startswith("zone") else FIRST
+    for n in range(7):
+        invoke(clock_event(first + n * DAY))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = 'd1'")
+    asked = _would_create(invoke, first + 7 * DAY)
+    invoke(clock_event(first + 7 * DAY))
+
+    # At fea5495: nothing created, and explain said not_dispatchable (the
+    # origin after the pause's day).
+    assert (_owners_of(conn, "d1"), asked) == ({("alice", "2026-11")}, {"2026-11"})
+
+
+@pytest.mark.parametrize("rules", ["new", "same"])
+def test_a_run_under_new_rules_owes_nothing_in_a_window_that_ended_on_the_account_s_day(
+    conn: Conn, invoke: Invoke, rules: str
+) -> None:
+    # Quarterly, its window ending on 10-01, the day 2026-Q4 begins: that
+    # day's run creates alice's Q4 and keeps the account through 10-01. Bob
+    # takes it on 10-05, after the window's last day, which owes nothing in
+    # it; nor does the first run under new rules, on 11-10, after it too.
+    insert_duties(
+        conn,
+        [
+            duty(
+                "d1",
+                frequency="quarterly",
+                lead_days=0,
+                owner_id="alice",
+                effective_to=date(2026, 10, 1),
+            )
+        ],
+    )
+    first = datetime(2026, 9, 30, 1, 0, tzinfo=UTC)
+    for n in range(3):
+        invoke(clock_event(first + n * DAY))
+    conn.execute("UPDATE duly_duty SET owner_id = 'bob' WHERE id = 'd1'")
+    invoke(clock_event(datetime(2026, 10, 6, 1, 0, tzinfo=UTC)))
+    if rules == "new":
+        conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    at = datetime(2026, 11, 10, 1, 0, tzinfo=UTC)
+    asked = _would_create(invoke, at)
+    report = invoke(clock_event(at))
+
+    # At cefce00, under new rules: bob's 2026-Q4 created, and explain said
+    # would_create, the account's day taken for a change on the window's.
+    # (Under the same rules the run does not read it: nothing owed.)
+    assert _owners_of(conn, "d1") == {("alice", "2026-Q3"), ("alice", "2026-Q4")}
+    assert asked == set()
+    assert report["skipped"]["outside_effective_window"] == (1 if rules == "new" else 0)
+
+
 @pytest.mark.parametrize("explained", [False, True], ids=["created", "explained"])
 def test_a_new_owner_on_the_window_s_last_day_gets_the_period_that_day_began(
     conn: Conn, invoke: Invoke, explained: bool

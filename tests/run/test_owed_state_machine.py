@@ -337,24 +337,23 @@ def judge(
     today = periods.local_date(now, zone)
     since = base if base is not None else today
     # A duty no run kept yet owes its current period as a new one does, if
-    # it owed at the origin; under new rules every account is judged as if it
-    # changed on its own day. The account keeps the latest such day: a run
-    # before it owes nothing by it.
+    # it owed as that period became owed; under new rules every account is
+    # judged as if it changed on its own day. The account keeps the latest
+    # such day: a run before it owes nothing by it.
     stamps = [edit.stamp for edit in model.since_kept if edit.fresh and edit.stamp is not None]
+    origin_fresh = not stamps and model.kept is None
     fresh_day = (
-        max(stamps)
-        if stamps
-        else since
-        if (model.dispatchable_on(since) if model.kept is None else model.fresh or rejudge)
-        else None
+        max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
     )
-    # Its window closed after the account's day, or on that fresh day: it
-    # still owes what became owed in it, and what that day's change owes.
+    # Its window closed after the account's day, or on a change's (or the
+    # origin's) day: it still owes what became owed in it, and what that
+    # change owes. New rules owe as of the run's day: nothing in it.
     end = row["effective_to"]
+    changed_on = max(stamps) if stamps else since if model.kept is None else None
     closed_behind = (
         end is not None
         and today > end
-        and (since < end or (fresh_day is not None and fresh_day <= end))
+        and (since < end or (changed_on is not None and changed_on <= end))
     )
     if not _within(today, row) and not closed_behind:
         return None
@@ -406,7 +405,12 @@ def judge(
         # One that begins after the latest such edit's day, its lead opened
         # by then: owed as if it became owed that day. What became owed after
         # that day is the account's alone (a pause after it bounds it).
-        claimed = fresh and fresh_day is not None and became <= fresh_day
+        claimed = (
+            fresh
+            and fresh_day is not None
+            and became <= fresh_day
+            and (not origin_fresh or model.dispatchable_on(became))
+        )
         opened = claimed and changed_day is not None and first_day > changed_day
         if not (by_account or (claimed and live) or opened):
             continue

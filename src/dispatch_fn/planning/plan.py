@@ -251,16 +251,14 @@ class Account:
     def fresh(self, schedule: Schedule) -> date | None:
         """The day as of which a change owes the current period (owed_verdict's fresh day).
 
-        A change's day, or, for an account no run kept, the schedule's origin
-        if it owed then (not paused at it): such a duty owes its current period
-        as a new duty does. None: no run owes this account anything afresh.
+        A change's day, or, for an account no run kept, the schedule's origin:
+        such a duty owes its current period as a new duty does, if it owed
+        when that period became owed (owed_verdict asks). None: no run owes
+        this account anything afresh.
         """
         if self.changed_on is not None:
             return self.changed_on
-        origin = schedule.origin
-        if self.through is not None or origin is None or not self.owes_on(origin):
-            return None
-        return origin
+        return schedule.origin if self.through is None else None
 
     def rejudged(self) -> Account:
         """This account for a run whose rules changed: it owes as if changed on its own day."""
@@ -555,7 +553,14 @@ def owed_verdict(
         (since is not None and became > since and account.owes_on(became))
         # What became owed after the fresh day is the account's alone: a
         # pause after a change whose mark stays (migration 0024) bounds it.
-        or (fresh is not None and became <= fresh and (live or opened))
+        # The origin is no change: a duty not dispatchable when its current
+        # period became owed (added held) owes it only by its release's mark.
+        or (
+            fresh is not None
+            and became <= fresh
+            and (live or opened)
+            and (account.changed_on is not None or account.owes_on(became))
+        )
     ):
         if through is not None and became <= through:
             return NotOwed.DISPATCHED
@@ -893,11 +898,14 @@ def judge_duty(
     except CadenceRefused as refused:
         return Judgement(duty_id, cadence, skip=Fault(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
-    account = Account.of(duty).rejudged() if rejudge else Account.of(duty)
+    kept = Account.of(duty)
+    account = kept.rejudged() if rejudge else kept
+    # New rules owe afresh as of the run's own day, not the account's: a
+    # window that ended before the run owes nothing more by them.
     if (
         schedule.today is not None
         and not within(schedule.today, effective_from, effective_to)
-        and not window_closed_behind(account, schedule, effective_to)
+        and not window_closed_behind(kept, schedule, effective_to)
     ):
         return Judgement(duty_id, cadence, skip=Fault(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
     candidates = []

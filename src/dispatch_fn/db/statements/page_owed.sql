@@ -146,16 +146,11 @@ placed AS (
            coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) AS since,
            page.dispatch_version AS version, page.dispatch_next AS next_was,
            page.last_dispatched_period AS ldp_was,
-           -- plan.Account.fresh: a change's day, else, for an account no run
-           -- kept yet, the scheduled clock's before the run if the duty owed
-           -- then (not paused at it); judged afresh, the account's own day
-           -- (plan.Account.rejudged). in_window spells it too.
+           -- plan.owed_verdict's fresh day: a change's, else, for an account no
+           -- run kept yet, the scheduled clock's before the run; judged
+           -- afresh, the account's own day (plan.Account.rejudged).
            coalesce(page.dispatch_changed_on,
-                    CASE WHEN page.dispatch_through IS NULL
-                              AND (page.dispatch_paused_on IS NULL
-                                   OR c.origin <= page.dispatch_paused_on
-                                   OR coalesce(page.dispatch_owed_between @> c.origin, false))
-                         THEN c.origin END,
+                    CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
                     CASE WHEN page.afresh THEN page.dispatch_through END) AS fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
             OR page.afresh) AS marked,
@@ -188,18 +183,15 @@ placed AS (
                     OR c.today BETWEEN coalesce(page.effective_from, '-infinity'::date)
                                    AND coalesce(page.effective_to, 'infinity'::date)
                     -- A window that closed after the account's day, or on a
-                    -- change's (its fresh day): what became owed in it, and the
-                    -- current period that change owes, is still owed
-                    -- (plan.window_closed_behind).
+                    -- change's (or, no run kept, the origin's): what became
+                    -- owed in it, and the current period that change owes,
+                    -- is still owed (plan.window_closed_behind). Not on the
+                    -- account's day judged afresh: new rules owe as of the
+                    -- run's day.
                     OR c.today > page.effective_to
                        AND (coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < page.effective_to
                             OR coalesce(page.dispatch_changed_on,
-                                        CASE WHEN page.dispatch_through IS NULL
-                                                  AND (page.dispatch_paused_on IS NULL
-                                                       OR c.origin <= page.dispatch_paused_on
-                                                       OR coalesce(page.dispatch_owed_between @> c.origin, false))
-                                             THEN c.origin END,
-                                        CASE WHEN page.afresh THEN page.dispatch_through END)
+                                        CASE WHEN page.dispatch_through IS NULL THEN c.origin END)
                                <= page.effective_to),
                     false)
                AS in_window,
@@ -354,7 +346,12 @@ owed AS (
                                       AND ((last_day >= today
                                             AND (fresh <= today OR fresh = date '9999-12-31'))
                                            OR first_day > changed_day AND changed_day <= today)
-                                      AND (through IS NULL OR through <= today))), false)
+                                      AND (through IS NULL OR through <= today)
+                                      -- The origin is no change: owed only if
+                                      -- the duty owed as the period became owed.
+                                      AND (changed_day IS NOT NULL OR paused_on IS NULL
+                                           OR became <= paused_on
+                                           OR coalesce(owed_between @> became, false)))), false)
                      AS now_owed,
                  -- Over, and became owed on or before the horizon; one that
                  -- begins after a change's day, which its lead opened by then,
