@@ -1820,6 +1820,27 @@ def test_a_run_under_new_rules_owes_nothing_in_a_window_that_ended_on_the_accoun
     assert report["skipped"]["outside_effective_window"] == (1 if rules == "new" else 0)
 
 
+@pytest.mark.parametrize("window_to", [date(2026, 11, 20), date(2026, 11, 22)])
+def test_a_run_under_new_rules_after_the_window_ended_re_creates_no_deleted_task(
+    conn: Conn, invoke: Invoke, window_to: date
+) -> None:
+    # The run of the 20th creates alice's 2026-11 and keeps the account
+    # there; the runs to the window's end owe nothing more. The task is
+    # deleted, and the first run after the window is the first under new
+    # rules: they owe afresh as of its day, after the window ended.
+    insert_duties(conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=window_to)])
+    for n in range(3):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute("DELETE FROM duly_task")
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    asked = _would_create(invoke, FIRST + 4 * DAY)
+    report = invoke(clock_event(FIRST + 4 * DAY))
+
+    # Before, with the window ending on the 22nd: 2026-11 created again, and
+    # explain said would_create.
+    assert (report["tasks_created"], asked) == (0, set())
+
+
 @pytest.mark.parametrize("explained", [False, True], ids=["created", "explained"])
 def test_a_new_owner_on_the_window_s_last_day_gets_the_period_that_day_began(
     conn: Conn, invoke: Invoke, explained: bool

@@ -342,13 +342,15 @@ def judge(
     # such day: a run before it owes nothing by it.
     stamps = [edit.stamp for edit in model.since_kept if edit.fresh and edit.stamp is not None]
     origin_fresh = not stamps and model.kept is None
+    end = row["effective_to"]
+    # New rules owe as of the run's day: nothing in a window that ended before it.
+    rejudge = rejudge and not (end is not None and today > end)
     fresh_day = (
         max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
     )
     # Its window closed after the account's day, or on a change's (or the
     # origin's) day: it still owes what became owed in it, and what that
-    # change owes. New rules owe as of the run's day: nothing in it.
-    end = row["effective_to"]
+    # change owes.
     changed_on = max(stamps) if stamps else since if model.kept is None else None
     closed_behind = (
         end is not None

@@ -453,6 +453,23 @@ def account_after(
     return Account(through, paused, changed if stays else None, spans)
 
 
+def _window_closed(today: date | None, effective_to: date | None) -> bool:
+    return today is not None and effective_to is not None and today > effective_to
+
+
+def account_judged(
+    account: Account, today: date | None, effective_to: date | None, *, rejudge: bool
+) -> Account:
+    """The account a run at ``today`` judges by: under new rules (``rejudge``), rejudged.
+
+    New rules owe afresh as of the run's own day, not the account's: a window
+    that ended before today owes nothing more by them (docs/contract.md#account).
+    """
+    if rejudge and not _window_closed(today, effective_to):
+        return account.rejudged()
+    return account
+
+
 def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:
     """Whether the duty's window ended after its account's day, or on a change's: it still owes.
 
@@ -460,7 +477,7 @@ def window_closed_behind(account: Account, schedule: Schedule, effective_to: dat
     the current period a change placed on the window's last day owes (an
     owner change after that day's run, docs/contract.md#account).
     """
-    if schedule.today is None or effective_to is None or schedule.today <= effective_to:
+    if effective_to is None or not _window_closed(schedule.today, effective_to):
         return False
     since, fresh = account.since(schedule), account.fresh(schedule)
     return (since is not None and since < effective_to) or (
@@ -898,14 +915,11 @@ def judge_duty(
     except CadenceRefused as refused:
         return Judgement(duty_id, cadence, skip=Fault(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
-    kept = Account.of(duty)
-    account = kept.rejudged() if rejudge else kept
-    # New rules owe afresh as of the run's own day, not the account's: a
-    # window that ended before the run owes nothing more by them.
+    account = account_judged(Account.of(duty), schedule.today, effective_to, rejudge=rejudge)
     if (
         schedule.today is not None
         and not within(schedule.today, effective_from, effective_to)
-        and not window_closed_behind(kept, schedule, effective_to)
+        and not window_closed_behind(account, schedule, effective_to)
     ):
         return Judgement(duty_id, cadence, skip=Fault(duty_id, SkipReason.OUTSIDE_EFFECTIVE_WINDOW))
     candidates = []
@@ -976,7 +990,7 @@ def lapsed_before_candidates(
         return ()
     if origin is not None:
         schedule = replace(schedule, origin=origin)
-    account = account.rejudged() if rejudge else account
+    account = account_judged(account, schedule.today, duty.get("effective_to"), rejudge=rejudge)
     since = account.since(schedule)
     if schedule.today is None or since is None or not schedule.periods:
         return ()

@@ -25,6 +25,7 @@ from dispatch_fn.planning import (
     NotOwed,
     SkipReason,
     WindowLike,
+    account_judged,
     became_owed_on,
     judge_duty,
     next_owed_from,
@@ -131,13 +132,13 @@ def explain_each(
             rejudge=rejudge,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
-        account = Account.of(row)
+        today = None if window is not None else _local_day(now, judgement.cadence.timezone)
         explained = _as_json(
             row,
             judgement,
             lookups.existing_tasks(conn, row, keys),
-            None if window is not None else _local_day(now, judgement.cadence.timezone),
-            account.rejudged() if rejudge else account,
+            today,
+            account_judged(Account.of(row), today, row.get("effective_to"), rejudge=rejudge),
         )
         # Older than the first candidate, where a scheduled run's page flags
         # it too; judged with the schedules judge_duty planned at this clock.
