@@ -1841,6 +1841,26 @@ def test_a_run_under_new_rules_after_the_window_ended_re_creates_no_deleted_task
     assert (report["tasks_created"], asked) == (0, set())
 
 
+def test_a_duty_set_aside_by_a_run_under_new_rules_in_its_window_is_owed_that_judgement(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # Its task deleted, the run of the 21st, its window's last day, is the
+    # first under new rules and finds its row locked: it still owes the
+    # judgement that run, on a day its window held, could not give.
+    insert_duties(
+        conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 11, 21))]
+    )
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task")
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    set_aside(holder, invoke, FIRST + DAY, "d1")
+    asked = _would_create(invoke, FIRST + 2 * DAY)
+    invoke(clock_event(FIRST + 2 * DAY))
+
+    # At e0db7f5: nothing created, and explain said nothing would be.
+    assert (task_keys(conn, "d1"), asked) == (["2026-11"], {"2026-11"})
+
+
 @pytest.mark.parametrize("explained", [False, True], ids=["created", "explained"])
 def test_a_new_owner_on_the_window_s_last_day_gets_the_period_that_day_began(
     conn: Conn, invoke: Invoke, explained: bool

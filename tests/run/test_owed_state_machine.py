@@ -321,6 +321,7 @@ def judge(
     *,
     base: date | None,
     rejudge: bool,
+    new_rules: bool,
     catch_up_days: int,
     created: frozenset[Identity] = frozenset(),
 ) -> Judged | None:
@@ -343,8 +344,9 @@ def judge(
     stamps = [edit.stamp for edit in model.since_kept if edit.fresh and edit.stamp is not None]
     origin_fresh = not stamps and model.kept is None
     end = row["effective_to"]
-    # New rules owe as of the run's day: nothing in a window that ended before it.
-    rejudge = rejudge and not (end is not None and today > end)
+    # Rules new at this run owe as of its day: nothing in a window that ended
+    # before it. One set aside while judged afresh is owed that earlier judgement.
+    rejudge = rejudge and not (new_rules and end is not None and today > end)
     fresh_day = (
         max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
     )
@@ -698,6 +700,7 @@ class OwedMachine(RuleBasedStateMachine):
                 clock,
                 base=base,
                 rejudge=afresh,
+                new_rules=rejudge,
                 catch_up_days=self._settings.catch_up_days,
                 created=frozenset(self._expected),
             )

@@ -458,16 +458,23 @@ def _window_closed(today: date | None, effective_to: date | None) -> bool:
 
 
 def account_judged(
-    account: Account, today: date | None, effective_to: date | None, *, rejudge: bool
+    account: Account,
+    today: date | None,
+    effective_to: date | None,
+    *,
+    rejudge: bool,
+    new_rules: bool = True,
 ) -> Account:
-    """The account a run at ``today`` judges by: under new rules (``rejudge``), rejudged.
+    """The account a run at ``today`` judges by: judged afresh (``rejudge``), rejudged.
 
-    New rules owe afresh as of the run's own day, not the account's: a window
-    that ended before today owes nothing more by them (docs/contract.md#account).
+    Rules new at this run (``new_rules``) owe afresh as of its own day, not
+    the account's: a window that ended before today owes nothing more by
+    them. A duty the previous run set aside while it judged it afresh is
+    owed that run's judgement, made on an earlier day (docs/contract.md#account).
     """
-    if rejudge and not _window_closed(today, effective_to):
-        return account.rejudged()
-    return account
+    if not rejudge or (new_rules and _window_closed(today, effective_to)):
+        return account
+    return account.rejudged()
 
 
 def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:
@@ -881,6 +888,7 @@ def judge_duty(
     previous: datetime | None = None,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rejudge: bool = False,
+    new_rules: bool = True,
 ) -> Judgement:
     """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
 
@@ -889,6 +897,7 @@ def judge_duty(
     ``now``, ``previous`` and ``catch_up_days``); ``previous`` is the scheduled
     clock before ``now`` (None: ``now - SCHEDULE_INTERVAL``). Past periods the
     account does not owe are left out, but for those beyond the horizon.
+    ``rejudge`` and ``new_rules``: as ``account_judged`` takes them.
     """
     duty_id = str(duty["id"])
     cadence = Cadence.of(duty)
@@ -915,7 +924,9 @@ def judge_duty(
     except CadenceRefused as refused:
         return Judgement(duty_id, cadence, skip=Fault(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
-    account = account_judged(Account.of(duty), schedule.today, effective_to, rejudge=rejudge)
+    account = account_judged(
+        Account.of(duty), schedule.today, effective_to, rejudge=rejudge, new_rules=new_rules
+    )
     if (
         schedule.today is not None
         and not within(schedule.today, effective_from, effective_to)
@@ -967,6 +978,7 @@ def lapsed_before_candidates(
     origin: date | None = None,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rejudge: bool = False,
+    new_rules: bool = True,
     schedules: ScheduleMemo | None = None,
 ) -> tuple[str, ...]:
     """The keys of the periods older than the run's first candidate the account let lapse.
@@ -990,7 +1002,9 @@ def lapsed_before_candidates(
         return ()
     if origin is not None:
         schedule = replace(schedule, origin=origin)
-    account = account_judged(account, schedule.today, duty.get("effective_to"), rejudge=rejudge)
+    account = account_judged(
+        account, schedule.today, duty.get("effective_to"), rejudge=rejudge, new_rules=new_rules
+    )
     since = account.since(schedule)
     if schedule.today is None or since is None or not schedule.periods:
         return ()

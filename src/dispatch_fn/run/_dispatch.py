@@ -234,6 +234,7 @@ def _lapsed_unseen(
                 origin=probe.origin,
                 catch_up_days=catch_up_days,
                 rejudge=(probe.organization_id, probe.duty_id) in afresh,
+                new_rules=afresh.every,
                 schedules=schedules,
             )
         except psycopg.Error:

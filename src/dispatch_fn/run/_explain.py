@@ -130,6 +130,7 @@ def explain_each(
             previous=previous,
             catch_up_days=catch_up_days,
             rejudge=rejudge,
+            new_rules=afresh.every,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
         today = None if window is not None else _local_day(now, judgement.cadence.timezone)
@@ -138,7 +139,13 @@ def explain_each(
             judgement,
             lookups.existing_tasks(conn, row, keys),
             today,
-            account_judged(Account.of(row), today, row.get("effective_to"), rejudge=rejudge),
+            account_judged(
+                Account.of(row),
+                today,
+                row.get("effective_to"),
+                rejudge=rejudge,
+                new_rules=afresh.every,
+            ),
         )
         # Older than the first candidate, where a scheduled run's page flags
         # it too; judged with the schedules judge_duty planned at this clock.
@@ -155,6 +162,7 @@ def explain_each(
                 previous=previous,
                 catch_up_days=catch_up_days,
                 rejudge=rejudge,
+                new_rules=afresh.every,
                 schedules=schedules,
             )
         )

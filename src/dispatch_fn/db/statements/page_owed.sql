@@ -148,11 +148,12 @@ placed AS (
            page.last_dispatched_period AS ldp_was,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; judged
-           -- afresh, the account's own day (plan.Account.rejudged), but for
-           -- a window that ended before today (plan.window_closed).
+           -- afresh, the account's own day (plan.Account.rejudged), but under
+           -- rules new at this run for a window that ended before today
+           -- (plan.account_judged).
            coalesce(page.dispatch_changed_on,
                     CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
-                    CASE WHEN page.afresh AND NOT coalesce(c.today > page.effective_to, false)
+                    CASE WHEN page.afresh AND NOT (%(rejudge)s::boolean AND coalesce(c.today > page.effective_to, false))
                          THEN page.dispatch_through END) AS fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
             OR page.afresh) AS marked,
@@ -160,7 +161,7 @@ placed AS (
            -- begins after it, which its lead opened by then, is owed as if it
            -- became owed then (plan.owed_verdict's opened).
            coalesce(page.dispatch_changed_on,
-                    CASE WHEN page.afresh AND NOT coalesce(c.today > page.effective_to, false)
+                    CASE WHEN page.afresh AND NOT (%(rejudge)s::boolean AND coalesce(c.today > page.effective_to, false))
                          THEN page.dispatch_through END) AS changed_day,
            -- Changed after days it had been dispatchable since its account's
            -- day (the trigger's dispatch_recast_on, migrations 0017, 0018):
