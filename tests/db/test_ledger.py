@@ -361,8 +361,9 @@ def test_the_previous_run_owes_afresh_what_each_link_of_its_chain_set_aside_up_t
 
     # z was not judged afresh: its run owed it no fresh judgement. Before: p
     # too, judged afresh by the continuation and once more by the next run.
+    # Its clock is the judgement's (plan.account_judged).
     assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
-        "r", ((None, "a"), ("org-1", "b"), (None, "x"))
+        "r", ((None, "a"), ("org-1", "b"), (None, "x")), at
     )
 
 
@@ -378,4 +379,6 @@ def test_a_completed_run_that_set_nothing_aside_owes_nothing_afresh(conn: Conn) 
     )
     ledger.finish(conn, after, "completed", {})
 
-    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement("r", ())
+    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
+        "r", (), at + timedelta(days=1)
+    )

@@ -1841,24 +1841,60 @@ def test_a_run_under_new_rules_after_the_window_ended_re_creates_no_deleted_task
     assert (report["tasks_created"], asked) == (0, set())
 
 
+@pytest.mark.parametrize(
+    "how", ["as it stands", "the rules new again", "its account on the window's last day"]
+)
 def test_a_duty_set_aside_by_a_run_under_new_rules_in_its_window_is_owed_that_judgement(
-    conn: Conn, holder: Conn, invoke: Invoke
+    conn: Conn, holder: Conn, invoke: Invoke, how: str
 ) -> None:
-    # Its task deleted, the run of the 21st, its window's last day, is the
-    # first under new rules and finds its row locked: it still owes the
-    # judgement that run, on a day its window held, could not give.
+    # Its task deleted, a run on its window's last day (the 21st), the first
+    # under new rules, finds its row locked: the next run, after the window,
+    # still owes the judgement that run could not give (its account on the
+    # 20th, or kept through the 21st by that day's earlier run), under the
+    # same rules or new ones again.
     insert_duties(
         conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 11, 21))]
     )
     invoke(clock_event(FIRST))
+    at = FIRST + DAY
+    if how == "its account on the window's last day":
+        conn.execute("UPDATE duly_duty SET owner_id = 'bob' WHERE id = 'd1'")
+        invoke(clock_event(at))  # bob's 2026-11, the account through the 21st
+        at += timedelta(hours=12)
     conn.execute("DELETE FROM duly_task")
     conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
-    set_aside(holder, invoke, FIRST + DAY, "d1")
+    set_aside(holder, invoke, at, "d1")
+    if how == "the rules new again":
+        conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2019a; holidays 0; owed 0'")
     asked = _would_create(invoke, FIRST + 2 * DAY)
     invoke(clock_event(FIRST + 2 * DAY))
 
-    # At e0db7f5: nothing created, and explain said nothing would be.
+    # At e0db7f5: nothing created, and explain said nothing would be; at
+    # 68a3011, with the rules new again, the same, and with the account on
+    # the window's last day explain said would_create and the run created
+    # nothing.
     assert (task_keys(conn, "d1"), asked) == (["2026-11"], {"2026-11"})
+
+
+def test_a_duty_set_aside_by_a_run_under_new_rules_after_its_window_is_owed_nothing_in_it(
+    conn: Conn, holder: Conn, invoke: Invoke
+) -> None:
+    # The window ends on the 22nd, the account on the 20th; the task is
+    # deleted and the first run under new rules, on the 23rd, sets the duty
+    # aside: its judgement owed nothing in the window, nor does the next run.
+    insert_duties(
+        conn, [duty("d1", lead_days=0, owner_id="alice", effective_to=date(2026, 11, 22))]
+    )
+    for n in range(3):
+        invoke(clock_event(FIRST + n * DAY))
+    conn.execute("DELETE FROM duly_task")
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    set_aside(holder, invoke, FIRST + 3 * DAY, "d1")
+    asked = _would_create(invoke, FIRST + 4 * DAY)
+    invoke(clock_event(FIRST + 4 * DAY))
+
+    # At 68a3011: 2026-11 created again, and explain said would_create.
+    assert (task_keys(conn, "d1"), asked) == ([], set())
 
 
 @pytest.mark.parametrize("explained", [False, True], ids=["created", "explained"])

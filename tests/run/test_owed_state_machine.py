@@ -321,7 +321,7 @@ def judge(
     *,
     base: date | None,
     rejudge: bool,
-    new_rules: bool,
+    owed_on: date | None,
     catch_up_days: int,
     created: frozenset[Identity] = frozenset(),
 ) -> Judged | None:
@@ -345,8 +345,11 @@ def judge(
     origin_fresh = not stamps and model.kept is None
     end = row["effective_to"]
     # Rules new at this run owe as of its day: nothing in a window that ended
-    # before it. One set aside while judged afresh is owed that earlier judgement.
-    rejudge = rejudge and not (new_rules and end is not None and today > end)
+    # before it. One set aside while judged afresh is owed that judgement, as
+    # of the day it was made (``owed_on``).
+    rejudge = (rejudge and not (end is not None and today > end)) or (
+        owed_on is not None and not (end is not None and owed_on > end)
+    )
     fresh_day = (
         max(stamps) if stamps else since if model.kept is None or model.fresh or rejudge else None
     )
@@ -670,7 +673,7 @@ class OwedMachine(RuleBasedStateMachine):
         earliest = min((run.clock for run in counted), default=None)
         previous = max(counted, key=lambda run: run.clock, default=None)
         rejudge = previous is not None and previous.rules != self._rules
-        owed_afresh = frozenset() if previous is None or rejudge else previous.afresh
+        owed_afresh = frozenset() if previous is None else previous.afresh
         origin = (
             earliest - self._settings.interval
             if earliest is not None and earliest < clock
@@ -699,8 +702,12 @@ class OwedMachine(RuleBasedStateMachine):
                 model,
                 clock,
                 base=base,
-                rejudge=afresh,
-                new_rules=rejudge,
+                rejudge=rejudge,
+                owed_on=(
+                    _local_day(previous.clock, model.row["timezone"])
+                    if previous is not None and duty_id in owed_afresh
+                    else None
+                ),
                 catch_up_days=self._settings.catch_up_days,
                 created=frozenset(self._expected),
             )

@@ -147,11 +147,12 @@ class PreviousJudgement:
     ``rules``: its rules (None: no run recorded any). ``afresh``: the duties it
     set aside while it judged them afresh (migration 0022), each as
     ``(organization_id, id)``, the organisation None where the run knew the
-    duty by its id alone.
+    duty by its id alone. ``clock``: its clock (None: no run).
     """
 
     rules: str | None = None
     afresh: tuple[tuple[str | None, str], ...] = ()
+    clock: datetime | None = None
 
 
 def previous_judgement(conn: Connection) -> PreviousJudgement:
@@ -160,7 +161,7 @@ def previous_judgement(conn: Connection) -> PreviousJudgement:
     if row is None:
         return PreviousJudgement()
     rules = None if row["rules"] is None else str(row["rules"])
-    return PreviousJudgement(rules, tuple((key[0], key[1]) for key in row["afresh"]))
+    return PreviousJudgement(rules, tuple((key[0], key[1]) for key in row["afresh"]), row["clock"])
 
 
 def latest_completed_clock(conn: Connection) -> datetime | None:

@@ -50,6 +50,7 @@ def scope_params(scope: Scope) -> dict[str, Any]:
             for organization, duty_id in scope.afresh.keys
             if organization is not None
         ],
+        "afresh_at": scope.afresh.at,
     }
 
 

@@ -457,24 +457,30 @@ def _window_closed(today: date | None, effective_to: date | None) -> bool:
     return today is not None and effective_to is not None and today > effective_to
 
 
+def _owed_on(clock: datetime | None, cadence: Cadence) -> date | None:
+    """The local day, in the duty's zone, of the judgement afresh owed at ``clock``."""
+    return None if clock is None else local_date(clock, cadence.timezone)
+
+
 def account_judged(
     account: Account,
     today: date | None,
     effective_to: date | None,
     *,
     rejudge: bool,
-    new_rules: bool = True,
+    owed_on: date | None = None,
 ) -> Account:
-    """The account a run at ``today`` judges by: judged afresh (``rejudge``), rejudged.
+    """The account a run at ``today`` judges by: rejudged where a judgement afresh is owed.
 
-    Rules new at this run (``new_rules``) owe afresh as of its own day, not
+    Rules new at this run (``rejudge``) owe it as of the run's own day, not
     the account's: a window that ended before today owes nothing more by
-    them. A duty the previous run set aside while it judged it afresh is
-    owed that run's judgement, made on an earlier day (docs/contract.md#account).
+    them. A duty the previous run set aside while it judged it afresh is owed
+    that run's judgement, as of its day ``owed_on`` (docs/contract.md#account).
     """
-    if not rejudge or (new_rules and _window_closed(today, effective_to)):
-        return account
-    return account.rejudged()
+    owed = (rejudge and not _window_closed(today, effective_to)) or (
+        owed_on is not None and not _window_closed(owed_on, effective_to)
+    )
+    return account.rejudged() if owed else account
 
 
 def window_closed_behind(account: Account, schedule: Schedule, effective_to: date | None) -> bool:
@@ -888,7 +894,7 @@ def judge_duty(
     previous: datetime | None = None,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rejudge: bool = False,
-    new_rules: bool = True,
+    owed_afresh_at: datetime | None = None,
 ) -> Judgement:
     """The planner's whole answer for one duty: its skip reason, or each candidate's verdict.
 
@@ -897,7 +903,8 @@ def judge_duty(
     ``now``, ``previous`` and ``catch_up_days``); ``previous`` is the scheduled
     clock before ``now`` (None: ``now - SCHEDULE_INTERVAL``). Past periods the
     account does not owe are left out, but for those beyond the horizon.
-    ``rejudge`` and ``new_rules``: as ``account_judged`` takes them.
+    ``rejudge``: the rules changed since the previous run; ``owed_afresh_at``:
+    the clock of the judgement afresh the previous run owes it (``account_judged``).
     """
     duty_id = str(duty["id"])
     cadence = Cadence.of(duty)
@@ -925,7 +932,11 @@ def judge_duty(
         return Judgement(duty_id, cadence, skip=Fault(duty_id, refused.reason, refused.detail))
     effective_from, effective_to = duty.get("effective_from"), duty.get("effective_to")
     account = account_judged(
-        Account.of(duty), schedule.today, effective_to, rejudge=rejudge, new_rules=new_rules
+        Account.of(duty),
+        schedule.today,
+        effective_to,
+        rejudge=rejudge,
+        owed_on=_owed_on(owed_afresh_at, cadence),
     )
     if (
         schedule.today is not None
@@ -978,7 +989,7 @@ def lapsed_before_candidates(
     origin: date | None = None,
     catch_up_days: int = DEFAULT_CATCH_UP_DAYS,
     rejudge: bool = False,
-    new_rules: bool = True,
+    owed_afresh_at: datetime | None = None,
     schedules: ScheduleMemo | None = None,
 ) -> tuple[str, ...]:
     """The keys of the periods older than the run's first candidate the account let lapse.
@@ -1003,7 +1014,11 @@ def lapsed_before_candidates(
     if origin is not None:
         schedule = replace(schedule, origin=origin)
     account = account_judged(
-        account, schedule.today, duty.get("effective_to"), rejudge=rejudge, new_rules=new_rules
+        account,
+        schedule.today,
+        duty.get("effective_to"),
+        rejudge=rejudge,
+        owed_on=_owed_on(owed_afresh_at, cadence),
     )
     since = account.since(schedule)
     if schedule.today is None or since is None or not schedule.periods:

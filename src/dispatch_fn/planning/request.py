@@ -28,23 +28,28 @@ class Afresh:
     ``every``: the rules changed since the previous run (docs/contract.md#account).
     ``keys``: ``(organization_id, duty_id)`` of each duty the previous run
     set aside while it judged it afresh, the organisation None for a duty
-    known by its id alone, which stands for every duty of the id.
+    known by its id alone, which stands for every duty of the id; ``at``:
+    that run's clock, the judgement's (plan.account_judged).
     """
 
     every: bool = False
     keys: tuple[tuple[str | None, str], ...] = ()
+    at: datetime | None = None
 
     def __contains__(self, key: object) -> bool:
         """Whether the duty ``(organization_id, duty_id)`` is judged afresh."""
-        if self.every:
-            return True
-        if not isinstance(key, tuple) or len(key) != 2:
-            return False
+        return self.every or self.owed_at(key) is not None
+
+    def owed_at(self, key: object) -> datetime | None:
+        """The clock of the judgement the previous run owes the duty ``key`` (None: none)."""
+        if not isinstance(key, tuple) or len(key) != 2 or self.at is None:
+            return None
         organization, duty_id = key
-        return any(
+        listed = any(
             listed_id == duty_id and (listed is None or organization in (None, listed))
             for listed, listed_id in self.keys
         )
+        return self.at if listed else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -233,8 +233,8 @@ def _lapsed_unseen(
                 report.request.now,
                 origin=probe.origin,
                 catch_up_days=catch_up_days,
-                rejudge=(probe.organization_id, probe.duty_id) in afresh,
-                new_rules=afresh.every,
+                rejudge=afresh.every,
+                owed_afresh_at=afresh.owed_at((probe.organization_id, probe.duty_id)),
                 schedules=schedules,
             )
         except psycopg.Error:

@@ -121,7 +121,7 @@ def explain_each(
             yield duty_id, _held_by_several(duty_id, rows)
             continue
         row = rows[0]
-        rejudge = (row.get("organization_id"), duty_id) in afresh
+        owed_at = afresh.owed_at((row.get("organization_id"), duty_id))
         judgement = judge_duty(
             row,
             now,
@@ -129,8 +129,8 @@ def explain_each(
             schedules,
             previous=previous,
             catch_up_days=catch_up_days,
-            rejudge=rejudge,
-            new_rules=afresh.every,
+            rejudge=afresh.every,
+            owed_afresh_at=owed_at,
         )
         keys = [candidate.period.key for candidate in judgement.candidates]
         today = None if window is not None else _local_day(now, judgement.cadence.timezone)
@@ -143,8 +143,10 @@ def explain_each(
                 Account.of(row),
                 today,
                 row.get("effective_to"),
-                rejudge=rejudge,
-                new_rules=afresh.every,
+                rejudge=afresh.every,
+                owed_on=None
+                if owed_at is None
+                else _local_day(owed_at, judgement.cadence.timezone),
             ),
         )
         # Older than the first candidate, where a scheduled run's page flags
@@ -161,8 +163,8 @@ def explain_each(
                 now,
                 previous=previous,
                 catch_up_days=catch_up_days,
-                rejudge=rejudge,
-                new_rules=afresh.every,
+                rejudge=afresh.every,
+                owed_afresh_at=owed_at,
                 schedules=schedules,
             )
         )

@@ -26,7 +26,7 @@ def lapsed_unseen(
     origin: date | None = None,
     catch_up_days: int,
     rejudge: bool,
-    new_rules: bool,
+    owed_afresh_at: datetime | None,
     schedules: dict[Any, Any],
 ) -> bool:
     """Whether ``account`` let a period older than the candidates lapse that ``duly_task`` lacks.
@@ -41,7 +41,7 @@ def lapsed_unseen(
         origin=origin,
         catch_up_days=catch_up_days,
         rejudge=rejudge,
-        new_rules=new_rules,
+        owed_afresh_at=owed_afresh_at,
         schedules=schedules,
     )
     return lookups.any_task_missing(conn, duty, keys)

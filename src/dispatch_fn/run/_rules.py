@@ -34,9 +34,7 @@ def afresh(previous: ledger.PreviousJudgement, judged_by: str) -> Afresh:
     """Whom a run judging by ``judged_by`` judges afresh, after the ``previous`` run.
 
     A duty the previous run set aside while it judged it afresh was never
-    judged so: it still is owed that, and a run that sets it aside again
-    records it so in turn.
+    judged so: it still is owed that, as of that run's clock, new rules or
+    not, and a run that sets it aside again records it so in turn.
     """
-    if _changed(previous.rules, judged_by):
-        return Afresh(every=True)
-    return Afresh(keys=previous.afresh)
+    return Afresh(_changed(previous.rules, judged_by), previous.afresh, previous.clock)

@@ -44,12 +44,7 @@ head AS NOT MATERIALIZED (
            d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket,
-           -- Judged afresh (plan.Account.rejudged): every duty, under rules
-           -- that changed since the previous run; else one the previous run
-           -- set aside while it judged it afresh (migration 0022).
-           (%(rejudge)s::boolean
-            OR duly_afresh(d.id, d.organization_id, %(afresh_ids)s::text[],
-                           %(afresh_keys)s::text[])) AS afresh
+-- duly:include page_afresh_owed
 -- duly:include page_keys
     ORDER BY d.id
 ),
@@ -148,20 +143,22 @@ placed AS (
            page.last_dispatched_period AS ldp_was,
            -- plan.owed_verdict's fresh day: a change's, else, for an account no
            -- run kept yet, the scheduled clock's before the run; judged
-           -- afresh, the account's own day (plan.Account.rejudged), but under
-           -- rules new at this run for a window that ended before today
-           -- (plan.account_judged).
+           -- afresh, the account's own day (plan.account_judged: under rules
+           -- new at this run while its window holds today, or owed by the
+           -- previous run; changed_day and in_window spell it too).
            coalesce(page.dispatch_changed_on,
                     CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
-                    CASE WHEN page.afresh AND NOT (%(rejudge)s::boolean AND coalesce(c.today > page.effective_to, false))
+                    CASE WHEN page.afresh_owed
+                              OR %(rejudge)s::boolean AND NOT coalesce(c.today > page.effective_to, false)
                          THEN page.dispatch_through END) AS fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
-            OR page.afresh) AS marked,
+            OR page.afresh_owed OR %(rejudge)s::boolean) AS marked,
            -- The fresh day of a change (not the origin's): a period that
            -- begins after it, which its lead opened by then, is owed as if it
            -- became owed then (plan.owed_verdict's opened).
            coalesce(page.dispatch_changed_on,
-                    CASE WHEN page.afresh AND NOT (%(rejudge)s::boolean AND coalesce(c.today > page.effective_to, false))
+                    CASE WHEN page.afresh_owed
+                              OR %(rejudge)s::boolean AND NOT coalesce(c.today > page.effective_to, false)
                          THEN page.dispatch_through END) AS changed_day,
            -- Changed after days it had been dispatchable since its account's
            -- day (the trigger's dispatch_recast_on, migrations 0017, 0018):
@@ -189,13 +186,14 @@ placed AS (
                     -- A window that closed after the account's day, or on a
                     -- change's (or, no run kept, the origin's): what became
                     -- owed in it, and the current period that change owes,
-                    -- is still owed (plan.window_closed_behind). Not on the
-                    -- account's day judged afresh: new rules owe as of the
-                    -- run's day.
+                    -- is still owed (plan.window_closed_behind); so is the
+                    -- account's day a judgement afresh owed by the previous
+                    -- run is made on (new rules owe as of the run's day).
                     OR c.today > page.effective_to
                        AND (coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < page.effective_to
                             OR coalesce(page.dispatch_changed_on,
-                                        CASE WHEN page.dispatch_through IS NULL THEN c.origin END)
+                                        CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
+                                        CASE WHEN page.afresh_owed THEN page.dispatch_through END)
                                <= page.effective_to),
                     false)
                AS in_window,

@@ -20,12 +20,7 @@ WITH head AS NOT MATERIALIZED (
            d.dispatch_next, d.dispatch_owed_between, d.dispatch_recast_on,
            -- plan.lead_bucket, the same rule (plan.LEAD_THRESHOLDS).
            width_bucket(d.lead_days, (SELECT %(lead_thresholds)b::int[])) AS lead_bucket,
-           -- Judged afresh (plan.Account.rejudged): every duty, under rules
-           -- that changed since the previous run; else one the previous run
-           -- set aside while it judged it afresh (migration 0022).
-           (%(rejudge)s::boolean
-            OR duly_afresh(d.id, d.organization_id, %(afresh_ids)s::text[],
-                           %(afresh_keys)s::text[])) AS afresh
+-- duly:include page_afresh_owed
 -- duly:include page_keys
     ORDER BY d.id
 ),

@@ -6,7 +6,7 @@
 -- started is never the previous run, as duly_latest_scheduled_clock() never
 -- counts it.
 WITH RECURSIVE previous AS (
-    SELECT r.id, r.rules, r.continues_run
+    SELECT r.id, r.rules, r.continues_run, r.clock
     FROM duly_dispatch_run r
     WHERE r.status = 'completed' AND r.mode = 'scheduled' AND NOT r.dry_run
       AND r.organization_id IS NULL AND r.duty_ids IS NULL
@@ -24,7 +24,7 @@ chain(id, continues_run, last, mark) AS (
     FROM duly_dispatch_run r
     JOIN chain ON r.id = chain.continues_run
 )
-SELECT previous.rules,
+SELECT previous.rules, previous.clock,
        -- Each as [organization_id, duty_id]: the organisation null where the
        -- run knew the duty by its id alone.
        (SELECT coalesce(jsonb_agg(jsonb_build_array(s.organization_id, s.duty_id)
