@@ -361,9 +361,36 @@ def test_the_previous_run_owes_afresh_what_each_link_of_its_chain_set_aside_up_t
 
     # z was not judged afresh: its run owed it no fresh judgement. Before: p
     # too, judged afresh by the continuation and once more by the next run.
-    # Its clock is the judgement's (plan.account_judged).
+    # Each owes the judgement made at its run's clock (plan.account_judged).
     assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
-        "r", ((None, "a"), ("org-1", "b"), (None, "x")), at
+        "r", ((None, "a"), ("org-1", "b"), (None, "x")), (at, at, at)
+    )
+
+
+def test_a_duty_set_aside_again_owes_the_judgement_an_earlier_run_owed_it(conn: Conn) -> None:
+    at = datetime.fromisoformat(CLOCK)
+    first = ledger.start(conn, RunRequest(now=at), request_id=None, continues_run=None, rules="r")
+    ledger.record_set_aside(
+        conn, first, [(None, "a", "locked")], owed_from=at, afresh={(None, "a")}
+    )
+    ledger.finish(conn, first, "completed", {})
+    later = at + timedelta(days=1)
+    again = ledger.start(
+        conn, RunRequest(now=later), request_id=None, continues_run=None, rules="r"
+    )
+    ledger.record_set_aside(
+        conn,
+        again,
+        [(None, "a", "locked"), (None, "b", "locked")],
+        owed_from=later,
+        afresh={(None, "a"), (None, "b")},
+        judged_at=lambda key: at if key == (None, "a") else None,
+    )
+    ledger.finish(conn, again, "completed", {})
+
+    # a still owes the first run's judgement; b, the second's.
+    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
+        "r", ((None, "a"), (None, "b")), (at, later)
     )
 
 
@@ -379,6 +406,4 @@ def test_a_completed_run_that_set_nothing_aside_owes_nothing_afresh(conn: Conn) 
     )
     ledger.finish(conn, after, "completed", {})
 
-    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
-        "r", (), at + timedelta(days=1)
-    )
+    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement("r", ())

@@ -1842,7 +1842,13 @@ def test_a_run_under_new_rules_after_the_window_ended_re_creates_no_deleted_task
 
 
 @pytest.mark.parametrize(
-    "how", ["as it stands", "the rules new again", "its account on the window's last day"]
+    "how",
+    [
+        "as it stands",
+        "the rules new again",
+        "its account on the window's last day",
+        "set aside again",
+    ],
 )
 def test_a_duty_set_aside_by_a_run_under_new_rules_in_its_window_is_owed_that_judgement(
     conn: Conn, holder: Conn, invoke: Invoke, how: str
@@ -1866,13 +1872,17 @@ def test_a_duty_set_aside_by_a_run_under_new_rules_in_its_window_is_owed_that_ju
     set_aside(holder, invoke, at, "d1")
     if how == "the rules new again":
         conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2019a; holidays 0; owed 0'")
-    asked = _would_create(invoke, FIRST + 2 * DAY)
-    invoke(clock_event(FIRST + 2 * DAY))
+    last = FIRST + 2 * DAY
+    if how == "set aside again":
+        set_aside(holder, invoke, last, "d1")  # after the window: still owed the 21st's
+        last += DAY
+    asked = _would_create(invoke, last)
+    invoke(clock_event(last))
 
     # At e0db7f5: nothing created, and explain said nothing would be; at
     # 68a3011, with the rules new again, the same, and with the account on
     # the window's last day explain said would_create and the run created
-    # nothing.
+    # nothing; at 28a2948, set aside again, nothing.
     assert (task_keys(conn, "d1"), asked) == (["2026-11"], {"2026-11"})
 
 

@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
@@ -225,8 +226,9 @@ class LedgerRun:
     counted: bool  # a clock the ledger's latest scheduled clock may be
     rules: str
     # The duty the run set aside while it judged it afresh: the next run
-    # judges it afresh too (migration 0022).
-    afresh: frozenset[str] = frozenset()
+    # judges it afresh too (migration 0022), as of the clock of the judgement
+    # it owes (an earlier run's, for one set aside again).
+    afresh: Mapping[str, datetime] = field(default_factory=dict)
 
 
 def _is_dispatchable(row: dict[str, Any]) -> bool:
@@ -673,7 +675,7 @@ class OwedMachine(RuleBasedStateMachine):
         earliest = min((run.clock for run in counted), default=None)
         previous = max(counted, key=lambda run: run.clock, default=None)
         rejudge = previous is not None and previous.rules != self._rules
-        owed_afresh = frozenset() if previous is None else previous.afresh
+        owed_afresh: Mapping[str, datetime] = {} if previous is None else previous.afresh
         origin = (
             earliest - self._settings.interval
             if earliest is not None and earliest < clock
@@ -688,12 +690,12 @@ class OwedMachine(RuleBasedStateMachine):
         )
         reports = self._invoke(clock, locked=locked, concurrent=concurrent)
         beyond = changed = 0
-        set_aside_afresh: frozenset[str] = frozenset()
+        set_aside_afresh: dict[str, datetime] = {}
         for duty_id, model in self._model.items():
             afresh = rejudge or duty_id in owed_afresh
             if duty_id == locked:
                 if afresh:
-                    set_aside_afresh = frozenset({duty_id})
+                    set_aside_afresh = {duty_id: min(clock, owed_afresh.get(duty_id, clock))}
                 continue
             base = (
                 model.kept if model.kept is not None else _local_day(origin, model.row["timezone"])
@@ -704,8 +706,8 @@ class OwedMachine(RuleBasedStateMachine):
                 base=base,
                 rejudge=rejudge,
                 owed_on=(
-                    _local_day(previous.clock, model.row["timezone"])
-                    if previous is not None and duty_id in owed_afresh
+                    _local_day(owed_afresh[duty_id], model.row["timezone"])
+                    if duty_id in owed_afresh
                     else None
                 ),
                 catch_up_days=self._settings.catch_up_days,

@@ -9,7 +9,7 @@ transaction and never holds a lock a page waits for.
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -147,12 +147,13 @@ class PreviousJudgement:
     ``rules``: its rules (None: no run recorded any). ``afresh``: the duties it
     set aside while it judged them afresh (migration 0022), each as
     ``(organization_id, id)``, the organisation None where the run knew the
-    duty by its id alone. ``clock``: its clock (None: no run).
+    duty by its id alone; ``owed_at``: for each, the clock of the judgement
+    it owes (an earlier run's, for a duty set aside again).
     """
 
     rules: str | None = None
     afresh: tuple[tuple[str | None, str], ...] = ()
-    clock: datetime | None = None
+    owed_at: tuple[datetime, ...] = ()
 
 
 def previous_judgement(conn: Connection) -> PreviousJudgement:
@@ -161,7 +162,12 @@ def previous_judgement(conn: Connection) -> PreviousJudgement:
     if row is None:
         return PreviousJudgement()
     rules = None if row["rules"] is None else str(row["rules"])
-    return PreviousJudgement(rules, tuple((key[0], key[1]) for key in row["afresh"]), row["clock"])
+    listed = row["afresh"]
+    return PreviousJudgement(
+        rules,
+        tuple((key[0], key[1]) for key in listed),
+        tuple(datetime.fromisoformat(key[2]) for key in listed),
+    )
 
 
 def latest_completed_clock(conn: Connection) -> datetime | None:
@@ -183,23 +189,32 @@ def record_set_aside(
     *,
     owed_from: datetime,
     afresh: Container[tuple[str | None, str]] = (),
+    judged_at: Callable[[tuple[str | None, str]], datetime | None] = lambda key: None,
 ) -> None:
     """Keep what run ``run_id`` set aside, owed from clock ``owed_from``.
 
     ``set_aside``: ``(organization_id, duty_id, reason)`` of each, the
     organisation None where the run knew the duty by its id alone.
     ``afresh``: the ``(organization_id, duty_id)`` the run was judging
-    afresh, which the next run judges afresh in turn (``previous_judgement``).
-    The rest is a record for the operator: each duty's own account
-    (docs/contract.md#account) is what makes the next run owe them.
+    afresh, which the next run judges afresh in turn (``previous_judgement``),
+    as of ``judged_at`` of its key where that is earlier: a duty set aside
+    again owes the judgement an earlier run owed it. The rest is a record for
+    the operator: each duty's own account (docs/contract.md#account) is what
+    makes the next run owe them.
     """
     if not set_aside:
         return
+    owed = [
+        min(owed_from, judged_at((organization, duty_id)) or owed_from)
+        if (organization, duty_id) in afresh
+        else owed_from
+        for organization, duty_id, _ in set_aside
+    ]
     conn.execute(
         statement("run_set_aside_record"),
         {
             "run_id": run_id,
-            "owed_from": owed_from,
+            "owed_from": owed,
             "duty_ids": [duty_id for _, duty_id, _ in set_aside],
             "organizations": [organization for organization, _, _ in set_aside],
             "reasons": [reason for _, _, reason in set_aside],

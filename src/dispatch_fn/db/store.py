@@ -50,7 +50,17 @@ def scope_params(scope: Scope) -> dict[str, Any]:
             for organization, duty_id in scope.afresh.keys
             if organization is not None
         ],
-        "afresh_at": scope.afresh.at,
+        # page_afresh_owed.sql: the clock of the judgement each of them owes.
+        "afresh_id_clocks": [
+            clock
+            for (organization, _), clock in zip(scope.afresh.keys, scope.afresh.clocks, strict=True)
+            if organization is None
+        ],
+        "afresh_key_clocks": [
+            clock
+            for (organization, _), clock in zip(scope.afresh.keys, scope.afresh.clocks, strict=True)
+            if organization is not None
+        ],
     }
 
 

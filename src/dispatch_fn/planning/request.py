@@ -28,13 +28,19 @@ class Afresh:
     ``every``: the rules changed since the previous run (docs/contract.md#account).
     ``keys``: ``(organization_id, duty_id)`` of each duty the previous run
     set aside while it judged it afresh, the organisation None for a duty
-    known by its id alone, which stands for every duty of the id; ``at``:
-    that run's clock, the judgement's (plan.account_judged).
+    known by its id alone, which stands for every duty of the id; ``clocks``:
+    for each, the clock of the judgement it owes (plan.account_judged).
     """
 
     every: bool = False
     keys: tuple[tuple[str | None, str], ...] = ()
-    at: datetime | None = None
+    clocks: tuple[datetime, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.clocks) != len(self.keys):
+            raise ValueError(
+                f"{len(self.clocks)} clocks for {len(self.keys)} keys; expected one each"
+            )
 
     def __contains__(self, key: object) -> bool:
         """Whether the duty ``(organization_id, duty_id)`` is judged afresh."""
@@ -42,14 +48,15 @@ class Afresh:
 
     def owed_at(self, key: object) -> datetime | None:
         """The clock of the judgement the previous run owes the duty ``key`` (None: none)."""
-        if not isinstance(key, tuple) or len(key) != 2 or self.at is None:
+        if not isinstance(key, tuple) or len(key) != 2:
             return None
         organization, duty_id = key
-        listed = any(
-            listed_id == duty_id and (listed is None or organization in (None, listed))
-            for listed, listed_id in self.keys
-        )
-        return self.at if listed else None
+        owed = [
+            clock
+            for (listed, listed_id), clock in zip(self.keys, self.clocks, strict=True)
+            if listed_id == duty_id and (listed is None or organization in (None, listed))
+        ]
+        return min(owed, default=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,6 +206,7 @@ def _keep_set_aside(conn: Connection, run_id: int, report: RunReport) -> None:
         report.set_aside_rows,
         owed_from=report.request.now,
         afresh=report.request.scope.afresh,
+        judged_at=report.request.scope.afresh.owed_at,
     )
 
 

@@ -6,7 +6,7 @@
 -- started is never the previous run, as duly_latest_scheduled_clock() never
 -- counts it.
 WITH RECURSIVE previous AS (
-    SELECT r.id, r.rules, r.continues_run, r.clock
+    SELECT r.id, r.rules, r.continues_run
     FROM duly_dispatch_run r
     WHERE r.status = 'completed' AND r.mode = 'scheduled' AND NOT r.dry_run
       AND r.organization_id IS NULL AND r.duty_ids IS NULL
@@ -24,13 +24,15 @@ chain(id, continues_run, last, mark) AS (
     FROM duly_dispatch_run r
     JOIN chain ON r.id = chain.continues_run
 )
-SELECT previous.rules, previous.clock,
-       -- Each as [organization_id, duty_id]: the organisation null where the
-       -- run knew the duty by its id alone.
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.organization_id, s.duty_id)
+SELECT previous.rules,
+       -- Each as [organization_id, duty_id, owed_from]: the organisation null
+       -- where the run knew the duty by its id alone; owed_from, the clock of
+       -- the judgement it owes (an earlier run's, for a duty set aside again).
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s.organization_id, s.duty_id, s.owed_from)
                                   ORDER BY s.duty_id, s.organization_id), '[]')
-        FROM (SELECT DISTINCT a.organization_id, a.duty_id
+        FROM (SELECT a.organization_id, a.duty_id, min(a.owed_from) AS owed_from
               FROM duly_dispatch_set_aside a
               JOIN chain ON a.run_id = chain.id
-              WHERE a.afresh AND (chain.last OR a.duty_id <= chain.mark)) s) AS afresh
+              WHERE a.afresh AND (chain.last OR a.duty_id <= chain.mark)
+              GROUP BY a.organization_id, a.duty_id) s) AS afresh
 FROM previous
