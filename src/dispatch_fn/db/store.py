@@ -35,32 +35,25 @@ _NO_WEIGHTS: Final = Jsonb({})
 
 def scope_params(scope: Scope) -> dict[str, Any]:
     """The scope's limits, as the statements bind them to ``duly_in_scope``; None: no limit."""
+    # duly_afresh (migration 0022): by id alone, or by duly_duty_key; each with
+    # the clock of the judgement it owes (page_afresh_owed.sql).
+    listed = list(zip(scope.afresh.keys, scope.afresh.clocks, strict=True))
+    by_id = [(duty_id, clock) for (organization, duty_id), clock in listed if organization is None]
+    by_key = [
+        (_duty_key(organization, duty_id), clock)
+        for (organization, duty_id), clock in listed
+        if organization is not None
+    ]
     return {
         "organization_id": scope.organization_id,
         "duty_ids": None if scope.duty_ids is None else list(scope.duty_ids),
         "resume_after": scope.resume_after,
         "owed_at": scope.owed_at,
         "reach": scope.reach,
-        # duly_afresh (migration 0022): by id alone, or by duly_duty_key.
-        "afresh_ids": [
-            duty_id for organization, duty_id in scope.afresh.keys if organization is None
-        ],
-        "afresh_keys": [
-            _duty_key(organization, duty_id)
-            for organization, duty_id in scope.afresh.keys
-            if organization is not None
-        ],
-        # page_afresh_owed.sql: the clock of the judgement each of them owes.
-        "afresh_id_clocks": [
-            clock
-            for (organization, _), clock in zip(scope.afresh.keys, scope.afresh.clocks, strict=True)
-            if organization is None
-        ],
-        "afresh_key_clocks": [
-            clock
-            for (organization, _), clock in zip(scope.afresh.keys, scope.afresh.clocks, strict=True)
-            if organization is not None
-        ],
+        "afresh_ids": [duty_id for duty_id, _ in by_id],
+        "afresh_id_clocks": [clock for _, clock in by_id],
+        "afresh_keys": [key for key, _ in by_key],
+        "afresh_key_clocks": [clock for _, clock in by_key],
     }
 
 
