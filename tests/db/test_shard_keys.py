@@ -691,8 +691,9 @@ def test_a_locked_namesake_the_run_does_not_read_is_not_set_aside(
         report = dispatch([conn], request, runtime())
         holder.rollback()
 
-    # Before: org-a's d2 set aside too, and counted read twice.
-    assert [(each.organization_id, each.duty_id) for each in report.set_aside] == [(None, "d1")]
+    # Before: org-a's d2 set aside too, and counted read twice. (org-b's d1 is
+    # set aside by its key: before the test above, by its id alone.)
+    assert [(each.organization_id, each.duty_id) for each in report.set_aside] == [("org-b", "d1")]
     assert report.duties_read == (3 if organization_id is None else 2)
 
 
@@ -728,6 +729,67 @@ def test_a_namesake_set_aside_under_new_rules_is_owed_a_fresh_judgement_alone(
     # Before: org-b's judged afresh again, its deleted task re-created, 2 read.
     assert keys == (["2026-08"], [])
     assert following.report.duties_read == 1
+
+
+def test_a_locked_row_no_namesake_shares_is_set_aside_by_key_and_owes_no_namesake_s_judgement(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    # Monthly, lead 7: 2026-09 becomes owed on 08-25.
+    with _holding(
+        server_dsn, layouts, [duty("d1", organization_id=org) for org in ("org-a", "org-b")]
+    ) as (conn, holder):
+        dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'")
+        conn.execute("SET lock_timeout = '200ms'")
+        # 08-22, new rules: org-b's row locked, set aside owing the judgement;
+        # org-a's judged afresh.
+        _lock(holder, "org-b", "d1")
+        dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=1)), runtime())
+        holder.rollback()
+        conn.execute("UPDATE duly_duty SET status = 'paused' WHERE organization_id = 'org-b'")
+        conn.execute("DELETE FROM duly_task WHERE organization_id = 'org-a'")
+        # 08-25, the same rules: org-a's row, the only one of the id the run
+        # reads, is locked.
+        _lock(holder, "org-a", "d1")
+        locked = dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=4)), runtime())
+        holder.rollback()
+        dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=5)), runtime())
+        keys = _task_keys_of(conn, "org-a")
+
+    # Before: (None, "d1"), the ledger's row matching org-b's judgement by the
+    # id alone, and org-a's deleted 2026-08 created again.
+    assert [(each.organization_id, each.duty_id) for each in locked.report.set_aside] == [
+        ("org-a", "d1")
+    ]
+    assert keys == ["2026-09"]
+
+
+def test_a_locked_row_no_namesake_shares_keeps_no_other_organisation_s_ended_fault(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with _holding(
+        server_dsn,
+        layouts,
+        [
+            duty("d1", organization_id="org-a", frequency="daily", timezone="Mars/Olympus"),
+            duty("d1", organization_id="org-b", frequency="daily"),
+        ],
+    ) as (conn, holder):
+        dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        # org-a's paused: judged without a fault. org-b's, the only row of the
+        # id the run reads, is locked.
+        conn.execute("UPDATE duly_duty SET status = 'paused' WHERE organization_id = 'org-a'")
+        _lock(holder, "org-b", "d1")
+        conn.execute("SET lock_timeout = '200ms'")
+        dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=1)), runtime())
+        holder.rollback()
+        paused = _fault_account(conn)
+        conn.execute("UPDATE duly_duty SET status = 'active' WHERE organization_id = 'org-a'")
+        broken_again = dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=2)), runtime())
+
+    # Before: org-a's row kept ([("org-a", "d1")]), its fault never new again.
+    assert paused == []
+    assert broken_again.new_faults == 1
 
 
 def test_namesakes_set_aside_for_two_reasons_are_both_kept_in_the_ledger(

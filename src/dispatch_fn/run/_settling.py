@@ -342,10 +342,15 @@ class _Record:
     probe: bool = False  # the job's: every page statement of the step probes first
     # Rows left out while each row of an id is tried alone (``_settle_namesakes``).
     held_back: tuple[tuple[str, str], ...] = ()
+    # Ids set aside by key every read row of which is locked: left out whole.
+    locked_out: set[str] = field(default_factory=set)
+
+    def _whole(self, each: SetAside) -> bool:
+        return each.organization_id is None or each.duty_id in self.locked_out
 
     def excluded(self) -> tuple[str, ...]:
         """The ids set aside, every row of each."""
-        return tuple(each.duty_id for each in self.set_aside if each.organization_id is None)
+        return tuple(dict.fromkeys(each.duty_id for each in self.set_aside if self._whole(each)))
 
     def excluded_keys(self) -> tuple[tuple[str, str], ...]:
         """The rows set aside alone, by ``(organization_id, id)``: their id is shared."""
@@ -353,7 +358,7 @@ class _Record:
             tuple(
                 (each.organization_id, each.duty_id)
                 for each in self.set_aside
-                if each.organization_id is not None
+                if each.organization_id is not None and not self._whole(each)
             )
             + self.held_back
         )
@@ -503,17 +508,17 @@ def _settle_ids(
         locked = yield FindLocked(tuple(kept))
         if not isinstance(locked, Locks):
             return _stop_of(locked)
-        # A row whose id an unlocked row shares is set aside by its key alone.
+        # Each locked row is set aside by its key, whether or not a row of its
+        # id is free: the ledger and the fault account then keep this
+        # organisation's duty, never a namesake's the run did not read (a
+        # judgement owed afresh, an ended fault). An id every read row of
+        # which is locked is left out whole.
         record.set_aside.extend(
-            SetAside(
-                duty_id,
-                SetAsideReason.LOCKED,
-                LOCKED_DETAIL,
-                organization_id=organization if duty_id in locked.shared else None,
-            )
+            SetAside(duty_id, SetAsideReason.LOCKED, LOCKED_DETAIL, organization_id=organization)
             for organization, duty_id in locked.keys
         )
         gone = {duty_id for _, duty_id in locked.keys} - locked.shared
+        record.locked_out |= gone
         kept = [duty_id for duty_id in kept if duty_id not in gone]
     return (yield from _settle(walk, record, replace(span, ids=kept), settled))
 
