@@ -135,31 +135,13 @@ placed AS (
            c.widest_offset, c.offset_until,
            page.dispatch_through AS through, page.dispatch_paused_on AS paused_on,
            page.dispatch_owed_between AS owed_between,
-           -- plan.owed_verdict's since: no account kept, the duty existed
-           -- before the first run that keeps accounts (a pause bounds it), or
-           -- a change a scoped run's clock placed before that run's origin.
-           coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) AS since,
+           acct.since,
            page.dispatch_version AS version, page.dispatch_next AS next_was,
            page.last_dispatched_period AS ldp_was,
-           -- plan.owed_verdict's fresh day: a change's, else, for an account no
-           -- run kept yet, the scheduled clock's before the run; judged
-           -- afresh, the account's own day (plan.account_judged: under rules
-           -- new at this run while its window holds today, or owed by the
-           -- previous run; changed_day and in_window spell it too).
-           coalesce(page.dispatch_changed_on,
-                    CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
-                    CASE WHEN page.afresh_owed
-                              OR %(rejudge)s::boolean AND NOT coalesce(c.today > page.effective_to, false)
-                         THEN page.dispatch_through END) AS fresh,
+           marks.fresh,
            (page.dispatch_paused_on IS NOT NULL OR page.dispatch_changed_on IS NOT NULL
             OR page.afresh_owed OR %(rejudge)s::boolean) AS marked,
-           -- The fresh day of a change (not the origin's): a period that
-           -- begins after it, which its lead opened by then, is owed as if it
-           -- became owed then (plan.owed_verdict's opened).
-           coalesce(page.dispatch_changed_on,
-                    CASE WHEN page.afresh_owed
-                              OR %(rejudge)s::boolean AND NOT coalesce(c.today > page.effective_to, false)
-                         THEN page.dispatch_through END) AS changed_day,
+           marks.changed_day,
            -- Changed after days it had been dispatchable since its account's
            -- day (the trigger's dispatch_recast_on, migrations 0017, 0018):
            -- what the old cadence or owner owed then is not spelled by the new
@@ -190,11 +172,7 @@ placed AS (
                     -- account's day a judgement afresh owed by the previous
                     -- run is made on (new rules owe as of the run's day).
                     OR c.today > page.effective_to
-                       AND (coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < page.effective_to
-                            OR coalesce(page.dispatch_changed_on,
-                                        CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
-                                        CASE WHEN page.afresh_owed THEN page.dispatch_through END)
-                               <= page.effective_to),
+                       AND (acct.since < page.effective_to OR marks.fresh <= page.effective_to),
                     false)
                AS in_window,
            coalesce(c.today > page.effective_to, false) AS closed,
@@ -205,10 +183,10 @@ placed AS (
            -- candidates show: its account as read, for the run to judge those
            -- itself (plan.lapsed_before_candidates). Null for every other duty.
            CASE WHEN c.today IS NOT NULL
-                     AND coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) < c.first_day - 1
-                     AND (page.dispatch_paused_on > coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on))
+                     AND acct.since < c.first_day - 1
+                     AND (page.dispatch_paused_on > acct.since
                           OR page.dispatch_owed_between IS NOT NULL
-                          OR page.effective_to > coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)))
+                          OR page.effective_to > acct.since)
                 THEN jsonb_build_object(
                          'organization_id', page.organization_id, 'id', page.id,
                          'through', page.dispatch_through, 'paused_on', page.dispatch_paused_on,
@@ -227,6 +205,26 @@ placed AS (
      -- (due_rules.sql counts the duties outside them as faults).
      AND duly_due_rule_in_range(page.due_anchor, page.due_offset_days,
                                 page.due_offset_months, page.grace_days)
+    -- The account's days, each named once (plan.Account). since, owed_verdict's:
+    -- the account's day; no account kept, the origin (the duty existed before
+    -- the first run that keeps accounts; a pause bounds it), or a change a
+    -- scoped run's clock placed before it. afresh: judged afresh, the
+    -- account's own day (plan.account_judged: owed by the previous run, or
+    -- under rules new at this run while its window holds today).
+    CROSS JOIN LATERAL (
+        SELECT coalesce(page.dispatch_through, least(c.origin, page.dispatch_changed_on)) AS since,
+               CASE WHEN page.afresh_owed
+                         OR %(rejudge)s::boolean AND NOT coalesce(c.today > page.effective_to, false)
+                    THEN page.dispatch_through END AS afresh) acct
+    -- fresh, owed_verdict's (Account.fresh): a change's day, else, no account
+    -- kept, the origin's, else the afresh day. changed_day: the same but the
+    -- origin's: a period that begins after it, which its lead opened by then,
+    -- is owed as if it became owed then (owed_verdict's opened).
+    CROSS JOIN LATERAL (
+        SELECT coalesce(page.dispatch_changed_on,
+                        CASE WHEN page.dispatch_through IS NULL THEN c.origin END,
+                        acct.afresh) AS fresh,
+               coalesce(page.dispatch_changed_on, acct.afresh) AS changed_day) marks
 ),
 unrolled AS (
     -- periods.due_date_for in bulk, before the roll. period_start and
