@@ -29,8 +29,7 @@ import psycopg
 
 from bench.dispatch.server import fresh_database, server, vacuum
 from dispatch_fn import settings
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import Window
+from dispatch_fn.planning import RunRequest, Window
 from dispatch_fn.run import RunReport, Runtime, dispatch
 
 LAST_DAY = date(2026, 8, 20)

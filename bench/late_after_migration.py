@@ -19,7 +19,7 @@ import time
 import psycopg
 
 from bench.dispatch.server import fresh_database, server
-from dispatch_fn.db.migrate import apply_migrations
+from dispatch_fn.db import apply_migrations
 
 
 def main() -> None:

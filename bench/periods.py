@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from dispatch_fn.engine import _zones
-from dispatch_fn.engine.periods import (
+from dispatch_fn.engine import (
     FREQUENCIES,
+    _zones,
     due_date_for,
     period_key_for,
     periods_between,

@@ -28,11 +28,10 @@ from aws_lambda_powertools import Metrics
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from dispatch_fn.aws.invocation import handle, runtime_for
+from dispatch_fn.aws import handle, runtime_for
 from dispatch_fn.cli import embedded
-from dispatch_fn.db.database import ConnectionCache
+from dispatch_fn.db import ConnectionCache, apply_migrations
 from dispatch_fn.db.layout import apply_layout
-from dispatch_fn.db.migrate import apply_migrations
 from dispatch_fn.settings import Settings
 from folders import UndeclaredFolderError, folder_of, needs_database
 from support import Invoke, session_layout
@@ -243,13 +242,25 @@ def settings(dispatcher_url: str) -> Settings:
 
 @pytest.fixture
 def invoke(settings: Settings, connections: ConnectionCache) -> Invoke:
-    """Call the handler as Lambda would; keyword arguments override settings."""
+    """Call the handler as Lambda would; keyword arguments override settings.
+
+    ``aws_session`` is the boto3 session a hand-off invokes the next link with.
+    """
 
     def call(
-        event: object, context: object = None, *, metrics: Metrics | None = None, **overrides: Any
+        event: object,
+        context: object = None,
+        *,
+        metrics: Metrics | None = None,
+        aws_session: Any = None,
+        **overrides: Any,
     ) -> dict[str, Any]:
         runtime = runtime_for(
-            context, replace(settings, **overrides), connections, clock=lambda: datetime.now(UTC)
+            context,
+            replace(settings, **overrides),
+            connections,
+            clock=lambda: datetime.now(UTC),
+            aws_session=aws_session,
         )
         return handle(event, context, runtime, metrics=metrics)
 

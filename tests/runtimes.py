@@ -11,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dispatch_fn.db.sql import Connection
-from dispatch_fn.run.progress import Progress
-from dispatch_fn.run.runtime import UNLIMITED, Deadline, HandOff, Runtime, TimeBudget
+from dispatch_fn.db import Connection
+from dispatch_fn.run import UNLIMITED, Deadline, HandOff, Progress, Runtime, TimeBudget
 from dispatch_fn.settings import Tuning
 
 

@@ -35,8 +35,7 @@ from bench.dispatch.budgets import Asked, SimulatedInvocation
 from bench.dispatch.counting import CountingConnection, protocol_trace
 from bench.dispatch.readings import backend_cpu_seconds, cpu_spent
 from bench.dispatch.server import BenchError, scalar
-from dispatch_fn.planning.plan import Window
-from dispatch_fn.planning.request import RunRequest, Scope
+from dispatch_fn.planning import RunRequest, Scope, Window
 from dispatch_fn.run import RunFailedError, Runtime, dispatch, dispatch_recorded
 from dispatch_fn.settings import Tuning
 

@@ -15,8 +15,8 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 
 from dispatch_fn.cli import embedded
+from dispatch_fn.db import apply_migrations
 from dispatch_fn.db.layout import PLAIN, apply_layout
-from dispatch_fn.db.migrate import apply_migrations
 
 type Conn = psycopg.Connection[TupleRow]
 

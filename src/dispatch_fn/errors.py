@@ -56,7 +56,7 @@ class InvalidDateError(PeriodError):
 
 
 class UnknownRollError(PeriodError):
-    """A business-day roll that is not one of ``periods.ROLLS``."""
+    """A business-day roll that is not one of ``engine.ROLLS``."""
 
 
 class UnknownHolidayCalendarError(PeriodError):

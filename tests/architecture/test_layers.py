@@ -209,6 +209,21 @@ def test_no_module_re_exports_a_name_under_its_own_alias() -> None:
     assert not aliased, "\n".join(aliased)
 
 
+def test_no_module_hands_on_another_s_name_by_assigning_it() -> None:
+    # ``FREQUENCIES = _keys.FREQUENCIES`` is a re-export too: the face imports the name.
+    handed_on = [
+        f"{module}: {node.targets[0].id}"
+        for module, path in _modules()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == node.targets[0].id
+    ]
+    assert not handed_on, "\n".join(handed_on)
+
+
 def test_only_a_face_lists_names_it_does_not_define() -> None:
     # A module's own __all__ (the contract's ``periods``) lists what it defines.
     borrowed = []
@@ -236,9 +251,21 @@ def test_only_a_face_lists_names_it_does_not_define() -> None:
 
 
 def _top_level_names(path: Path) -> Iterator[str]:
+    """Functions, classes and type aliases (``type X = ...``, or ``X = Callable[...]``)."""
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             yield node.name
+        elif isinstance(node, ast.TypeAlias) and isinstance(node.name, ast.Name):
+            yield node.name.id
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Subscript)
+            and node.targets[0].id[:1].isupper()
+            and not node.targets[0].id.isupper()
+        ):
+            yield node.targets[0].id
 
 
 def test_no_two_modules_of_the_run_layer_give_one_name_to_two_things() -> None:

@@ -87,3 +87,54 @@ def test_no_test_swaps_a_module_global() -> None:
     ]
     advice = "pass the dependency in instead (a Runtime field, an argument)"
     assert not found, advice + ":\n" + "\n".join(found)
+
+
+_SOURCE = TESTS.parent / "src"
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """Names a test binds to modules: ``import x``, ``from dispatch_fn.x import m``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            folder = _SOURCE.joinpath(*node.module.split("."))
+            names |= {
+                alias.asname or alias.name
+                for alias in node.names
+                if (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
+            }
+    return names
+
+
+def test_no_test_assigns_to_a_module_s_attribute() -> None:
+    # ``boto3.DEFAULT_SESSION = None`` swaps what every later test shares, as setattr does.
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = _module_names(tree)
+        for node in ast.walk(tree):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                else []
+            )
+            found += [
+                f"{path.relative_to(TESTS)}:{node.lineno}"
+                for target in targets
+                if isinstance(target, ast.Attribute)
+                and isinstance(base := _base(target), ast.Name)
+                and base.id in modules
+            ]
+    assert not found, "pass the dependency in instead (a session, an argument):\n" + "\n".join(
+        found
+    )
+
+
+def _base(node: ast.expr) -> ast.expr:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node

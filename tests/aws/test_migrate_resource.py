@@ -35,13 +35,11 @@ from psycopg.conninfo import make_conninfo
 
 import tls_server
 from conftest import database_dsn
-from dispatch_fn.aws import migrate_resource
-from dispatch_fn.aws.events import parse_event
-from dispatch_fn.aws.invocation import handle as run_handler
-from dispatch_fn.aws.invocation import runtime_for
+from dispatch_fn.aws import handle as run_handler
+from dispatch_fn.aws import migrate_resource, parse_event, runtime_for
 from dispatch_fn.aws.migrate_resource import PHYSICAL_ID, handle, send_to_presigned_url
+from dispatch_fn.db import ConnectionCache
 from dispatch_fn.db import _scram as scram
-from dispatch_fn.db.database import ConnectionCache
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations
 from dispatch_fn.run import dispatch
 from dispatch_fn.settings import Settings

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from dispatch_fn.aws.queries import ANSWER_BYTES
-from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli import ExitStatus
 from dispatch_fn.db import ledger, runs_table
 from dispatch_fn.errors import EventError
 from support import CLOCK, NOW, Conn, Invoke, cli, duty, insert_duties

@@ -13,7 +13,7 @@ from bench.dispatch.dispatcher import run_child
 from bench.dispatch.history import HistoryOptions, add_history, render_history, run_history
 from bench.dispatch.mix import CLASSIC
 from bench.dispatch.server import fresh_database, scalar
-from dispatch_fn.engine.periods import period_key_for
+from dispatch_fn.engine import period_key_for
 from support import session_layout
 
 pytestmark = pytest.mark.slow

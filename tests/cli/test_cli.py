@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch_fn.cli.commands import main
+from dispatch_fn.cli import main
 from support import EVENTS_DIR, Conn, duty, insert_duties, task_count
 
 

@@ -10,9 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from dispatch_fn.aws import app
-from dispatch_fn.cli.commands import main
+from dispatch_fn.cli import ExitStatus, main
 from dispatch_fn.cli.demo import ORGANIZATION, run_demo
-from dispatch_fn.cli.exit_status import ExitStatus
 from support import EVENTS_DIR, Conn, duty, insert_duties, task_keys
 
 

@@ -15,9 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from dispatch_fn.cli import invoke
-from dispatch_fn.cli.commands import main
-from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli import ExitStatus, invoke, main
 from support import EVENTS_DIR, Conn, Terminal, cli, duty, insert_duties, task_count
 
 

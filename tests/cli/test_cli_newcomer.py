@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli import ExitStatus
 from support import CLOCK, EVENTS_DIR, Conn, cli, duty, insert_duties
 
 

@@ -12,9 +12,8 @@ from dataclasses import fields
 
 import pytest
 
-from dispatch_fn.cli import invoke
+from dispatch_fn.cli import ExitStatus, invoke
 from dispatch_fn.cli.commands import build_parser
-from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.settings import Settings
 from support import CLOCK, EVENTS_DIR, NOW, Conn, cli, duty, insert_duties, task_count
 

@@ -18,9 +18,7 @@ import pytest
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 from moto import mock_aws
 
-from dispatch_fn.cli import redrive
-from dispatch_fn.cli.commands import main
-from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli import ExitStatus, main, redrive
 
 _REGION = "eu-west-1"
 SCHEDULED = {"scheduled_time": "2026-11-29T01:00:00Z"}
@@ -29,7 +27,7 @@ BACKFILL = {"from": "2025-10-01", "to": "2026-10-31"}
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """Both queues and the function, in moto; every Invoke boto3 sends is recorded."""
+    """Both queues and the function, in moto; each Invoke the command's session sends is kept."""
     for name, value in {
         "AWS_DEFAULT_REGION": _REGION,
         "AWS_ACCESS_KEY_ID": "testing",
@@ -54,17 +52,16 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         def capture(params: dict[str, Any], **_: Any) -> None:
             invoked.append(dict(params))
 
-        boto3.setup_default_session()
-        assert boto3.DEFAULT_SESSION is not None
-        boto3.DEFAULT_SESSION.events.register("provide-client-params.lambda.Invoke", capture)
+        session = boto3.session.Session()
+        session.events.register("provide-client-params.lambda.Invoke", capture)
         yield {
+            "session": session,
             "sqs": sqs,
             "function_arn": arn,
             "failed_runs": sqs.create_queue(QueueName="failed-runs")["QueueUrl"],
             "dead_letters": sqs.create_queue(QueueName="schedule-dlq")["QueueUrl"],
             "invoked": invoked,
         }
-        boto3.DEFAULT_SESSION = None
 
 
 def _destination_record(event: dict[str, Any], function_arn: str) -> str:
@@ -138,7 +135,10 @@ def test_each_queues_message_is_read_for_its_event_function_and_error(
 def test_a_dry_run_invokes_nothing_and_leaves_both_queues_as_they_were(
     both_queues: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status = main(["redrive", both_queues["failed_runs"], both_queues["dead_letters"]])
+    status = main(
+        ["redrive", both_queues["failed_runs"], both_queues["dead_letters"]],
+        aws_session=both_queues["session"],
+    )
     assert status == ExitStatus.OK
     out = capsys.readouterr().out
     assert out.count("would redrive: ") == 2
@@ -152,7 +152,10 @@ def test_a_dry_run_invokes_nothing_and_leaves_both_queues_as_they_were(
 def test_execute_invokes_each_event_asynchronously_where_it_was_sent_and_drains_the_queues(
     both_queues: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status = main(["redrive", both_queues["failed_runs"], both_queues["dead_letters"], "--execute"])
+    status = main(
+        ["redrive", both_queues["failed_runs"], both_queues["dead_letters"], "--execute"],
+        aws_session=both_queues["session"],
+    )
     assert status == ExitStatus.OK, capsys.readouterr()
     calls = both_queues["invoked"]
     assert [json.loads(call["Payload"]) for call in calls] == [BACKFILL, SCHEDULED]
@@ -169,7 +172,8 @@ def test_function_overrides_where_the_messages_say_they_were_sent(
 ) -> None:
     assert main(
         ["redrive", both_queues["failed_runs"], "--execute", "--function",
-         "duly-dispatcher-prod-dispatch"]
+         "duly-dispatcher-prod-dispatch"],
+        aws_session=both_queues["session"],
     ) == ExitStatus.OK  # fmt: skip
     assert [call["FunctionName"] for call in both_queues["invoked"]] == [
         "duly-dispatcher-prod-dispatch"
@@ -194,13 +198,16 @@ def test_what_cannot_be_redriven_stays_in_the_queue_and_the_command_says_so(
             "Error": error, "ResponseMetadata": {"HTTPStatusCode": 404},
         }  # fmt: skip
 
-    assert boto3.DEFAULT_SESSION is not None
+    session: boto3.session.Session = aws["session"]
     # A before-call handler's answer stands in for the call (the stubs type it as None).
-    boto3.DEFAULT_SESSION.events.register(
+    session.events.register(
         "before-call.lambda.Invoke",
         function_not_found,  # type: ignore[arg-type]
     )
-    status = main(["redrive", aws["failed_runs"], aws["dead_letters"], "--execute"])
+    status = main(
+        ["redrive", aws["failed_runs"], aws["dead_letters"], "--execute"],
+        aws_session=aws["session"],
+    )
     assert status == ExitStatus.FAILED
     out = capsys.readouterr().out
     assert out.count("left in the queue: ") == 3
@@ -211,5 +218,7 @@ def test_what_cannot_be_redriven_stays_in_the_queue_and_the_command_says_so(
 
 
 def test_empty_queues_say_so(aws: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["redrive", aws["failed_runs"], "--execute"]) == ExitStatus.OK
+    assert main(["redrive", aws["failed_runs"], "--execute"], aws_session=aws["session"]) == (
+        ExitStatus.OK
+    )
     assert "the queues are empty: nothing to redrive" in capsys.readouterr().out

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli import ExitStatus
 from dispatch_fn.db import ledger
 from support import CLOCK, EVENTS_DIR, NOW, Conn, cli, duty, insert_duties
 

@@ -15,8 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from dispatch_fn.cli import schedule
-from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli import ExitStatus, schedule
 from support import cli
 
 STACK = "duly-dispatcher-prod"

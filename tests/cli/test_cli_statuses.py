@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from dispatch_fn.cli import invoke
-from dispatch_fn.cli.exit_status import ExitStatus
-from dispatch_fn.run.progress import Progress
+from dispatch_fn.cli import ExitStatus, invoke
+from dispatch_fn.run import Progress
 from runtimes import Scripted
 from support import CLOCK, EVENTS_DIR, Conn, cli, duty, insert_duties, task_count
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dispatch_fn.cli import invoke
-from dispatch_fn.cli.exit_status import ExitStatus
+from dispatch_fn.cli import ExitStatus, invoke
 from support import EVENTS_DIR, Conn, Terminal, duty, insert_duties, task_count
 
 

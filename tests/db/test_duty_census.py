@@ -14,8 +14,7 @@ from dispatch_fn.db import store
 from dispatch_fn.db.sql import statement
 from dispatch_fn.engine import periods
 from dispatch_fn.errors import PeriodError
-from dispatch_fn.planning.plan import classify, lead_bucket
-from dispatch_fn.planning.request import Scope
+from dispatch_fn.planning import Scope, classify, lead_bucket
 from support import duty, insert_duties
 
 

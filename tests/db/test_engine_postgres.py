@@ -24,7 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 import psycopg
 import pytest
 
-from dispatch_fn.engine.periods import FREQUENCIES, local_date, period_key_for, start_of_day
+from dispatch_fn.engine import FREQUENCIES, local_date, period_key_for, start_of_day
 
 STABLE_ZONES = (
     "UTC",

@@ -21,9 +21,8 @@ import psycopg
 import pytest
 
 from dispatch_fn.aws import app
-from dispatch_fn.cli.commands import main
-from dispatch_fn.db import ledger
-from dispatch_fn.db.migrate import apply_migrations
+from dispatch_fn.cli import main
+from dispatch_fn.db import apply_migrations, ledger
 from dispatch_fn.db.sql import statement_text
 from dispatch_fn.engine import local_dates
 from dispatch_fn.errors import EventError

@@ -21,9 +21,7 @@ from hypothesis import strategies as st
 from psycopg import errors as pg_errors
 
 from dispatch_fn.db import faults, ledger
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import FAULT_REASONS, Fault
-from dispatch_fn.planning.request import Scope
+from dispatch_fn.planning import FAULT_REASONS, Fault, RunRequest, Scope
 from dispatch_fn.run import FAULT_LIST_LIMIT, dispatch_recorded
 from runtimes import runtime
 from support import Conn, Invoke, duty, insert_duties

@@ -21,8 +21,7 @@ import pytest
 
 from dispatch_fn.db import Connection, PageResult
 from dispatch_fn.db import dispatch_page as write_page
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import Window
+from dispatch_fn.planning import RunRequest, Window
 from dispatch_fn.run import RunReport, Runtime, dispatch
 from runtimes import runtime
 from support import NOW, cloned_database, duty, insert_duties, last_dispatched, task_rows

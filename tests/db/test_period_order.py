@@ -10,7 +10,7 @@ import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.engine import periods
+from dispatch_fn.engine import FREQUENCIES, periods
 from dispatch_fn.errors import YearOutOfRangeError
 from support import Conn, Invoke, duty, insert_duties, last_dispatched, task_keys
 
@@ -29,7 +29,7 @@ def _first_days(conn: Conn, keys: list[str]) -> list[date | None]:
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.lists(st.tuples(st.sampled_from(periods.FREQUENCIES), _DAYS), min_size=1, max_size=40))
+@given(st.lists(st.tuples(st.sampled_from(FREQUENCIES), _DAYS), min_size=1, max_size=40))
 def test_the_sql_first_day_of_a_key_is_the_engines_for_every_frequency(
     conn: Conn, drawn: list[tuple[str, date]]
 ) -> None:

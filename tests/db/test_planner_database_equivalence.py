@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.engine.periods import ANCHORS, FREQUENCIES, ROLLS
+from dispatch_fn.engine import ANCHORS, FREQUENCIES, ROLLS
 from dispatch_fn.planning import RunRequest
 from dispatch_fn.planning.plan import (
     FORMS,

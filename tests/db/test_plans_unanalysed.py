@@ -38,8 +38,7 @@ from psycopg.abc import Params, Query
 from bench.dispatch.data import write_duties
 from bench.dispatch.mix import BIG_ORG, COMPLIANCE
 from bench.dispatch.server import leaves
-from dispatch_fn.db import ledger
-from dispatch_fn.db.database import ConnectionCache
+from dispatch_fn.db import ConnectionCache, ledger
 from dispatch_fn.db.sql import Connection, statement_text
 from dispatch_fn.run import _rules as rules
 from dispatch_fn.settings import Settings

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from dispatch_fn.aws.events import parse_event
+from dispatch_fn.aws import parse_event
 from dispatch_fn.run import dispatch
 from support import CLOCK, Conn, Invoke, duty, insert_duties, last_dispatched, task_keys
 

@@ -20,8 +20,7 @@ from dispatch_fn.db import dispatch_page
 from dispatch_fn.db.layout import LAYOUTS, PARTITIONED, PLAIN, apply_layout
 from dispatch_fn.db.migrate import apply_migrations, bundled_migrations, split_statements
 from dispatch_fn.errors import LayoutNotEmptyError, MigrationError, UnknownLayoutError
-from dispatch_fn.planning import RunRequest, Scope
-from dispatch_fn.planning.plan import Window
+from dispatch_fn.planning import RunRequest, Scope, Window
 from dispatch_fn.run import dispatch, dispatch_recorded, explain, render_explanation
 from runtimes import runtime
 from support import (

@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from dispatch_fn.engine.periods import due_date_for, visible_from_for
+from dispatch_fn.engine import due_date_for, visible_from_for
 
 
 @pytest.mark.parametrize(

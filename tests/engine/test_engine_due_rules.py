@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.engine.periods import (
+from dispatch_fn.engine import (
     FREQUENCIES,
     ROLLS,
     due_date_for,

@@ -6,12 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from dispatch_fn.engine.periods import (
-    period_bounds,
-    period_key_for,
-    periods_between,
-    start_of_day,
-)
+from dispatch_fn.engine import period_bounds, period_key_for, periods_between, start_of_day
 
 
 def utc(  # noqa: PLR0917 - mirrors datetime's own positional fields

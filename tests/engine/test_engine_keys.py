@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from dispatch_fn.engine.periods import (
+from dispatch_fn.engine import (
     FREQUENCIES,
     PeriodBounds,
     due_date_for,

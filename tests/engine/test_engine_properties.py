@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.engine.periods import (
+from dispatch_fn.engine import (
     FREQUENCIES,
     PeriodBounds,
     due_date_for,

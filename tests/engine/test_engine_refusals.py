@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from dispatch_fn.engine.periods import (
+from dispatch_fn.engine import (
     check_day_count,
     due_date_for,
     local_date,

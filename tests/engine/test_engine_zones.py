@@ -8,8 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from dispatch_fn.engine import _zones
-from dispatch_fn.engine.periods import local_date, local_dates, start_of_day, zone
+from dispatch_fn.engine import _zones, local_date, local_dates, start_of_day, zone
 
 
 def test_tzdata_is_the_pinned_release() -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dispatch_fn.engine import periods
+from dispatch_fn.engine import ROLLS, periods
 from dispatch_fn.planning import page_plan, plan
 
 NOW = datetime(2026, 3, 14, 9, tzinfo=UTC)
@@ -37,7 +37,7 @@ def _weekend_days(first: date, last: date) -> list[date]:
     return [day for day in days if day.weekday() in {SATURDAY, SUNDAY}]
 
 
-@given(first=FIRST_DAYS, length=st.integers(0, 120), roll=st.sampled_from(periods.ROLLS))
+@given(first=FIRST_DAYS, length=st.integers(0, 120), roll=st.sampled_from(ROLLS))
 def test_without_a_calendar_every_weekend_day_rolls_to_the_weekdays_either_side(
     first: date, length: int, roll: str
 ) -> None:

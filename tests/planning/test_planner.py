@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dispatch_fn.planning.plan import Plan, Window, plan_dispatch
+from dispatch_fn.planning import Plan, Window, plan_dispatch
 from support import NOW, TASK_COLUMNS, duty
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.engine import periods
+from dispatch_fn.engine import FREQUENCIES, ROLLS, periods
 from dispatch_fn.errors import ScheduleIntervalError
 from dispatch_fn.planning.plan import (
     Account,
@@ -182,7 +182,7 @@ def test_runs_every_interval_create_every_day_of_their_span(
     zone=st.sampled_from(DST_HEAVY),
     start=st.datetimes(min_value=datetime(2010, 1, 1), max_value=datetime(2030, 12, 31)),
     hours=st.sampled_from(INTERVAL_HOURS),
-    frequency=st.sampled_from(periods.FREQUENCIES),
+    frequency=st.sampled_from(FREQUENCIES),
 )
 def test_runs_every_interval_create_every_period_of_their_span_whatever_the_frequency(
     zone: str, start: datetime, hours: int, frequency: str
@@ -264,7 +264,7 @@ def test_an_hourly_schedule_owes_berlins_short_day_after_an_outage_across_it() -
 
 
 @given(
-    frequency=st.sampled_from(sorted(periods.FREQUENCIES)),
+    frequency=st.sampled_from(sorted(FREQUENCIES)),
     zone=st.sampled_from(["UTC", "Pacific/Kiritimati", "America/Nuuk", "Australia/Lord_Howe"]),
     now=st.datetimes(
         min_value=datetime(2000, 1, 1), max_value=datetime(2040, 1, 1), timezones=st.just(UTC)
@@ -318,9 +318,9 @@ def _next_owed_walked(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    frequency=st.sampled_from(periods.FREQUENCIES),
+    frequency=st.sampled_from(FREQUENCIES),
     anchor=st.sampled_from(periods.ANCHORS),
-    roll=st.sampled_from(periods.ROLLS),
+    roll=st.sampled_from(ROLLS),
     offset=st.integers(0, 366),
     months=st.integers(0, 24),
     lead=st.integers(0, 120),

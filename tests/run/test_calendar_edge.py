@@ -13,8 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import FaultReason, Window, plan_dispatch
+from dispatch_fn.planning import FaultReason, RunRequest, Window, plan_dispatch
 from dispatch_fn.run import dispatch, explain
 from runtimes import runtime
 from support import assert_run_is_the_plan, duty, insert_duties, refuse_tasks, task_rows

@@ -23,13 +23,10 @@ import pytest
 from aws_lambda_powertools import Metrics
 from moto import mock_aws
 
-from dispatch_fn.aws import app
-from dispatch_fn.aws.events import parse_event
+from dispatch_fn.aws import app, parse_event
 from dispatch_fn.bounded import MAX_EVENT_BYTES
 from dispatch_fn.errors import EventError, HandOffError
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import Window, plan_dispatch
-from dispatch_fn.planning.request import Scope
+from dispatch_fn.planning import RunRequest, Scope, Window, plan_dispatch
 from dispatch_fn.run import STOPPED_BY_DEADLINE, RunReport, continuation, dispatch_recorded
 from runtimes import runtime
 from support import (
@@ -62,8 +59,9 @@ class LambdaContext:
 
 @dataclass
 class SentInvocations:
-    """Every ``lambda:Invoke`` boto3 sent, as its API parameters."""
+    """Every ``lambda:Invoke`` the handler's session sent, as its API parameters."""
 
+    session: boto3.session.Session = field(default_factory=boto3.session.Session)
     calls: list[dict[str, Any]] = field(default_factory=list)
 
     def events(self) -> list[dict[str, Any]]:
@@ -94,18 +92,15 @@ def function_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 @pytest.fixture
-def sent(function_arn: str) -> Iterator[SentInvocations]:
-    """Records the parameters of every Invoke made by clients of boto3's default session."""
+def sent(function_arn: str) -> SentInvocations:
+    """A session of its own for the handler's hand-offs, recording every Invoke's parameters."""
     record = SentInvocations()
 
     def capture(params: dict[str, Any], **_: Any) -> None:
         record.calls.append(dict(params))
 
-    boto3.setup_default_session()
-    assert boto3.DEFAULT_SESSION is not None
-    boto3.DEFAULT_SESSION.events.register("provide-client-params.lambda.Invoke", capture)
-    yield record
-    boto3.DEFAULT_SESSION = None
+    record.session.events.register("provide-client-params.lambda.Invoke", capture)
+    return record
 
 
 def _duties(count: int) -> list[dict[str, Any]]:
@@ -158,6 +153,7 @@ def test_a_run_out_of_time_hands_off_and_the_continuation_completes_exactly_the_
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    invoke = partial(invoke, aws_session=sent.session)
     duties = _duties(12)
     insert_duties(conn, duties)
     # `python -m dispatch_fn invoke`, run in-process by other tests, turns metrics off.
@@ -195,6 +191,7 @@ def test_a_chain_of_hand_offs_ends_with_the_rows_of_one_uninterrupted_run(
     sent: SentInvocations,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    invoke = partial(invoke, aws_session=sent.session)
     duties = _duties(10)
     insert_duties(conn, duties)
     invoke = partial(invoke, chunk_size=3)
@@ -244,6 +241,7 @@ def test_the_chain_stops_at_its_bound(
     sent: SentInvocations,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    invoke = partial(invoke, aws_session=sent.session)
     insert_duties(conn, _duties(6))
     invoke = partial(invoke, chunk_size=2)
     invoke = partial(invoke, workers=1)
@@ -296,6 +294,7 @@ def test_a_local_run_without_a_function_arn_ends_incomplete_without_a_hand_off(
 def test_the_handler_sends_nothing_when_a_run_completes(
     conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
 ) -> None:
+    invoke = partial(invoke, aws_session=sent.session)
     insert_duties(conn, _duties(4))
     assert invoke({"now": CLOCK}, LambdaContext(function_arn))["complete"] is True
     assert sent.calls == []
@@ -311,6 +310,7 @@ def test_a_run_after_an_outage_that_hands_off_leaves_the_rest_to_its_continuatio
 ) -> None:
     # Two days missed: each duty's account owes them with its own day, page by
     # page, so the link that stops and the one that goes on split the duties.
+    invoke = partial(invoke, aws_session=sent.session)
     duties = [duty(f"d{n:03}", frequency="daily", lead_days=0) for n in range(10)]
     insert_duties(conn, duties)
     invoke = partial(invoke, chunk_size=4)
@@ -369,6 +369,7 @@ def _ledger_end(conn: Conn) -> list[tuple[Any, ...]]:
 def test_a_deadline_stop_before_any_progress_ends_incomplete_without_a_hand_off(
     conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
 ) -> None:
+    invoke = partial(invoke, aws_session=sent.session)
     insert_duties(conn, _duties(6))
     # No time left at the first check: the run stops before its first page,
     # and a continuation would start exactly where this run did.
@@ -386,6 +387,7 @@ def test_a_deadline_stop_before_any_progress_ends_incomplete_without_a_hand_off(
 def test_a_run_stopped_by_statement_timeouts_ends_incomplete_without_a_hand_off(
     conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
 ) -> None:
+    invoke = partial(invoke, aws_session=sent.session)
     insert_duties(conn, [duty(f"d{n:02}") for n in range(12)])
     conn.execute(
         "CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS"
@@ -409,6 +411,7 @@ def test_a_run_stopped_by_statement_timeouts_ends_incomplete_without_a_hand_off(
 def test_a_deadline_stop_that_made_progress_hands_off(
     conn: Conn, invoke: Invoke, function_arn: str, sent: SentInvocations
 ) -> None:
+    invoke = partial(invoke, aws_session=sent.session)
     insert_duties(conn, _duties(6))
     report = invoke(
         {"now": CLOCK}, LambdaContext(function_arn, checks_left=1), chunk_size=2, workers=1
@@ -449,6 +452,7 @@ def test_a_chain_s_reports_count_each_duty_of_its_scope_once(
 ) -> None:
     # Six daily duties, then a standing one and one whose zone no engine knows:
     # the first link, stopped after its first page, reaches neither of the two.
+    invoke = partial(invoke, aws_session=sent.session)
     insert_duties(
         conn,
         [duty(f"d{n:03}", frequency="daily", lead_days=0) for n in range(6)]

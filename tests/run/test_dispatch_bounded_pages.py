@@ -11,11 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dispatch_fn.db import store
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import Window, plan_dispatch
-from dispatch_fn.planning.request import Scope
-from dispatch_fn.run import RunReport, dispatch
-from dispatch_fn.run.runtime import Deadline
+from dispatch_fn.planning import RunRequest, Scope, Window, plan_dispatch
+from dispatch_fn.run import Deadline, RunReport, dispatch
 from runtimes import runtime
 from support import (
     NOW,

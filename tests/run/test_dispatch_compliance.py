@@ -9,9 +9,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from dispatch_fn.db.migrate import apply_migrations
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import Window, plan_dispatch
+from dispatch_fn.db import apply_migrations
+from dispatch_fn.planning import RunRequest, Window, plan_dispatch
 from dispatch_fn.run import dispatch
 from support import CLOCK, NOW, Invoke, duty, insert_duties, multiset, task_keys, task_rows
 

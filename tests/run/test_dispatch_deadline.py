@@ -12,8 +12,7 @@ import pytest
 
 from dispatch_fn.db import PageResult, dispatch_page
 from dispatch_fn.planning import RunRequest, Scope, Window
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.runtime import Deadline
+from dispatch_fn.run import Deadline, dispatch
 from runtimes import runtime
 from support import NOW, duty, insert_duties, refuse_tasks, task_count
 

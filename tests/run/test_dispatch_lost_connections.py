@@ -9,8 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import plan_dispatch
+from dispatch_fn.planning import RunRequest, plan_dispatch
 from dispatch_fn.run import CONNECTION_ATTEMPTS, RunFailedError, dispatch
 from runtimes import runtime
 from support import NOW, duty, insert_duties, multiset, task_count, task_rows

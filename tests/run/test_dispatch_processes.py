@@ -30,7 +30,7 @@ from psycopg.rows import dict_row
 
 from bench.dispatch import child
 from dispatch_fn.db.sql import statement_text
-from dispatch_fn.planning.plan import Window, plan_dispatch
+from dispatch_fn.planning import Window, plan_dispatch
 from support import (
     NOW,
     TASK_COLUMNS,

@@ -6,8 +6,7 @@ from typing import Any
 
 import psycopg
 
-from dispatch_fn.planning import RunRequest, plan
-from dispatch_fn.planning.plan import plan_dispatch
+from dispatch_fn.planning import RunRequest, plan, plan_dispatch
 from dispatch_fn.run import dispatch
 from dispatch_fn.settings import DEFAULT_CATCH_UP_DAYS
 from runtimes import runtime

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.aws.invocation import handle, runtime_for
+from dispatch_fn.aws import handle, runtime_for
 from dispatch_fn.engine import periods
 from support import Conn, Invoke, clock_event, duty, insert_duties, set_aside, task_keys
 

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.aws.invocation import handle, runtime_for
+from dispatch_fn.aws import handle, runtime_for
 from dispatch_fn.db import dispatch_page
 from support import Conn, clock_event, duty, insert_duties, task_keys
 

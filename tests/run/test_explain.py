@@ -10,9 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from dispatch_fn.cli.commands import main
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import Window
+from dispatch_fn.cli import main
+from dispatch_fn.planning import RunRequest, Window
 from dispatch_fn.run import dispatch, explain
 from support import NOW, Invoke, duty, insert_duties, task_keys
 

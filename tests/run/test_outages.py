@@ -29,8 +29,7 @@ from typing import Any
 import psycopg
 
 from dispatch_fn.db import ledger
-from dispatch_fn.planning import RunRequest
-from dispatch_fn.planning.plan import plan_dispatch
+from dispatch_fn.planning import RunRequest, plan_dispatch
 from dispatch_fn.run import dispatch, dispatch_recorded
 from runtimes import runtime
 from support import (

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.engine import periods
+from dispatch_fn.engine import FREQUENCIES, ROLLS, periods
 from support import Conn, Invoke, clock_event, duty, insert_duties, task_keys
 
 DAY = timedelta(days=1)
@@ -133,11 +133,11 @@ def test_a_run_under_new_rules_reads_every_duty(conn: Conn, invoke: Invoke) -> N
 
 _FIELDS = st.fixed_dictionaries(
     {
-        "frequency": st.sampled_from(periods.FREQUENCIES),
+        "frequency": st.sampled_from(FREQUENCIES),
         "timezone": st.sampled_from(ZONES),
         "due_anchor": st.sampled_from(periods.ANCHORS),
         "due_offset_days": st.integers(-20, 20),
-        "due_roll": st.sampled_from(periods.ROLLS),
+        "due_roll": st.sampled_from(ROLLS),
         "holiday_calendar": st.sampled_from([None, "DE-BY", "GB-SCT"]),
         "lead_days": st.sampled_from([-3, 0, 1, 3, 7, 20, 45, 100]),
         "effective_from": st.sampled_from([None, date(2026, 3, 20), date(2026, 5, 1)]),

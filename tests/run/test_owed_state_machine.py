@@ -95,8 +95,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from dispatch_fn.aws.invocation import handle, runtime_for
-from dispatch_fn.db.database import ConnectionCache
+from dispatch_fn.aws import handle, runtime_for
+from dispatch_fn.db import ConnectionCache
 from dispatch_fn.engine import periods
 from dispatch_fn.settings import Settings
 from support import cloned_database, duty, insert_duties

@@ -7,9 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from dispatch_fn.aws.events import parse_event
-from dispatch_fn.run import dispatch
-from dispatch_fn.run.progress import Progress, ProgressMeter, throttled
+from dispatch_fn.aws import parse_event
+from dispatch_fn.run import Progress, ProgressMeter, dispatch, throttled
 from runtimes import runtime
 from support import CLOCK, Conn, Invoke, duty, insert_duties
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.db.store import PageResult
+from dispatch_fn.db import PageResult
 from dispatch_fn.run import _agenda as agenda
 from dispatch_fn.run._agenda import Board, decide
 from dispatch_fn.run._settling import Failure, Job, Outcome

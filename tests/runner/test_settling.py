@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch_fn.db.store import PageResult
+from dispatch_fn.db import PageResult
 from dispatch_fn.run import _settling as settling
 from dispatch_fn.run._agenda import SETTLED
 from dispatch_fn.run._settling import (

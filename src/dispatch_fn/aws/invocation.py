@@ -78,6 +78,7 @@ def runtime_for(
     *,
     clock: Clock,
     on_progress: Callable[[Progress], None] | None = None,
+    aws_session: Any = None,
 ) -> Runtime:
     """The runtime of one invocation: its settings, its connections, its context's time.
 
@@ -85,12 +86,14 @@ def runtime_for(
     Lambda context (None from the CLI): its remaining time is the budget, its
     function ARN where a stopped run hands the rest on. ``on_progress`` hears
     of the run's progress beside the log (the CLI's progress bar).
+    ``aws_session`` (a ``boto3.session.Session``; boto3's default one if
+    None) makes the hand-off's Lambda client.
     """
     return Runtime(
         tuning=settings,
         budget=_Remaining(context, settings.reserve_ms, settings.statement_timeout_ms),
         connections=_Bound(connections, settings),
-        hand_off=_hand_off(context),
+        hand_off=_hand_off(context, aws_session),
         on_progress=_both(_log_progress(), on_progress),
         clock=clock,
         request_id=_request_id(context),
@@ -303,14 +306,14 @@ class _Bound:
         self.cache.discard()
 
 
-def _hand_off(context: Any) -> HandOff | None:
+def _hand_off(context: Any, aws_session: Any) -> HandOff | None:
     # The ARN Lambda invoked (with its version or alias), so the chain stays on one code version.
     arn: str | None = getattr(context, "invoked_function_arn", None)
     if not arn:
         return None
 
     def send(event: dict[str, Any]) -> None:
-        continuation.hand_off(continuation.lambda_client_for(arn), arn, event)
+        continuation.hand_off(continuation.lambda_client_for(arn, aws_session), arn, event)
 
     return send
 

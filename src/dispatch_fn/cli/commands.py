@@ -171,8 +171,9 @@ def _cmd_redrive(args: argparse.Namespace) -> int:
     from dispatch_fn.errors import ConfigurationError  # noqa: PLC0415
 
     try:
-        sqs = boto3.client("sqs", region_name=args.region)
-        lambda_client = boto3.client("lambda", region_name=args.region)
+        clients = boto3 if args.aws_session is None else args.aws_session
+        sqs = clients.client("sqs", region_name=args.region)
+        lambda_client = clients.client("lambda", region_name=args.region)
         outcome = redrive.redrive(
             sqs, lambda_client, args.queue_urls, function=args.function, execute=args.execute
         )
@@ -199,8 +200,9 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
     from dispatch_fn.errors import ConfigurationError  # noqa: PLC0415
 
     try:
-        cloudformation = boto3.client("cloudformation", region_name=args.region)
-        scheduler = boto3.client("scheduler", region_name=args.region)
+        clients = boto3 if args.aws_session is None else args.aws_session
+        cloudformation = clients.client("cloudformation", region_name=args.region)
+        scheduler = clients.client("scheduler", region_name=args.region)
         if args.action != "status":
             state = schedule.DISABLED if args.action == "pause" else schedule.ENABLED
             if schedule.set_state(cloudformation, args.stack, state):
@@ -370,12 +372,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, aws_session: Any = None) -> int:
     """Parse the command line and run one command; return its exit status (``ExitStatus``).
 
     Every command's failures are mapped here alike: one line on stderr, no traceback.
+    The AWS commands make their clients from ``aws_session`` (a
+    ``boto3.session.Session``), else from boto3's default session.
     """
     args = build_parser().parse_args(argv)
+    args.aws_session = aws_session
     try:
         status: int = args.run(args)
         # Written now, not at exit, so a reader that went away is heard here.

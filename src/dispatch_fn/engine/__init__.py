@@ -6,7 +6,8 @@ holds the calendar arithmetic and the instants of local days beneath it,
 private. Other packages import from here.
 """
 
-from dispatch_fn.engine.business_days import BusinessCalendar, business_calendar
+from dispatch_fn.engine._keys import FREQUENCIES
+from dispatch_fn.engine.business_days import ROLLS, BusinessCalendar, business_calendar
 from dispatch_fn.engine.dates import (
     FIRST_DAY,
     LAST_DAY,
@@ -24,11 +25,9 @@ from dispatch_fn.engine.dates import (
 )
 from dispatch_fn.engine.periods import (
     ANCHORS,
-    FREQUENCIES,
     MAX_DAYS_AFTER_PERIOD,
     MAX_GRACE_DAYS,
     MAX_MONTHS_AFTER_PERIOD,
-    ROLLS,
     PeriodBounds,
     check_day_count,
     check_due_anchor,

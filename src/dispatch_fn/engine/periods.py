@@ -22,11 +22,9 @@ from dispatch_fn.errors import (
 
 __all__ = [
     "ANCHORS",
-    "FREQUENCIES",
     "MAX_DAYS_AFTER_PERIOD",
     "MAX_GRACE_DAYS",
     "MAX_MONTHS_AFTER_PERIOD",
-    "ROLLS",
     "PeriodBounds",
     "check_day_count",
     "check_due_anchor",
@@ -47,9 +45,7 @@ __all__ = [
     "zone",
 ]
 
-FREQUENCIES = _keys.FREQUENCIES
 ANCHORS = ("period_start", "period_end", "after_period_end")
-ROLLS = business_days.ROLLS
 # The ranges a due date after the period, and a grace, may take (docs/contract.md#due-dates).
 MAX_MONTHS_AFTER_PERIOD = 24
 MAX_DAYS_AFTER_PERIOD = 366
@@ -217,7 +213,7 @@ def check_due_anchor(due_anchor: object) -> str:
 
 
 def check_due_roll(due_roll: object) -> str:
-    """``due_roll`` if it is one of ``ROLLS``; else ``UnknownRollError``."""
+    """``due_roll`` if it is one of ``business_days.ROLLS``; else ``UnknownRollError``."""
     return business_days.check_roll(due_roll)
 
 

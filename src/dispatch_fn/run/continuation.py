@@ -135,8 +135,11 @@ def hand_off(client: LambdaClient, function_arn: str, event: dict[str, Any]) -> 
         raise HandOffError(f"invoking {function_arn!r} answered status {status!r}; expected 202")
 
 
-def lambda_client_for(function_arn: str) -> LambdaClient:
-    """A boto3 Lambda client in the function's own region (from its ARN)."""
+def lambda_client_for(function_arn: str, session: Any = None) -> LambdaClient:
+    """A boto3 Lambda client in the function's own region (from its ARN).
+
+    From ``session`` (a ``boto3.session.Session``), else boto3's default one.
+    """
     import boto3  # noqa: PLC0415 - only a run that hands off needs it
     from botocore.config import Config  # noqa: PLC0415
 
@@ -148,5 +151,6 @@ def lambda_client_for(function_arn: str) -> LambdaClient:
         read_timeout=HAND_OFF_READ_TIMEOUT_S,
         retries={"total_max_attempts": HAND_OFF_ATTEMPTS, "mode": "standard"},
     )
-    client: LambdaClient = boto3.client("lambda", region_name=parts[3], config=config)
+    clients = boto3 if session is None else session
+    client: LambdaClient = clients.client("lambda", region_name=parts[3], config=config)
     return client

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-Clock = Callable[[], float]
+# Seconds on a monotonic clock (run.Clock is the run's wall clock, a datetime).
+type Stopwatch = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ class ProgressMeter:
         self,
         total: int,
         on_progress: Callable[[Progress], None] | None,
-        clock: Clock = time.monotonic,
+        clock: Stopwatch = time.monotonic,
     ) -> None:
         self._total = total
         self._on_progress = on_progress
@@ -101,7 +102,7 @@ class ProgressMeter:
 
 
 def throttled(
-    report: Callable[[Progress], None], every_s: float, clock: Clock = time.monotonic
+    report: Callable[[Progress], None], every_s: float, clock: Stopwatch = time.monotonic
 ) -> Callable[[Progress], None]:
     """``report`` at most once per ``every_s`` seconds, and always for the last page.
 
