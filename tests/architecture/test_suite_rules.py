@@ -115,13 +115,9 @@ def test_no_test_assigns_to_a_module_s_attribute() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         modules = _module_names(tree)
         for node in ast.walk(tree):
-            targets = (
-                node.targets
-                if isinstance(node, ast.Assign)
-                else [node.target]
-                if isinstance(node, ast.AugAssign | ast.AnnAssign)
-                else []
-            )
+            if not isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             found += [
                 f"{path.relative_to(TESTS)}:{node.lineno}"
                 for target in targets

@@ -48,9 +48,30 @@ def _expected(rows: list[dict[str, Any]], scope: Scope) -> store.Census:
         rule[0] += 1
         rule[1] += not _in_range(row)
     return store.Census(
-        tuple((*key, n) for key, n in left_out.items()),
-        tuple(store.Group(*key, len(leads), max(leads)) for key, leads in groups.items()),
-        tuple(store.DueRule(*key, n, bad) for key, (n, bad) in rules.items()),
+        tuple(
+            store.NotDispatched(form=form, status=status, review_status=review, duties=n)
+            for (form, status, review), n in left_out.items()
+        ),
+        tuple(
+            store.Group(
+                frequency=frequency,
+                timezone=timezone,
+                lead_bucket=bucket,
+                duties=len(leads),
+                max_lead=max(leads),
+            )
+            for (frequency, timezone, bucket), leads in groups.items()
+        ),
+        tuple(
+            store.DueRule(
+                due_anchor=anchor,
+                due_roll=roll,
+                holiday_calendar=calendar,
+                duties=n,
+                out_of_range=bad,
+            )
+            for (anchor, roll, calendar), (n, bad) in rules.items()
+        ),
     )
 
 
@@ -123,7 +144,11 @@ def test_a_group_carries_its_largest_lead(conn: psycopg.Connection[Any]) -> None
 
     found = store.census(conn, Scope())
 
-    assert found.groups == (store.Group("monthly", "UTC", lead_bucket(40), 2, 40),)
+    assert found.groups == (
+        store.Group(
+            frequency="monthly", timezone="UTC", lead_bucket=lead_bucket(40), duties=2, max_lead=40
+        ),
+    )
 
 
 class _Explaining(psycopg.Connection[Any]):
@@ -201,7 +226,9 @@ def test_the_faults_of_a_refused_calendar_named_empty_leave_out_the_duties_of_no
     # '' is a calendar no engine knows (refused); a duty with none shares its
     # anchor and roll, and is no fault: it is not read as one.
     insert_duties(conn, [duty("bad", holiday_calendar=""), duty("good")])
-    refused = store.DueRule("period_start", "none", "", duties=1)
+    refused = store.DueRule(
+        due_anchor="period_start", due_roll="none", holiday_calendar="", duties=1
+    )
     members = store.fault_members(conn, Scope(), [], store.Rules(refused=(refused,)))
 
     assert [row["id"] for row in members] == ["bad"]

@@ -80,7 +80,9 @@ def test_an_encoded_array_binds_through_an_automatic_placeholder_as_its_cast_rea
 
 
 def test_every_page_of_a_run_binds_the_arrays_the_run_dumped_once() -> None:
-    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
+    group = store.Group(
+        frequency="monthly", timezone="UTC", lead_bucket=plan.lead_bucket(7), duties=1, max_lead=7
+    )
     page = store.page_statement(
         Scope(),
         [(group, plan.schedule_for("monthly", "UTC", NOW))],

@@ -362,7 +362,7 @@ def test_the_previous_run_owes_afresh_what_each_link_of_its_chain_set_aside_up_t
     # too, judged afresh by the continuation and once more by the next run.
     # Each owes the judgement made at its run's clock (plan.account_judged).
     assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
-        "r", ((None, "a"), ("org-1", "b"), (None, "x")), (at, at, at)
+        rules="r", afresh=((None, "a"), ("org-1", "b"), (None, "x")), owed_at=(at, at, at)
     )
 
 
@@ -389,7 +389,7 @@ def test_a_duty_set_aside_again_owes_the_judgement_an_earlier_run_owed_it(conn: 
 
     # a still owes the first run's judgement; b, the second's.
     assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(
-        "r", ((None, "a"), (None, "b")), (at, later)
+        rules="r", afresh=((None, "a"), (None, "b")), owed_at=(at, later)
     )
 
 
@@ -405,4 +405,4 @@ def test_a_completed_run_that_set_nothing_aside_owes_nothing_afresh(conn: Conn) 
     )
     ledger.finish(conn, after, "completed", {})
 
-    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement("r", ())
+    assert ledger.previous_judgement(conn) == ledger.PreviousJudgement(rules="r", afresh=())

@@ -278,7 +278,12 @@ def test_groups_with_equal_schedules_send_their_periods_once() -> None:
     # before (Los Angeles at 01:00 UTC) does not.
     zones = ("Europe/Paris", "Europe/Berlin", "America/Los_Angeles")
     ready = [
-        (store.Group("monthly", zone, bucket, 1, 0), plan.schedule_for("monthly", zone, NOW))
+        (
+            store.Group(
+                frequency="monthly", timezone=zone, lead_bucket=bucket, duties=1, max_lead=0
+            ),
+            plan.schedule_for("monthly", zone, NOW),
+        )
         for zone, bucket in ((zones[0], 0), (zones[0], 3), (zones[1], 0), (zones[2], 0))
     ]
     first = ready[0][1]
@@ -309,7 +314,9 @@ def _monthly_page(scope: Scope) -> dict[str, Any]:
     # The parameters of one page of _many_duties' monthly duties, d011001 to
     # d012000: past a continued run's resume point (d010000), as its pages
     # are, since a page before it is empty and the planner may prove it so.
-    group = store.Group("monthly", "UTC", plan.lead_bucket(7), 1, 7)
+    group = store.Group(
+        frequency="monthly", timezone="UTC", lead_bucket=plan.lead_bucket(7), duties=1, max_lead=7
+    )
     ready = [(group, plan.schedule_for("monthly", "UTC", NOW))]
     page = store.page_statement(scope, ready, store.Rules(), dry_run=False)
     return page.bind("d011000", "d012000", 500, None, ())

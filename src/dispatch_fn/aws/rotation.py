@@ -136,7 +136,7 @@ def _test(secrets: Any, arn: str, token: str, connect: Connector) -> str:
     pending = _fields(secrets, arn, VersionId=token, VersionStage=PENDING)
     try:
         with connect(pending) as conn:
-            signed_in, _ = logins.session(conn)
+            signed_in = logins.session(conn).login
     except psycopg.OperationalError as exc:
         raise RotationError(f"testSecret: {PENDING} does not sign in: {exc}") from exc
     if signed_in != pending["username"]:

@@ -10,6 +10,7 @@ verifier.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import psycopg
@@ -35,15 +36,23 @@ _PRIVILEGED_ATTRIBUTES: Final = {
 }
 
 
-def session(conn: AnyConnection) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """Who a connection is signed in as, and to which database."""
+
+    login: str
+    database: str
+
+
+def session(conn: AnyConnection) -> SignedIn:
     """Who ``conn`` is signed in as, and to which database."""
     row = _one(conn, "login_session")
-    return str(row["login"]), str(row["database"])
+    return SignedIn(login=str(row["login"]), database=str(row["database"]))
 
 
 def check_login(conn: AnyConnection, user: str) -> None:
     """Refuse the owner, and any existing role with more rights than a dispatcher's login."""
-    owner, _ = session(conn)
+    owner = session(conn).login
     if owner == user:
         raise ConfigurationError(
             f"the dispatcher's login {user!r} is the owner that runs migrations; "
@@ -78,7 +87,7 @@ def ensure_login(conn: AnyConnection, user: str, *, iam: bool, password: str | N
     ``password``, when given, becomes its password.
     """
     name = sql.Identifier(user)
-    _, database_name = session(conn)
+    database_name = session(conn).database
     own_role = sql.Identifier(str(_one(conn, "login_database_role")["role"]))
     exists = _attributes(conn, user)
     conn.execute(statement("login_enable" if exists else "login_create", login=name))

@@ -196,22 +196,54 @@ PAGE_COUNTS: Final = tuple(
 )
 
 
-def ids_with_form(
-    conn: Connection, scope: Scope, forms_excluded: Sequence[str]
-) -> list[tuple[str, str, Any]]:
-    """``(organization_id, id, form)`` of every duty in scope whose form is none of these."""
+@dataclass(frozen=True, slots=True)
+class DutyForm:
+    """A duty in scope and its form, as stored."""
+
+    organization_id: str
+    duty_id: str
+    form: Any
+
+
+def ids_with_form(conn: Connection, scope: Scope, forms_excluded: Sequence[str]) -> list[DutyForm]:
+    """Every duty in scope whose form is none of these."""
     query = statement("unknown_form_ids")
     params = {**scope_params(scope), "forms": list(forms_excluded)}
     found = conn.execute(query, params, prepare=False)
-    return [(str(row["organization_id"]), str(row["id"]), row["form"]) for row in named_rows(found)]
+    return [
+        DutyForm(
+            organization_id=str(row["organization_id"]), duty_id=str(row["id"]), form=row["form"]
+        )
+        for row in named_rows(found)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class NotDispatched:
+    """How many duties in scope of one form, status and review the run does not dispatch."""
+
+    form: Any
+    status: Any
+    review_status: Any
+    duties: int
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any], count: str) -> NotDispatched:
+        """From a statement's row, its count in the column ``count``."""
+        return cls(
+            form=row["form"],
+            status=row["status"],
+            review_status=row["review_status"],
+            duties=int(row[count]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Census:
     """What one scan of the duties in scope says before the pages (duty_census.sql)."""
 
-    # (form, status, review_status, count) of every combination not dispatched.
-    undispatchable: tuple[tuple[Any, Any, Any, int], ...]
+    # Every combination of form, status and review not dispatched.
+    undispatchable: tuple[NotDispatched, ...]
     # Every group of dispatchable duties: the run plans one schedule each.
     groups: tuple[Group, ...]
     # Every due rule among the dispatchable duties, whatever their group: the
@@ -223,7 +255,7 @@ def census(conn: Connection, scope: Scope) -> Census:
     """The duties in scope not dispatched, the groups and the due rules of the rest, in one scan."""
     query = statement("duty_census")
     params = {**scope_params(scope), **_lead_thresholds()}
-    undispatchable: list[tuple[Any, Any, Any, int]] = []
+    undispatchable: list[NotDispatched] = []
     groups: list[Group] = []
     rules: list[DueRule] = []
     # A transaction (or, inside the caller's, a savepoint) of the census's
@@ -234,9 +266,7 @@ def census(conn: Connection, scope: Scope) -> Census:
         rows = named_rows(conn.execute(query, params, prepare=False))
     for row in rows:
         if row["kind"] == "form":
-            undispatchable.append(
-                (row["form"], row["status"], row["review_status"], int(row["undispatchable"]))
-            )
+            undispatchable.append(NotDispatched.of(row, "undispatchable"))
         elif row["kind"] == "group":
             groups.append(
                 Group(
@@ -253,10 +283,7 @@ def census(conn: Connection, scope: Scope) -> Census:
         # The census read only the duties owed; the rest of its 'form' set
         # comes from their index (duty_census_left_out.sql).
         left_out = conn.execute(statement("duty_census_left_out"), params, prepare=False)
-        undispatchable.extend(
-            (row["form"], row["status"], row["review_status"], int(row["duties"]))
-            for row in named_rows(left_out)
-        )
+        undispatchable.extend(NotDispatched.of(row, "duties") for row in named_rows(left_out))
     return Census(tuple(undispatchable), tuple(groups), tuple(rules))
 
 

@@ -427,19 +427,24 @@ def _prepare(
     fault_counts: Counter[str] = Counter()
     faults: list[Fault] = []
     counted = census(conn, request.scope)
-    for form, status, review, count in counted.undispatchable:
-        reason = classify(form, status, review)
-        duties_read += count
+    for each in counted.undispatchable:
+        reason = classify(each.form, each.status, each.review_status)
+        duties_read += each.duties
         if reason == FaultReason.UNKNOWN_FORM:
-            fault_counts[reason] += count
+            fault_counts[reason] += each.duties
         elif reason is not None:
-            skipped[reason] += count
+            skipped[reason] += each.duties
     # Every fault, not only the report's first hundred: the run keeps them all
     # on account (db.faults), so NewFaults is exact whatever their number.
     if fault_counts[FaultReason.UNKNOWN_FORM]:
         faults.extend(
-            Fault(duty_id, FaultReason.UNKNOWN_FORM, unknown_form_detail(form), organization)
-            for organization, duty_id, form in ids_with_form(conn, request.scope, FORMS)
+            Fault(
+                each.duty_id,
+                FaultReason.UNKNOWN_FORM,
+                unknown_form_detail(each.form),
+                each.organization_id,
+            )
+            for each in ids_with_form(conn, request.scope, FORMS)
         )
     ready: list[tuple[Group, Schedule]] = []
     refused_groups: dict[tuple[str | None, str, int], tuple[Group, CadenceRefused]] = {}
