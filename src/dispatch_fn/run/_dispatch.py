@@ -47,7 +47,6 @@ from dispatch_fn.planning import (
     RunRequest,
     Schedule,
     Scope,
-    SkipReason,
     check_cadence_rule,
     classify,
     lead_bucket,
@@ -61,7 +60,7 @@ from dispatch_fn.run import _agenda, _pages, _settling
 from dispatch_fn.run._agenda import CONNECTION_ATTEMPTS, STOPPED_BY_DEADLINE
 from dispatch_fn.run._lapses import lapsed_unseen
 from dispatch_fn.run.errors import RunFailedError
-from dispatch_fn.run.outcome import RunOutcome, RunReport
+from dispatch_fn.run.outcome import PAGE_SKIPS, RunOutcome, RunReport
 from dispatch_fn.run.progress import ProgressMeter
 from dispatch_fn.run.runtime import LOCAL, Runtime
 
@@ -697,8 +696,8 @@ def _faults(
 
 def _skipped(preamble: _Preamble, counted: Mapping[str, int]) -> Counter[str]:
     skipped = Counter(preamble.skipped)
-    skipped[SkipReason.OUTSIDE_EFFECTIVE_WINDOW] += counted.get("outside_window", 0)
-    skipped[SkipReason.NOTHING_DUE] += counted.get("nothing_due", 0)
+    for count, reason in PAGE_SKIPS.items():
+        skipped[reason] += counted.get(count, 0)
     return skipped
 
 

@@ -16,11 +16,16 @@ from datetime import date
 from typing import Any, Final
 
 from dispatch_fn.bounded import fault_listing, scope_echo
-from dispatch_fn.planning import FAULT_REASONS, SKIP_REASONS, Fault, RunRequest
+from dispatch_fn.planning import FAULT_REASONS, SKIP_REASONS, Fault, RunRequest, SkipReason
 from dispatch_fn.run._settling import SetAside
 
 # A report lists at most this many faulty (or locked) duties; the count covers them all.
 FAULT_LIST_LIMIT: Final = 100
+# The skip reasons a page decides, by the page's count of them (page_result.sql).
+PAGE_SKIPS: Final = {
+    "outside_window": SkipReason.OUTSIDE_EFFECTIVE_WINDOW,
+    "nothing_due": SkipReason.NOTHING_DUE,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +79,8 @@ class RunReport:
     @property
     def duties_owing(self) -> int:
         """Duties whose account owed them something at this clock (docs/contract.md#account)."""
-        counted = self.counted
-        duties = counted.get("duties", 0)
-        return duties - counted.get("outside_window", 0) - counted.get("nothing_due", 0)
+        skipped = sum(self.counted.get(count, 0) for count in PAGE_SKIPS)
+        return self.counted.get("duties", 0) - skipped
 
     @property
     def beyond_horizon(self) -> int:
