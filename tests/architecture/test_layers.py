@@ -134,6 +134,29 @@ def test_only_the_data_layer_executes_sql() -> None:
     assert list(_executing_calls(PACKAGE / "db" / "store.py"))
 
 
+def _opening_calls(path: Path) -> Iterator[str]:
+    """Every ``psycopg.connect(...)``-style call: a connection opened by the driver itself."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "connect"
+            and "psycopg" in ast.unparse(node.func.value)
+        ):
+            yield f"{node.lineno}: {ast.unparse(node.func)}(...)"
+
+
+def test_only_the_data_layer_opens_connections() -> None:
+    outside = [
+        f"{module}:{call}"
+        for module, path in _modules()
+        if _layer(module) != "db"
+        for call in _opening_calls(path)
+    ]
+    assert not outside, "connections opened outside dispatch_fn.db:\n" + "\n".join(outside)
+    assert list(_opening_calls(PACKAGE / "db" / "database.py"))
+
+
 def _imports(path: Path) -> Iterator[tuple[str, tuple[str, ...]]]:
     """Every dispatch_fn import of ``path``: the module named, and the names taken from it."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -55,7 +55,7 @@ PROGRESS_EVERY_S: Final = 5.0
 _CONNECT_FAILURES: Final = (ConfigurationError, psycopg.Error)
 
 
-class ConnectionCache(Protocol):
+class ConnectionsBySettings(Protocol):
     """Where an invocation's connections come from: ``database.ConnectionCache`` in Lambda."""
 
     def get(self, settings: Settings) -> list[Connection]:
@@ -74,7 +74,7 @@ class ConnectionCache(Protocol):
 def runtime_for(
     context: Any,
     settings: Settings,
-    connections: ConnectionCache,
+    connections: ConnectionsBySettings,
     *,
     clock: Clock,
     on_progress: Callable[[Progress], None] | None = None,
@@ -293,7 +293,7 @@ class _Remaining:
 class _Bound:
     """An invocation's connection source: the cache, bound to the invocation's settings."""
 
-    cache: ConnectionCache
+    cache: ConnectionsBySettings
     settings: Settings
 
     def get(self) -> list[Connection]:

@@ -41,7 +41,7 @@ PASSWORD_LENGTH: Final = 40
 _EXCLUDED: Final = "\"'\\/@:;=?&%# `$"
 
 # Opens a session with the secret's fields (username, password, host, port, dbname).
-type Connector = Callable[[Mapping[str, str]], Connection]
+type SecretConnector = Callable[[Mapping[str, str]], Connection]
 
 
 def is_rotation(event: object) -> bool:
@@ -49,7 +49,7 @@ def is_rotation(event: object) -> bool:
     return isinstance(event, Mapping) and {"SecretId", "ClientRequestToken", "Step"} <= set(event)
 
 
-def rotate(event: Mapping[str, Any], *, secrets: Any, connect: Connector) -> str:
+def rotate(event: Mapping[str, Any], *, secrets: Any, connect: SecretConnector) -> str:
     """Run the step ``event`` asks for; return what it did, in a few words.
 
     ``secrets`` is a Secrets Manager client; ``connect`` opens a session with a
@@ -104,7 +104,7 @@ def _create(secrets: Any, arn: str, token: str) -> str:
     return f"createSecret: a new password as {PENDING} version {token}"
 
 
-def _set(secrets: Any, arn: str, token: str, connect: Connector) -> str:
+def _set(secrets: Any, arn: str, token: str, connect: SecretConnector) -> str:
     pending = _fields(secrets, arn, VersionId=token, VersionStage=PENDING)
     # AWSPENDING first: a retried step finds the password set already, and setting it
     # again is harmless; then the password the login has had until now.
@@ -132,7 +132,7 @@ def _set(secrets: Any, arn: str, token: str, connect: Connector) -> str:
     )
 
 
-def _test(secrets: Any, arn: str, token: str, connect: Connector) -> str:
+def _test(secrets: Any, arn: str, token: str, connect: SecretConnector) -> str:
     pending = _fields(secrets, arn, VersionId=token, VersionStage=PENDING)
     try:
         with connect(pending) as conn:

@@ -20,7 +20,7 @@ import psycopg
 
 from dispatch_fn.cli import arguments, embedded, exit_status, invoke
 from dispatch_fn.cli.exit_status import ExitStatus
-from dispatch_fn.db import apply_migrations, schema_state, url_conninfo
+from dispatch_fn.db import apply_migrations, open_url, schema_state
 
 # The distribution (pyproject.toml's name) whose metadata holds the version.
 _DISTRIBUTION = "duly-dispatcher"
@@ -30,7 +30,7 @@ _TRACEBACK_VARIABLE = "DULY_TRACEBACK"
 
 def _connect(dsn: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
     with exit_status.connecting(dsn):
-        return psycopg.connect(url_conninfo(dsn), autocommit=autocommit)
+        return open_url(dsn, autocommit=autocommit)
 
 
 def _migrate(dsn: str) -> list[str]:

@@ -29,7 +29,7 @@ from dispatch_fn.aws import handle, logger, runtime_for
 from dispatch_fn.cli import exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.summary import report_lines, table_lines
-from dispatch_fn.db import ConnectionCache, demo_data, url_conninfo
+from dispatch_fn.db import ConnectionCache, demo_data, open_url
 from dispatch_fn.engine import period_key_for
 from dispatch_fn.settings import Settings
 
@@ -237,7 +237,7 @@ def run_demo(dsn: str, now: datetime | None = None) -> list[dict[str, Any]]:
     level = logger.log_level
     logger.setLevel(logging.WARNING)
     try:
-        with psycopg.connect(url_conninfo(dsn), autocommit=True) as conn:
+        with open_url(dsn, autocommit=True) as conn:
             others = seed(conn)
             print(
                 f"Seeded {ORGANIZATION}: {len(_DUTIES) + len(_COMPLIANCE_DUTIES)} duties in"

@@ -20,13 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-import psycopg
-
 from dispatch_fn.aws import handle, logger, parse_event, runtime_for
 from dispatch_fn.cli import arguments, embedded, exit_status
 from dispatch_fn.cli.exit_status import ExitStatus
 from dispatch_fn.cli.summary import summary_lines
-from dispatch_fn.db import ConnectionCache, apply_migrations
+from dispatch_fn.db import ConnectionCache, apply_migrations, open_url
 from dispatch_fn.run import Progress, Runtime
 from dispatch_fn.settings import MAX_WORKERS, Settings
 
@@ -280,7 +278,7 @@ def _prepare_database() -> str:
     if is_embedded:
         # A fresh checkout's embedded database has no schema yet.
         with exit_status.connecting(dsn):
-            conn = psycopg.connect(dsn)
+            conn = open_url(dsn)
         with conn:
             apply_migrations(conn)
     return dsn

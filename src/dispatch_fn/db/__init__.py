@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ConnectionCache,
         connect,
         conninfo_with_secret,
+        open_url,
         secret_fields,
         url_conninfo,
     )
@@ -88,6 +89,7 @@ __all__ = [
     "locked_rows",
     "logins",
     "lookups",
+    "open_url",
     "page_bounds",
     "page_duty_rows",
     "page_statement",
@@ -107,6 +109,7 @@ _HOME = {
             "ConnectionCache",
             "connect",
             "conninfo_with_secret",
+            "open_url",
             "secret_fields",
             "url_conninfo",
         ),

@@ -187,6 +187,16 @@ def url_conninfo(url: str, *, environ: Mapping[str, str] = os.environ) -> str:
     return conninfo_for(settings, environ=environ)
 
 
+def open_url(url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A plain connection for a local command (``url_conninfo``'s rules), without the run's limits.
+
+    Migrations and the commands' reads keep no statement or lock timeout of
+    the dispatcher's (``connect``): a migration on a large table takes as long
+    as it takes.
+    """
+    return psycopg.connect(url_conninfo(url), autocommit=autocommit)
+
+
 def conninfo_with_secret(
     settings: Settings, secret: object, *, environ: Mapping[str, str] = os.environ
 ) -> str:

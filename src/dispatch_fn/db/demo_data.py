@@ -14,11 +14,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-import psycopg
-
-from dispatch_fn.db.sql import named_row, named_rows, statement
-
-type AnyConnection = psycopg.Connection[Any]
+from dispatch_fn.db.sql import AnyConnection, named_row, named_rows, statement
 
 
 def seed(

@@ -17,10 +17,8 @@ import psycopg
 from psycopg import sql
 
 from dispatch_fn.db import _scram
-from dispatch_fn.db.sql import named_row, statement
+from dispatch_fn.db.sql import AnyConnection, named_row, statement
 from dispatch_fn.errors import ConfigurationError
-
-type AnyConnection = psycopg.Connection[Any]
 
 # Migration 0005's cluster-wide role: a login still in it is taken out of it.
 SHARED_DISPATCHER_ROLE: Final = "duly_dispatcher"

@@ -16,6 +16,8 @@ import psycopg
 from psycopg import sql
 
 type Connection = psycopg.Connection[tuple[Any, ...]]
+# A connection whatever its row factory (the login's and the demo's statements map rows by name).
+type AnyConnection = psycopg.Connection[Any]
 
 
 # A line that stands for another statement file's whole text: how the page
