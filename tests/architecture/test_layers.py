@@ -19,7 +19,7 @@ import json
 import subprocess
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -111,50 +111,39 @@ def test_a_private_module_is_imported_only_inside_its_own_package() -> None:
 _EXECUTING: Final = frozenset({"execute", "executemany", "copy", "cursor"})
 
 
-def _executing_calls(path: Path) -> Iterator[str]:
-    """Every call of a method named as one that runs SQL, as ``line: name``."""
+def _executes(call: ast.Attribute) -> bool:
+    return call.attr in _EXECUTING
+
+
+def _opens(call: ast.Attribute) -> bool:
+    # psycopg.connect(...), psycopg.Connection.connect(...): the driver opens a connection.
+    return call.attr == "connect" and "psycopg" in ast.unparse(call.value)
+
+
+def _calls(path: Path, kind: Callable[[ast.Attribute], bool]) -> Iterator[str]:
+    """Every method call of ``kind`` in ``path``, as ``line: name(...)``."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _EXECUTING
-        ):
-            yield f"{node.lineno}: .{node.func.attr}(...)"
-
-
-def test_only_the_data_layer_executes_sql() -> None:
-    outside = [
-        f"{module}:{call}"
-        for module, path in _modules()
-        if _layer(module) != "db"
-        for call in _executing_calls(path)
-    ]
-    assert not outside, "SQL run outside dispatch_fn.db:\n" + "\n".join(outside)
-    # The check sees what it judges: the data layer's own calls.
-    assert list(_executing_calls(PACKAGE / "db" / "store.py"))
-
-
-def _opening_calls(path: Path) -> Iterator[str]:
-    """Every ``psycopg.connect(...)``-style call: a connection opened by the driver itself."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "connect"
-            and "psycopg" in ast.unparse(node.func.value)
-        ):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and kind(node.func):
             yield f"{node.lineno}: {ast.unparse(node.func)}(...)"
 
 
-def test_only_the_data_layer_opens_connections() -> None:
+@pytest.mark.parametrize(
+    ("kind", "what", "seen_in"),
+    [(_executes, "SQL run", "store.py"), (_opens, "connections opened", "database.py")],
+    ids=["executes SQL", "opens connections"],
+)
+def test_only_the_data_layer_talks_to_the_driver(
+    kind: Callable[[ast.Attribute], bool], what: str, seen_in: str
+) -> None:
     outside = [
         f"{module}:{call}"
         for module, path in _modules()
         if _layer(module) != "db"
-        for call in _opening_calls(path)
+        for call in _calls(path, kind)
     ]
-    assert not outside, "connections opened outside dispatch_fn.db:\n" + "\n".join(outside)
-    assert list(_opening_calls(PACKAGE / "db" / "database.py"))
+    assert not outside, f"{what} outside dispatch_fn.db:\n" + "\n".join(outside)
+    # The check sees what it judges: the data layer's own calls.
+    assert list(_calls(PACKAGE / "db" / seen_in, kind))
 
 
 def _imports(path: Path) -> Iterator[tuple[str, tuple[str, ...]]]:
