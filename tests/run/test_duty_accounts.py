@@ -1369,59 +1369,6 @@ def test_a_move_to_a_zone_whose_day_is_ahead_that_replaces_nothing_owed_is_not_c
     assert moved["changed_while_owed"] == 0
 
 
-_PAUSE = f"UPDATE duly_duty SET status = 'paused' WHERE id = '{LOCKED}'"
-_RESUME = f"UPDATE duly_duty SET status = 'active' WHERE id = '{LOCKED}'"
-_MOVE_AHEAD = f"UPDATE duly_duty SET timezone = '{AHEAD}' WHERE id = '{LOCKED}'"
-
-
-@pytest.mark.parametrize(
-    "edits",
-    [
-        [_MOVE_AHEAD],
-        [_PAUSE, _RESUME, _MOVE_AHEAD],
-        [_MOVE_AHEAD, _PAUSE, _RESUME],
-        [_PAUSE, _MOVE_AHEAD, _RESUME],
-    ],
-    ids=["moved", "paused, resumed, moved", "moved, paused, resumed", "paused, moved, resumed"],
-)
-def test_a_pause_and_a_resume_around_a_move_ahead_at_one_clock_lose_no_day(
-    conn: Conn, invoke: Invoke, edits: list[str]
-) -> None:
-    # The runs of the 20th and 21st (01:00 UTC) keep the account on Pago
-    # Pago's 20th. Kiritimati's 21st began at 10:00 UTC on the 20th, before
-    # the clock the edits are placed at: owed, whatever their order.
-    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0)])
-    invoke(clock_event(FIRST))
-    invoke(clock_event(FIRST + DAY))
-    for edit in edits:
-        conn.execute(edit)
-    invoke(clock_event(FIRST + 2 * DAY))
-
-    # Before, paused, moved, resumed: 19, 20, 22 (the pause kept Pago Pago's day).
-    assert task_keys(conn, LOCKED) == ["2026-11-19", "2026-11-20", "2026-11-21", "2026-11-22"]
-
-
-@pytest.mark.parametrize(
-    "edits", [[_MOVE_AHEAD, _PAUSE], [_PAUSE, _MOVE_AHEAD]], ids=["moved, paused", "paused, moved"]
-)
-def test_a_pause_and_a_move_ahead_at_one_clock_owe_the_same_whatever_their_order(
-    conn: Conn, invoke: Invoke, edits: list[str]
-) -> None:
-    # Paused over the run of the 22nd and resumed after it: Kiritimati's
-    # 21st became owed before the pause's clock; the 22nd while paused.
-    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0)])
-    invoke(clock_event(FIRST))
-    invoke(clock_event(FIRST + DAY))
-    for edit in edits:
-        conn.execute(edit)
-    invoke(clock_event(FIRST + 2 * DAY))
-    conn.execute(_RESUME)
-    invoke(clock_event(FIRST + 3 * DAY))
-
-    # Before, paused then moved: 19, 20, 23.
-    assert task_keys(conn, LOCKED) == ["2026-11-19", "2026-11-20", "2026-11-21", "2026-11-23"]
-
-
 def test_a_change_s_period_that_is_over_by_the_run_that_reads_it_is_not_created(
     conn: Conn, invoke: Invoke
 ) -> None:

@@ -28,10 +28,8 @@ period engine for keys and due dates only, never the planner:
   at a future clock never counts) in the duty's zone after the edit; with no
   such clock, before every day. A zone edit to a zone whose day there is
   behind the old zone's moves the account's day, and every edit and window
-  day placed after it, back to that day; one to a zone whose day there is
-  ahead moves every edit and window day (not the account's day) ahead by as
-  many days; a change is judged on the old zone's day, never before the
-  account's. An edit
+  day placed after it, back to that day; a change is judged on the old
+  zone's day, never before the account's. An edit
   placed on day ``s`` takes effect for what becomes owed after ``s``. An
   edit of the effective window places outside the days after the account's
   day (and after the previous window edit's), through ``s``, that the window
@@ -302,25 +300,6 @@ def _move_back(model: Duty, day: date) -> None:
         model.window_since = min(model.window_since, day)
     if model.kept is not None:
         model.kept = min(model.kept, day)
-
-
-def _move_ahead(model: Duty, days: int) -> None:
-    """A zone edit to a zone whose day is ahead: each edit moves to its clock's day there.
-
-    Every edit was placed on a scheduled clock's day in the old zone; the
-    clocks share their time of day, so in the new zone each lands ``days``
-    later (migration 0025). The account keeps its own day.
-    """
-    ahead = timedelta(days=days)
-    moved: dict[int, Edit] = {}
-    for edit in model.edits:
-        moved[id(edit)] = replace(edit, stamp=None if edit.stamp is None else edit.stamp + ahead)
-    model.since_kept = [moved.get(id(edit), edit) for edit in model.since_kept]
-    model.edits = [moved[id(edit)] for edit in model.edits]
-    model.outside = [
-        (None if after is None else after + ahead, through + ahead)
-        for after, through in model.outside
-    ]
 
 
 def _recast(model: Duty, change: bool, day: date | None) -> bool | None:
@@ -658,8 +637,6 @@ class OwedMachine(RuleBasedStateMachine):
             recast = _recast(model, change, judged)
             _move_back(model, stamp)
         else:
-            if stamp is not None and old_stamp is not None and stamp > old_stamp:
-                _move_ahead(model, (stamp - old_stamp).days)
             if column in ("effective_from", "effective_to") and stamp is not None:
                 judged_from = max(
                     (day for day in (model.kept, model.window_since) if day is not None),
