@@ -1369,6 +1369,25 @@ def test_a_move_to_a_zone_whose_day_is_ahead_that_replaces_nothing_owed_is_not_c
     assert moved["changed_while_owed"] == 0
 
 
+def test_a_change_no_run_kept_is_not_counted_once_a_run_at_a_past_clock_keeps_the_account(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Retired before any clock, so no run keeps its account; resumed and
+    # reassigned after the run of the 20th. A run at a past clock (the 17th)
+    # then keeps the account on the 17th, and the marks after it stay: the
+    # reassignment replaced no owner that owed anything since (retired
+    # until the resume on the 20th).
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0, status="retired")])
+    invoke(clock_event(FIRST))
+    conn.execute("UPDATE duly_duty SET status = 'active' WHERE id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST - 3 * DAY))
+    following = invoke(clock_event(FIRST + DAY))
+
+    # Before: 1 (found by the owed-periods state machine at soak size).
+    assert following["changed_while_owed"] == 0
+
+
 def test_a_change_s_period_that_is_over_by_the_run_that_reads_it_is_not_created(
     conn: Conn, invoke: Invoke
 ) -> None:

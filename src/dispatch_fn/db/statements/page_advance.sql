@@ -54,8 +54,18 @@ advanced AS (
                                               AND d.dispatch_changed_on < date '9999-12-31'
                                              THEN d.dispatch_changed_on END
                                    ELSE d.dispatch_changed_on END,
+        -- A recast mark that stays, placed while no run kept the account
+        -- (the trigger marks every such change), stays only if the duty owed
+        -- since this run's today by the change's day, as page_owed.sql asks
+        -- of it against the origin: the account it now reads is kept.
         dispatch_recast_on = CASE WHEN u.keep AND u.version = d.dispatch_version
                                   THEN CASE WHEN d.dispatch_recast_on > u.today
+                                             AND (d.dispatch_through IS NOT NULL
+                                                  OR d.dispatch_paused_on IS NULL
+                                                  OR d.dispatch_paused_on > u.today
+                                                  OR d.dispatch_owed_between
+                                                     && datemultirange(daterange(
+                                                            u.today, d.dispatch_recast_on, '(]')))
                                             THEN d.dispatch_recast_on END
                                   ELSE d.dispatch_recast_on END,
         -- A mark that stays (placed after a past run's today) sends the duty
