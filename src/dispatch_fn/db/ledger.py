@@ -164,9 +164,9 @@ def previous_judgement(conn: Connection) -> PreviousJudgement:
     rules = None if row["rules"] is None else str(row["rules"])
     listed = row["afresh"]
     return PreviousJudgement(
-        rules,
-        tuple((key[0], key[1]) for key in listed),
-        tuple(datetime.fromisoformat(key[2]) for key in listed),
+        rules=rules,
+        afresh=tuple((key[0], key[1]) for key in listed),
+        owed_at=tuple(datetime.fromisoformat(key[2]) for key in listed),
     )
 
 

@@ -284,7 +284,7 @@ def census(conn: Connection, scope: Scope) -> Census:
         # comes from their index (duty_census_left_out.sql).
         left_out = conn.execute(statement("duty_census_left_out"), params, prepare=False)
         undispatchable.extend(NotDispatched.of(row, "duties") for row in named_rows(left_out))
-    return Census(tuple(undispatchable), tuple(groups), tuple(rules))
+    return Census(undispatchable=tuple(undispatchable), groups=tuple(groups), rules=tuple(rules))
 
 
 def _lead_thresholds() -> dict[str, list[int]]:

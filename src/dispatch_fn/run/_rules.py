@@ -37,4 +37,6 @@ def afresh(previous: ledger.PreviousJudgement, judged_by: str) -> Afresh:
     judged so: it still is owed that, as of that run's clock, new rules or
     not, and a run that sets it aside again records it so in turn.
     """
-    return Afresh(_changed(previous.rules, judged_by), previous.afresh, previous.owed_at)
+    return Afresh(
+        every=_changed(previous.rules, judged_by), keys=previous.afresh, clocks=previous.owed_at
+    )
