@@ -1926,6 +1926,36 @@ def test_a_duty_set_aside_by_a_run_under_new_rules_after_its_window_is_owed_noth
     assert (task_keys(conn, "d1"), asked) == ([], set())
 
 
+@pytest.mark.parametrize("refused_again", [False, True], ids=["mended", "refused again first"])
+def test_a_duty_the_server_refused_under_new_rules_is_owed_that_judgement_once_mended(
+    conn: Conn, invoke: Invoke, refused_again: bool
+) -> None:
+    # Its task deleted, the first run under new rules finds the server
+    # refusing the duty's row (a rule added to duly_task later): a fault.
+    # The rule is dropped, the duty's row never edited: the next run still
+    # owes the judgement the refused run could not give, as for a duty that
+    # run set aside, and still if a run between refused it again.
+    insert_duties(conn, [duty(LOCKED), duty("d2")])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task WHERE duty_id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    conn.execute(f"ALTER TABLE duly_task ADD CONSTRAINT no_d1 CHECK (subject <> 'Duty {LOCKED}')")
+    refused = invoke(clock_event(FIRST + DAY))
+    at = FIRST + 2 * DAY
+    if refused_again:
+        assert invoke(clock_event(at))["faults"] == refused["faults"]
+        at += DAY
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_d1")
+    asked = _would_create(invoke, at)
+    mended = invoke(clock_event(at))
+
+    assert [fault["duty_id"] for fault in refused["faults"]] == [LOCKED]
+    # Before: [] and set(): the refused run counted as having judged it
+    # afresh, and the next run, its rules the same, never read the monthly duty.
+    assert (task_keys(conn, LOCKED), asked) == (["2026-11"], {"2026-11"})
+    assert (mended["tasks_created"], mended["faults"]) == (1, [])
+
+
 @pytest.mark.parametrize("explained", [False, True], ids=["created", "explained"])
 def test_a_new_owner_on_the_window_s_last_day_gets_the_period_that_day_began(
     conn: Conn, invoke: Invoke, explained: bool

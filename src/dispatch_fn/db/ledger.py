@@ -194,7 +194,8 @@ def record_set_aside(
     """Keep what run ``run_id`` set aside, owed from clock ``owed_from``.
 
     ``set_aside``: ``(organization_id, duty_id, reason)`` of each, the
-    organisation None where the run knew the duty by its id alone.
+    organisation None where the run knew the duty by its id alone; reason
+    ``refused``: a fault the run was judging afresh (migration 0025).
     ``afresh``: the ``(organization_id, duty_id)`` the run was judging
     afresh, which the next run judges afresh in turn (``previous_judgement``),
     as of ``judged_at`` of its key where that is earlier: a duty set aside

@@ -660,6 +660,11 @@ def _fold(
             if each.reason in _WAITING
             or (each.reason is _settling.SetAsideReason.EDITED and request.window is not None)
         ),
+        # A fault that, mended without an edit, would otherwise never be
+        # judged afresh: its next owed day may be far off (migration 0025).
+        refused_afresh=tuple(
+            each for each in refused if (each.organization_id, each.duty_id) in request.scope.afresh
+        ),
         # Pages that held any candidate row.
         pages=sum(bool(page.rows) for page in pages),
         retries=sum(outcome.retries for outcome in walked.outcomes),

@@ -49,6 +49,10 @@ class RunReport:
     # did not (docs/contract.md#account). All of them: the ledger keeps every
     # id, the report lists the first hundred.
     set_aside: tuple[SetAside, ...] = ()
+    # Duties whose row the server refused while the run judged them afresh:
+    # faults (listed above), whose fresh judgement the ledger keeps owed
+    # beside the set-aside duties' (migration 0025).
+    refused_afresh: tuple[SetAside, ...] = ()
     pages: int = 0
     retries: int = 0
     complete: bool = True
@@ -110,9 +114,11 @@ class RunReport:
 
     @property
     def set_aside_rows(self) -> tuple[tuple[str | None, str, str], ...]:
-        """``(organization_id, duty_id, reason)`` of each set-aside duty, as the ledger keeps it."""
+        """``(organization_id, duty_id, reason)`` of each duty the ledger keeps as set aside:
+        every set-aside duty, then each refused while judged afresh."""
         return tuple(
-            (each.organization_id, each.duty_id, str(each.reason)) for each in self.set_aside
+            (each.organization_id, each.duty_id, str(each.reason))
+            for each in (*self.set_aside, *self.refused_afresh)
         )
 
     @property

@@ -1,5 +1,7 @@
 -- ledger.record_set_aside: the duties a finished run set aside, one row each,
--- in one autocommit statement after its last page; organization_id: null
+-- in one autocommit statement after its last page, and each whose row the
+-- server refused while the run judged it afresh (reason 'refused', migration
+-- 0025); organization_id: null
 -- where the run knew the duty by its id alone; afresh: the run was judging
 -- the duty afresh (migration 0022); owed_from: the run's clock, or, for one
 -- judged afresh that an earlier run's judgement was owed, that one's.
