@@ -100,30 +100,6 @@ def test_a_backfill_keeps_the_account_so_its_new_fault_is_not_new_again_at_the_n
     assert _new_faults_published(invoke, _scheduled(1), capsys) == 0
 
 
-def test_a_fault_the_next_run_does_not_read_stays_on_account_until_a_run_reads_it(
-    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # A monthly duty dispatched on 08-21, then refused by the server (a rule
-    # added to duly_task later) in a backfill, which reads every duty. The
-    # runs until 09-01 do not read it (its next owed day has not come): they
-    # tested nothing, so its fault has not ended, and when the run of 09-01
-    # finds it still refused, that fault is not new.
-    insert_duties(conn, [duty("good"), duty("flaky")])
-    invoke(_scheduled(0))
-    conn.execute(
-        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
-    )
-    backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
-    assert _new_faults_published(invoke, backfill, capsys) == 1
-    began = _account(conn)
-    assert _new_faults_published(invoke, _scheduled(1), capsys) == 0
-    # Before: {}, the fault ended by a run that never read the duty.
-    assert _account(conn) == began
-    # Before: 1, the same fault counted as new at the next run that read it.
-    assert _new_faults_published(invoke, _scheduled(11), capsys) == 0
-    assert _account(conn) == began
-
-
 def test_a_dry_run_keeps_no_account_so_the_next_run_finds_its_faults_new(
     conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,11 +12,7 @@
 --   here. One with a row keeps it (ON CONFLICT DO NOTHING), and with it the
 --   clock its fault began at; so does any duty the run did not judge.
 --   A judged duty that is not faulted loses its row: its fault has ended,
---   and if it breaks again, that is a new fault. A scheduled run that reads
---   only what is owed (%(owed_at)s, its clock) judged only the duties it
---   read: one whose dispatch_next_at is still the instant its fault began
---   with (duty_next_at, migration 0026), after the clock, and which the run
---   did not read for a judgement afresh, it did not read, and keeps its row.
+--   and if it breaks again, that is a new fault.
 -- A fault's organisation is its duty's, read under the run's scope as every
 -- statement reads duties: on a layout where an id repeats across
 -- organisations (ADR 0005), the one the run named; ids compare in the
@@ -37,7 +33,7 @@ WITH fresher AS (
 ),
 faulted AS (
     SELECT DISTINCT ON (d.organization_id, d.id)
-           d.organization_id, d.id AS duty_id, f.reason, f.detail, d.dispatch_next_at
+           d.organization_id, d.id AS duty_id, f.reason, f.detail
     FROM unnest(%(fault_ids)s::text[], %(reasons)s::text[], %(details)s::text[],
                 %(fault_organizations)s::text[])
          AS f(duty_id, reason, detail, organization_id)
@@ -62,18 +58,10 @@ ended AS (
       AND NOT EXISTS (
           SELECT FROM faulted f
           WHERE f.organization_id = a.organization_id AND f.duty_id = a.duty_id)
-      AND NOT EXISTS (
-          SELECT FROM duly_duty d
-          WHERE d.organization_id = a.organization_id AND d.id = a.duty_id
-            AND d.dispatch_next_at = a.duty_next_at
-            AND d.dispatch_next_at > %(owed_at)s::timestamptz
-            AND NOT duly_afresh(d.id, d.organization_id, %(afresh_ids)s::text[],
-                                %(afresh_keys)s::text[]))
 ),
 began AS (
-    INSERT INTO duly_dispatch_fault (organization_id, duty_id, reason, detail, since, since_run,
-                                     duty_next_at)
-    SELECT organization_id, duty_id, reason, detail, %(clock)s, %(run_id)s, dispatch_next_at
+    INSERT INTO duly_dispatch_fault (organization_id, duty_id, reason, detail, since, since_run)
+    SELECT organization_id, duty_id, reason, detail, %(clock)s, %(run_id)s
     FROM faulted
     ORDER BY organization_id, duty_id
     ON CONFLICT DO NOTHING
