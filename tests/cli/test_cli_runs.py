@@ -91,6 +91,27 @@ def test_runs_show_gives_one_runs_whole_record_with_its_set_asides(
     assert '"tasks_created": 12' in text.stdout
 
 
+def test_runs_show_lists_a_duty_refused_while_judged_afresh_apart_from_the_set_aside(
+    conn: Conn, two_runs: dict[str, int]
+) -> None:
+    # The ledger keeps a duty whose row the server refused while the run
+    # judged it afresh (migration 0025): a fault, which the report does not
+    # count as set aside, and neither does `runs show`.
+    run_id = two_runs["backfill"]
+    ledger.record_set_aside(
+        conn, run_id, [(None, "d8", "refused"), (None, "d9", "locked")], owed_from=NOW
+    )
+    record = json.loads(cli("runs", "show", str(run_id), "--json").stdout)
+    text = cli("runs", "show", str(run_id)).stdout
+
+    # Before: both under set_aside, and "set aside (2):".
+    assert [entry["duty_id"] for entry in record["set_aside"]] == ["d9"]
+    assert [entry["duty_id"] for entry in record["refused_afresh"]] == ["d8"]
+    assert "set aside (1):" in text
+    assert "refused while judged afresh, owed that judgement (1):" in text
+    assert text.index("d8  refused") > text.index("owed that judgement (1):")
+
+
 def test_runs_show_of_an_unknown_id_exits_with_its_own_status_and_one_line(
     two_runs: dict[str, int],
 ) -> None:

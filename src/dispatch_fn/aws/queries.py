@@ -25,6 +25,7 @@ ANSWER_BYTES: Final = 1024 * 1024
 # What a run shown whole keeps of a field too large for the answer.
 _KEPT_IDS: Final = 1000
 _KEPT_TEXT_BYTES: Final = 4096
+_KEPT_LEDGER_ROWS: Final = 100
 
 
 def answer(
@@ -114,9 +115,10 @@ def _cut(run: dict[str, Any]) -> dict[str, Any]:
         cut["cut"].append(
             "report: too large for a response; SELECT report FROM duly_dispatch_run reads it"
         )
-    if _size(cut) > ANSWER_BYTES:
-        cut["set_aside"] = cut["set_aside"][:100]
-        cut["cut"].append("set_aside: the first 100")
+    for name in ("set_aside", "refused_afresh"):
+        if _size(cut) > ANSWER_BYTES and len(cut[name]) > _KEPT_LEDGER_ROWS:
+            cut[name] = cut[name][:_KEPT_LEDGER_ROWS]
+            cut["cut"].append(f"{name}: the first {_KEPT_LEDGER_ROWS}")
     return cut
 
 

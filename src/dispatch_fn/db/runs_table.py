@@ -14,6 +14,8 @@ from typing import Any, Final
 from dispatch_fn.db import ledger
 from dispatch_fn.db.sql import Connection
 
+# The set-aside ledger's reason for a fault it keeps owed a fresh judgement.
+_REFUSED: Final = "refused"
 _COLUMNS: Final = (
     "id", "clock", "mode", "status", "created", "existing", "faults", "duration", "notes",
 )  # fmt: skip
@@ -38,35 +40,47 @@ def render(
 
 
 def render_one(record: ledger.RunRecord, *, as_json: bool) -> str:
-    """One run's whole record: its ledger fields, its report and its set-aside duties."""
+    """One run's whole record: its ledger fields, its report and its set-aside duties.
+
+    The ledger's rows of duties the server refused while the run judged them
+    afresh (migration 0025) are faults, not set aside: listed apart, as
+    ``refused_afresh``.
+    """
     fields = json_row(record.row)
-    fields["set_aside"] = [
-        {name: _plain(value) for name, value in entry.items()} for entry in record.set_aside
-    ]
+    entries = [{name: _plain(value) for name, value in entry.items()} for entry in record.set_aside]
+    fields["set_aside"] = [entry for entry in entries if entry["reason"] != _REFUSED]
+    fields["refused_afresh"] = [entry for entry in entries if entry["reason"] == _REFUSED]
     if as_json:
         return json.dumps(fields, indent=2)
     report = fields.pop("report")
     set_aside = fields.pop("set_aside")
+    refused = fields.pop("refused_afresh")
     width = max(map(len, fields))
     lines = [f"{name:<{width}}  {_shown(value)}" for name, value in fields.items()]
     lines.append("")
     if set_aside:
         lines.append(f"set aside ({len(set_aside)}):")
-        # repaid_by is written only on rows from before migration 0012: since
-        # then the duty's account owes it to the next run that reads it.
-        lines.extend(
-            f"  {entry['duty_id']}  {entry['reason']}  owed from {entry['owed_from']}"
-            + (f"  of {entry['organization_id']}" if entry["organization_id"] else "")
-            + (f"  repaid by run {entry['repaid_by']}" if entry["repaid_by"] else "")
-            for entry in set_aside
-        )
+        lines.extend(map(_ledger_line, set_aside))
     else:
         lines.append("set aside: none")
+    if refused:
+        lines.append(f"refused while judged afresh, owed that judgement ({len(refused)}):")
+        lines.extend(map(_ledger_line, refused))
     lines.append("")
     lines.append("report:" if report is not None else "report: none (the run has not finished)")
     if report is not None:
         lines.append(json.dumps(report, indent=2))
     return "\n".join(lines)
+
+
+def _ledger_line(entry: dict[str, Any]) -> str:
+    # repaid_by is written only on rows from before migration 0012: since
+    # then the duty's account owes it to the next run that reads it.
+    return (
+        f"  {entry['duty_id']}  {entry['reason']}  owed from {entry['owed_from']}"
+        + (f"  of {entry['organization_id']}" if entry["organization_id"] else "")
+        + (f"  repaid by run {entry['repaid_by']}" if entry["repaid_by"] else "")
+    )
 
 
 def _shown(value: object) -> str:
