@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from aws_lambda_powertools import Metrics
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg import errors as pg_errors
 
-from dispatch_fn.db import faults, ledger
+from dispatch_fn.db import dispatch_page, faults, ledger
 from dispatch_fn.planning import FAULT_REASONS, Fault, RunRequest, Scope
 from dispatch_fn.run import FAULT_LIST_LIMIT, dispatch_recorded
 from runtimes import runtime
@@ -358,3 +360,146 @@ def test_a_judgement_made_before_a_later_run_that_completed_first_changes_nothin
     # Before: x back on account since A (1 new fault for a redelivery), y gone.
     assert faults.record(conn, stale, _judged(["x"])) == 0
     assert set(_account(conn)) == {"y"}
+
+
+def test_a_fault_mended_and_dispatched_in_the_run_that_found_it_is_new_again_when_broken_again(
+    conn: Conn, db_url: str
+) -> None:
+    # A monthly duty (lead 7) the run plans as broken (Mars/Olympus): a fault
+    # of the run. An edit mends it into a group the run planned just before
+    # its first page, so the same run also dispatches it as it now reads
+    # (docs/contract.md#account): its account moves, dispatch_next_at with it,
+    # to 11-24. The run of 11-21 judges it fine; broken again by an edit after
+    # that run, the run of 11-22 finds a fault that began there.
+    insert_duties(conn, [duty("good"), duty("flaky", **_BROKEN)])
+    at = datetime(2026, 11, 20, 1, tzinfo=UTC)
+    edits = ["UPDATE duly_duty SET timezone = 'UTC' WHERE id = 'flaky'"]
+
+    def page(*args: Any, **kwargs: Any) -> Any:
+        while edits:
+            with psycopg.connect(db_url, autocommit=True) as editor:
+                editor.execute(edits.pop())
+        return dispatch_page(*args, **kwargs)
+
+    mending = replace(runtime(), dispatch_page=page)
+    first = dispatch_recorded([conn], RunRequest(now=at), mending)
+    assert [each.duty_id for each in first.report.faults] == ["flaky"]
+    assert first.report.tasks_created == 2
+    # The next day: the duty is mended and on no fault's account.
+    dispatch_recorded([conn], RunRequest(now=at + timedelta(days=1)))
+    mended = _account(conn)
+    conn.execute("UPDATE duly_duty SET timezone = 'Mars/Olympus' WHERE id = 'flaky'")
+    broken_again = dispatch_recorded([conn], RunRequest(now=at + timedelta(days=2)))
+
+    # At 4aaeb27 (reverted): {'flaky': (11-20, run 1)} kept by the run of
+    # 11-21, which did not read the duty (its dispatch_next_at moved by the
+    # run that faulted it), and the new breakage counted 0.
+    assert (mended, broken_again.new_faults) == ({}, 1)
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        {"now": "2026-08-10T01:00:00Z"},
+        {"now": "2026-08-22T01:00:00Z", "from": "2025-01-01", "to": "2025-03-31"},
+    ],
+    ids=["a manual run at a past clock", "a backfill over a window it owes nothing in"],
+)
+def test_a_fault_a_run_between_did_not_test_is_not_new_again_when_its_day_comes(
+    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str], between: dict[str, Any]
+) -> None:
+    # Refused in a backfill, unread until 09-01 (its next period). A run
+    # between reads it but owes it nothing (a clock before its account's day,
+    # or a window before its effective_from): it tried no row of it.
+    insert_duties(conn, [duty("good"), duty("flaky", effective_from=date(2026, 1, 1))])
+    invoke(_scheduled(0))
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
+    assert _new_faults_published(invoke, backfill, capsys) == 1
+    began = _account(conn)
+    invoke(between)
+    kept = _account(conn)
+    again = _new_faults_published(invoke, _scheduled(11), capsys)
+
+    # Before: ({}, 1): the fault ended by a run that tried no row of the
+    # duty, and the alarm raised twice for one broken duty.
+    assert (kept, again) == (began, 0)
+
+
+def test_a_fault_whose_duty_a_run_read_and_dispatched_ends_though_its_next_instant_came_back(
+    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Dispatched on 08-21 (its next owed instant 08-25),
+    # refused in a backfill: its fault begins with that instant. Broken
+    # otherwise (an unknown zone), then mended by an edit, the run of 08-23
+    # reads it and keeps its account, which comes back to the same instant,
+    # 08-25. Broken again after that run, it is a new fault.
+    insert_duties(conn, [duty("good"), duty("flaky")])
+    invoke(_scheduled(0))
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
+    assert _new_faults_published(invoke, backfill, capsys) == 1
+    conn.execute("UPDATE duly_duty SET timezone = 'Mars/Olympus' WHERE id = 'flaky'")
+    assert _new_faults_published(invoke, _scheduled(1), capsys) == 0
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_flaky")
+    conn.execute("UPDATE duly_duty SET timezone = 'UTC' WHERE id = 'flaky'")
+    mended = invoke(_scheduled(2))
+    kept = _account(conn)
+    conn.execute("UPDATE duly_duty SET timezone = 'Mars/Olympus' WHERE id = 'flaky'")
+    again = _new_faults_published(invoke, _scheduled(3), capsys)
+
+    assert (mended["faults"], mended["duties_read"], mended["tasks_existing"]) == ([], 1, 1)
+    # At 4aaeb27 (reverted): ({'flaky': (08-21, the backfill's run)}, 0):
+    # the run of 08-23 judged the duty without a fault, yet kept its row.
+    assert (kept, again) == ({}, 1)
+
+
+def test_a_refused_duty_mended_with_an_edit_that_keeps_its_schedule_leaves_the_account(
+    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Dispatched on 08-21, refused in a backfill (its fault begins with 08-25, its next owed
+    # instant); mended, and handed to a new owner: the run of 08-22 reads it
+    # (the edit reset its instant) and keeps its account, whose next owed
+    # instant is 08-25 again.
+    insert_duties(conn, [duty("good"), duty("flaky")])
+    invoke(_scheduled(0))
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
+    assert _new_faults_published(invoke, backfill, capsys) == 1
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_flaky")
+    conn.execute("UPDATE duly_duty SET owner_id = 'owner-2' WHERE id = 'flaky'")
+    mended = invoke(_scheduled(1))
+
+    assert (mended["faults"], mended["duties_read"], mended["accounts_kept"]) == ([], 1, 1)
+    # At 4aaeb27 (reverted): the backfill's row kept.
+    assert _account(conn) == {}
+
+
+def test_a_fault_the_next_run_does_not_read_stays_on_account_until_a_run_tries_it(
+    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A monthly duty dispatched on 08-21, then refused by the server (a rule
+    # added to duly_task later) in a backfill, which reads every duty. The
+    # runs until 09-01 do not read it (its next owed day has not come): they
+    # tried nothing, so its fault has not ended, and when the run of 09-01
+    # finds it still refused, that fault is not new.
+    insert_duties(conn, [duty("good"), duty("flaky")])
+    invoke(_scheduled(0))
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
+    assert _new_faults_published(invoke, backfill, capsys) == 1
+    began = _account(conn)
+    assert _new_faults_published(invoke, _scheduled(1), capsys) == 0
+    # Before: {}, the fault ended by a run that never read the duty.
+    assert _account(conn) == began
+    # Before: 1, the same fault counted as new at the next run that tried it.
+    assert _new_faults_published(invoke, _scheduled(11), capsys) == 0
+    assert _account(conn) == began

@@ -852,3 +852,37 @@ def test_a_namesake_edited_during_a_backfill_is_set_aside_alone_and_kept_by_its_
     assert [tuple(row) for row in written] == sorted(set(REPEATED) - {("org-a", "d2")})
     assert [tuple(row) for row in kept] == [("org-a", "d2", "edited")]
     assert outcome.report.duties_read == len(REPEATED)
+
+
+def _refused_afresh_rows(conn: Conn) -> list[tuple[Any, ...]]:
+    rows = conn.execute(
+        "SELECT organization_id, duty_id, reason, afresh FROM duly_dispatch_set_aside ORDER BY 1, 2"
+    ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def test_a_namesake_refused_under_new_rules_is_owed_a_fresh_judgement_alone(
+    server_dsn: str, layouts: dict[str, str]
+) -> None:
+    with _connect(server_dsn, layouts, PARTITIONED) as conn:
+        insert_duties(conn, [duty("d1", organization_id=org) for org in ("org-a", "org-b")])
+        dispatch_recorded([conn], RunRequest(now=NOW), runtime())
+        conn.execute("DELETE FROM duly_task WHERE organization_id = 'org-a'")
+        conn.execute("UPDATE duly_dispatch_run SET rules = 'tzdata 2020a; holidays 0; owed 0'")
+        refuse_tasks(conn, "NEW.organization_id = 'org-a' AND NEW.duty_id = 'd1'")
+        # The first run under new rules: org-a's d1 refused, org-b's judged afresh.
+        new_rules = dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=1)), runtime())
+        kept = _refused_afresh_rows(conn)
+        conn.execute("DROP TRIGGER refuse_task ON duly_task")
+        conn.execute("DELETE FROM duly_task WHERE organization_id = 'org-b'")
+        following = dispatch_recorded([conn], RunRequest(now=NOW + timedelta(days=2)), runtime())
+        keys = (_task_keys_of(conn, "org-a"), _task_keys_of(conn, "org-b"))
+
+    assert [(each.organization_id, each.duty_id) for each in new_rules.report.faults] == [
+        ("org-a", "d1")
+    ]
+    assert new_rules.report.set_aside == ()
+    assert kept == [("org-a", "d1", "refused", True)]
+    assert keys == (["2026-08"], [])
+    assert following.report.duties_read == 1
+    assert following.new_faults == 0

@@ -20,6 +20,9 @@ import pytest
 
 from dispatch_fn.aws import handle, runtime_for
 from dispatch_fn.engine import periods
+from dispatch_fn.planning import RunRequest, Scope
+from dispatch_fn.run import dispatch_recorded
+from runtimes import runtime
 from support import Conn, Invoke, clock_event, duty, insert_duties, set_aside, task_keys
 
 DAY = timedelta(days=1)
@@ -2094,3 +2097,137 @@ def test_a_fault_a_scoped_run_found_fixed_before_the_first_unscoped_run_owes_the
     assert scoped["fault_counts"]["invalid_cadence"] == 1
     assert asked == {"2026-11-21", "2026-11-22", "2026-11-23", "2026-11-24"}
     assert task_keys(conn, "d1") == ["2026-11-21", "2026-11-22", "2026-11-23", "2026-11-24"]
+
+
+def test_a_duty_refused_under_new_rules_in_a_chain_s_first_link_is_owed_that_judgement(
+    conn: Conn, invoke: Invoke
+) -> None:
+    insert_duties(conn, [duty(LOCKED), duty("d2"), duty("d3"), duty("d4")])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task WHERE duty_id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    conn.execute(f"ALTER TABLE duly_task ADD CONSTRAINT no_d1 CHECK (subject <> 'Duty {LOCKED}')")
+    pages: list[bool] = []
+
+    def after_one_page() -> bool:
+        pages.append(True)
+        return len(pages) > 1
+
+    first = dispatch_recorded(
+        [conn],
+        RunRequest(now=FIRST + DAY),
+        runtime(chunk_size=2, workers=1, should_stop=after_one_page),
+    )
+    assert (first.report.complete, first.report.last_duty_id) == (False, "d2")
+    assert [each.duty_id for each in first.report.faults] == [LOCKED]
+    rest = dispatch_recorded(
+        [conn],
+        RunRequest(now=FIRST + DAY, scope=Scope(resume_after="d2"), continuation=1),
+        runtime(),
+    )
+    assert rest.report.complete
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_d1")
+    at = FIRST + 2 * DAY
+    asked = _would_create(invoke, at)
+    mended = invoke(clock_event(at))
+
+    assert (task_keys(conn, LOCKED), asked) == (["2026-11"], {"2026-11"})
+    assert (mended["tasks_created"], mended["faults"]) == (1, [])
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "name = 'Duty renamed'",
+        "owner_id = 'owner-2'",
+        "frequency = 'weekly'",
+        "lead_days = 20",
+        "effective_to = '2026-11-21'",
+        "timezone = 'Pacific/Kiritimati'",
+    ],
+)
+@pytest.mark.parametrize("again", [False, True], ids=["mended", "refused again first"])
+def test_explain_agrees_with_the_run_on_a_refused_duty_edited_before_it_is_mended(
+    conn: Conn, invoke: Invoke, edit: str, again: bool
+) -> None:
+    insert_duties(conn, [duty(LOCKED), duty("d2")])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task WHERE duty_id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    conn.execute(f"ALTER TABLE duly_task ADD CONSTRAINT no_d1 CHECK (duty_id <> '{LOCKED}')")
+    invoke(clock_event(FIRST + DAY))
+    at = FIRST + 2 * DAY
+    if again:
+        invoke(clock_event(at))
+        at += DAY
+    conn.execute(f"UPDATE duly_duty SET {edit} WHERE id = %s", (LOCKED,))
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_d1")
+    before = set(task_keys(conn, LOCKED))
+    asked = _would_create(invoke, at)
+    run = invoke(clock_event(at))
+
+    assert set(task_keys(conn, LOCKED)) - before == asked
+    assert run["faults"] == []
+
+
+@pytest.mark.parametrize("redelivered", [False, True])
+def test_a_duty_refused_across_several_rule_changes_is_owed_its_judgement_once_mended(
+    conn: Conn, invoke: Invoke, redelivered: bool
+) -> None:
+    insert_duties(conn, [duty(LOCKED), duty("d2")])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task WHERE duty_id = %s", (LOCKED,))
+    conn.execute(f"ALTER TABLE duly_task ADD CONSTRAINT no_d1 CHECK (duty_id <> '{LOCKED}')")
+    at = FIRST
+    since = []
+    for n in range(3):
+        at += DAY
+        conn.execute("UPDATE duly_dispatch_run SET rules = %s", (f"tzdata 20{n}0a; holidays 0",))
+        refused = invoke(clock_event(at))
+        assert [f["duty_id"] for f in refused["faults"]] == [LOCKED]
+        if redelivered:
+            assert [f["duty_id"] for f in invoke(clock_event(at))["faults"]] == [LOCKED]
+        since.append(conn.execute("SELECT since_run FROM duly_dispatch_fault").fetchall())
+    at += DAY
+    assert [f["duty_id"] for f in invoke(clock_event(at))["faults"]] == [LOCKED]
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_d1")
+    at += DAY
+    asked = _would_create(invoke, at)
+    mended = invoke(clock_event(at))
+
+    assert since[0] == since[1] == since[2]
+    # 11-25: 2026-12 became owed on 11-24 (lead 7); 2026-11 by the judgement owed.
+    assert (task_keys(conn, LOCKED), asked) == (["2026-11", "2026-12"], {"2026-11", "2026-12"})
+    assert (mended["tasks_created"], mended["faults"]) == (2, [])
+    assert conn.execute("SELECT count(*) FROM duly_dispatch_fault").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("leave", "back"),
+    [
+        ("status = 'paused'", "status = 'active'"),
+        ("review_status = 'to_review'", "review_status = 'approved'"),
+        ("form = 'recurrin'", "form = 'recurring'"),
+        ("timezone = 'Mars/Olympus'", "timezone = 'UTC'"),
+    ],
+)
+def test_a_duty_refused_under_new_rules_then_left_and_back_is_dispatched_and_its_fault_ends(
+    conn: Conn, invoke: Invoke, leave: str, back: str
+) -> None:
+    insert_duties(conn, [duty(LOCKED), duty("d2")])
+    invoke(clock_event(FIRST))
+    conn.execute("DELETE FROM duly_task WHERE duty_id = %s", (LOCKED,))
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (OLD_RULES,))
+    conn.execute(f"ALTER TABLE duly_task ADD CONSTRAINT no_d1 CHECK (duty_id <> '{LOCKED}')")
+    invoke(clock_event(FIRST + DAY))
+    conn.execute(f"UPDATE duly_duty SET {leave} WHERE id = %s", (LOCKED,))
+    invoke(clock_event(FIRST + 2 * DAY))
+    conn.execute(f"UPDATE duly_duty SET {back} WHERE id = %s", (LOCKED,))
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_d1")
+    at = FIRST + 3 * DAY
+    asked = _would_create(invoke, at)
+    run = invoke(clock_event(at))
+
+    assert set(task_keys(conn, LOCKED)) == asked
+    assert run["faults"] == []
+    assert conn.execute("SELECT count(*) FROM duly_dispatch_fault").fetchone() == (0,)

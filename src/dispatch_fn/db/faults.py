@@ -9,7 +9,9 @@ many duties are faulted and however often an event is delivered.
 Every run that writes (scheduled or backfill, scoped or not) keeps the
 account for the duties it judged, after its ledger row has ended: it adds a
 row, ``since`` its clock, for each duty it faulted that has none, and removes
-the row of each duty it judged without a fault (docs/contract.md#metrics).
+the row of each duty it judged without a fault (docs/contract.md#metrics),
+but not of a duty whose row the server refused while neither a run nor an
+edit has moved its account since: no run tried its rows (migration 0026).
 A dry run, and a run that failed, leave it as it was. One statement does
 both (statements/faults_record.sql says what "judged" covers).
 """
@@ -66,6 +68,10 @@ def record(conn: Connection, run_id: int, judged: Judged) -> int:
         "details": [clip(fault.detail) for fault in judged.faults],
         "complete": judged.complete,
         "upto": judged.upto,
+        # A refused duty's account as the run read it (migration 0026).
+        "seen_versions": [None if f.seen is None else f.seen.version for f in judged.faults],
+        "seen_through": [None if f.seen is None else f.seen.through for f in judged.faults],
+        "seen_next_at": [None if f.seen is None else f.seen.next_at for f in judged.faults],
         "set_aside": [each.duty_id for each in judged.set_aside],
         "set_aside_organizations": [each.organization_id for each in judged.set_aside],
     }

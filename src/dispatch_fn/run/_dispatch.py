@@ -691,7 +691,8 @@ def _faults(
     """
     faults = [
         *preamble.faults,
-        *(Fault(each.duty_id, FaultReason.INVALID_CADENCE, each.detail, each.organization_id)
+        *(Fault(each.duty_id, FaultReason.INVALID_CADENCE, each.detail, each.organization_id,
+                each.seen)
           for each in refused),
     ]  # fmt: skip
     counts = Counter(preamble.fault_counts)
