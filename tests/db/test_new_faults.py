@@ -397,20 +397,12 @@ def test_a_fault_mended_and_dispatched_in_the_run_that_found_it_is_new_again_whe
     assert (mended, broken_again.new_faults) == ({}, 1)
 
 
-@pytest.mark.parametrize(
-    "between",
-    [
-        {"now": "2026-08-10T01:00:00Z"},
-        {"now": "2026-08-22T01:00:00Z", "from": "2025-01-01", "to": "2025-03-31"},
-    ],
-    ids=["a manual run at a past clock", "a backfill over a window it owes nothing in"],
-)
 def test_a_fault_a_run_between_did_not_test_is_not_new_again_when_its_day_comes(
-    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str], between: dict[str, Any]
+    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Refused in a backfill, unread until 09-01 (its next period). A run
-    # between reads it but owes it nothing (a clock before its account's day,
-    # or a window before its effective_from): it tried no row of it.
+    # Refused in a backfill, unread until 09-01 (its next period). A manual
+    # run between, at a clock before its account's day, reads it but owes it
+    # nothing: it tried no row of it.
     insert_duties(conn, [duty("good"), duty("flaky", effective_from=date(2026, 1, 1))])
     invoke(_scheduled(0))
     conn.execute(
@@ -419,7 +411,7 @@ def test_a_fault_a_run_between_did_not_test_is_not_new_again_when_its_day_comes(
     backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
     assert _new_faults_published(invoke, backfill, capsys) == 1
     began = _account(conn)
-    invoke(between)
+    invoke({"now": "2026-08-10T01:00:00Z"})  # a manual run at a past clock
     kept = _account(conn)
     again = _new_faults_published(invoke, _scheduled(11), capsys)
 
@@ -503,3 +495,32 @@ def test_a_fault_the_next_run_does_not_read_stays_on_account_until_a_run_tries_i
     # Before: 1, the same fault counted as new at the next run that tried it.
     assert _new_faults_published(invoke, _scheduled(11), capsys) == 0
     assert _account(conn) == began
+
+
+@pytest.mark.parametrize(
+    ("window", "ended"),
+    [(("2026-07-01", "2026-07-31"), True), (("2025-01-01", "2025-03-31"), False)],
+    ids=["writing its rows", "owing it nothing"],
+)
+def test_a_backfill_ends_the_fault_of_a_refused_duty_it_finds_without_a_fault(
+    conn: Conn, invoke: Invoke, window: tuple[str, str], ended: bool
+) -> None:
+    # Refused in a backfill, then mended. A backfill keeps no account, so
+    # nothing shows whether it tried the duty's rows: it ends the fault of
+    # every duty it finds without one, as a fault that stays open after its
+    # rows were written would keep the next breakage from alarming.
+    insert_duties(conn, [duty("good"), duty("flaky", effective_from=date(2026, 1, 1))])
+    invoke(_scheduled(0))
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    invoke({"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"})
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_flaky")
+    mended = invoke({"now": _at(1).isoformat(), "from": window[0], "to": window[1]})
+    written = conn.execute(
+        "SELECT count(*) FROM duly_task WHERE duty_id = 'flaky' AND period_key LIKE '2026-07'"
+    ).fetchone()
+
+    assert (written, mended["faults"]) == ((int(ended),), [])
+    # Before, writing its rows: the backfill's fault kept.
+    assert _account(conn) == {}

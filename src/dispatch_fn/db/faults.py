@@ -41,6 +41,10 @@ class Judged:
     judged every other duty in ``scope`` when ``complete``, else those up to
     its gapless mark ``upto`` (None: none), except the duties ``set_aside``
     (by key where their organisation is known, else every row of the id).
+    ``keeps_accounts``: the run moved the account of each duty whose rows it
+    wrote (a scheduled run at a clock not ahead of the wall clock); only
+    then does a refused duty's account, as it stands, say whether the run
+    tried its rows (migration 0026).
     """
 
     clock: datetime
@@ -49,6 +53,7 @@ class Judged:
     complete: bool
     upto: str | None
     set_aside: Sequence[Fault] = ()
+    keeps_accounts: bool = False
 
 
 def record(conn: Connection, run_id: int, judged: Judged) -> int:
@@ -67,6 +72,7 @@ def record(conn: Connection, run_id: int, judged: Judged) -> int:
         # Clipped as the report clips it, so a row stays small whatever the value it quotes.
         "details": [clip(fault.detail) for fault in judged.faults],
         "complete": judged.complete,
+        "keeps_accounts": judged.keeps_accounts,
         "upto": judged.upto,
         # A refused duty's account as the run read it (migration 0026).
         "seen_versions": [None if f.seen is None else f.seen.version for f in judged.faults],

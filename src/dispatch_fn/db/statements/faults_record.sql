@@ -15,7 +15,10 @@
 --   and if it breaks again, that is a new fault. Not one whose row the
 --   server refused, while its account stands as the refusing run read it
 --   (%(seen_versions)s, %(seen_through)s, %(seen_next_at)s; migration 0026):
---   no run has tried its rows since, nor has an edit changed it.
+--   no run has tried its rows since, nor has an edit changed it. Only a run
+--   that keeps accounts (%(keeps_accounts)s) tells so: a backfill, or a run
+--   at a future clock, writes a duty's rows and leaves its account, so it
+--   ends the fault of every duty it finds without one.
 -- A fault's organisation is its duty's, read under the run's scope as every
 -- statement reads duties: on a layout where an id repeats across
 -- organisations (ADR 0005), the one the run named; ids compare in the
@@ -66,7 +69,8 @@ ended AS (
           WHERE f.organization_id = a.organization_id AND f.duty_id = a.duty_id)
       AND NOT EXISTS (
           SELECT FROM duly_duty d
-          WHERE d.organization_id = a.organization_id AND d.id = a.duty_id
+          WHERE %(keeps_accounts)s
+            AND d.organization_id = a.organization_id AND d.id = a.duty_id
             AND a.duty_version IS NOT NULL
             AND (d.dispatch_version, d.dispatch_through, d.dispatch_next_at)
                 IS NOT DISTINCT FROM (a.duty_version, a.duty_through, a.duty_next_at))
