@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from psycopg import errors as pg_errors
 
 from dispatch_fn.db import dispatch_page, faults, ledger
-from dispatch_fn.planning import FAULT_REASONS, Fault, RunRequest, Scope
+from dispatch_fn.planning import FAULT_REASONS, Fault, RunRequest, Scope, Window
 from dispatch_fn.run import FAULT_LIST_LIMIT, dispatch_recorded
 from runtimes import runtime
 from support import Conn, Invoke, duty, insert_duties
@@ -397,29 +397,6 @@ def test_a_fault_mended_and_dispatched_in_the_run_that_found_it_is_new_again_whe
     assert (mended, broken_again.new_faults) == ({}, 1)
 
 
-def test_a_fault_a_run_between_did_not_test_is_not_new_again_when_its_day_comes(
-    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Refused in a backfill, unread until 09-01 (its next period). A manual
-    # run between, at a clock before its account's day, reads it but owes it
-    # nothing: it tried no row of it.
-    insert_duties(conn, [duty("good"), duty("flaky", effective_from=date(2026, 1, 1))])
-    invoke(_scheduled(0))
-    conn.execute(
-        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
-    )
-    backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
-    assert _new_faults_published(invoke, backfill, capsys) == 1
-    began = _account(conn)
-    invoke({"now": "2026-08-10T01:00:00Z"})  # a manual run at a past clock
-    kept = _account(conn)
-    again = _new_faults_published(invoke, _scheduled(11), capsys)
-
-    # Before: ({}, 1): the fault ended by a run that tried no row of the
-    # duty, and the alarm raised twice for one broken duty.
-    assert (kept, again) == (began, 0)
-
-
 def test_a_fault_whose_duty_a_run_read_and_dispatched_ends_though_its_next_instant_came_back(
     conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -473,30 +450,6 @@ def test_a_refused_duty_mended_with_an_edit_that_keeps_its_schedule_leaves_the_a
     assert _account(conn) == {}
 
 
-def test_a_fault_the_next_run_does_not_read_stays_on_account_until_a_run_tries_it(
-    conn: Conn, invoke: Invoke, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # A monthly duty dispatched on 08-21, then refused by the server (a rule
-    # added to duly_task later) in a backfill, which reads every duty. The
-    # runs until 09-01 do not read it (its next owed day has not come): they
-    # tried nothing, so its fault has not ended, and when the run of 09-01
-    # finds it still refused, that fault is not new.
-    insert_duties(conn, [duty("good"), duty("flaky")])
-    invoke(_scheduled(0))
-    conn.execute(
-        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
-    )
-    backfill = {"now": _at(0).isoformat(), "from": "2026-01-01", "to": "2026-06-30"}
-    assert _new_faults_published(invoke, backfill, capsys) == 1
-    began = _account(conn)
-    assert _new_faults_published(invoke, _scheduled(1), capsys) == 0
-    # Before: {}, the fault ended by a run that never read the duty.
-    assert _account(conn) == began
-    # Before: 1, the same fault counted as new at the next run that tried it.
-    assert _new_faults_published(invoke, _scheduled(11), capsys) == 0
-    assert _account(conn) == began
-
-
 @pytest.mark.parametrize(
     ("window", "ended"),
     [(("2026-07-01", "2026-07-31"), True), (("2025-01-01", "2025-03-31"), False)],
@@ -522,5 +475,104 @@ def test_a_backfill_ends_the_fault_of_a_refused_duty_it_finds_without_a_fault(
     ).fetchone()
 
     assert (written, mended["faults"]) == ((int(ended),), [])
-    # Before, writing its rows: the backfill's fault kept.
+    # At da38dd8's parent: the backfill's fault kept.
     assert _account(conn) == {}
+
+
+_OLD_RULES = "tzdata 2020a; holidays 0; owed 0"
+
+
+def _hours(day: int, hours: int) -> dict[str, Any]:
+    at = _at(day) + timedelta(hours=hours)
+    return {"scheduled_time": at.isoformat().replace("+00:00", "Z")}
+
+
+@pytest.mark.parametrize(
+    ("refusing", "mending"),
+    [
+        pytest.param((0, 1), (0, 2), id="hourly runs"),
+        pytest.param((0, 0), (0, 0), id="re-runs at the day's clock"),
+        pytest.param((1, 0), (0, 5), id="a manual run at a past clock mends it"),
+    ],
+)
+def test_a_refused_duty_a_run_dispatches_on_its_account_s_day_is_new_again_when_broken_again(
+    conn: Conn,
+    invoke: Invoke,
+    capsys: pytest.CaptureFixture[str],
+    refusing: tuple[int, int],
+    mending: tuple[int, int],
+) -> None:
+    # A monthly duty (lead 7) dispatched at 08-21 01:00: its account stands
+    # at 08-21, its next instant 08-25. Its August task deleted, new rules
+    # (a tzdata release): the next run judges it afresh and the server
+    # refuses its row. Mended, a run on the account's day (08-21) owes it
+    # that judgement still and re-creates August: the account's day stays
+    # 08-21 and its next instant comes back to 08-25, so the account reads
+    # as the refusing run read it and the fault stays on account. Broken
+    # again, the run of 08-25 finds September refused: a new breakage.
+    insert_duties(conn, [duty("good"), duty("flaky")])
+    invoke(_scheduled(0))
+    conn.execute("DELETE FROM duly_task WHERE duty_id = 'flaky'")
+    conn.execute("UPDATE duly_dispatch_run SET rules = %s", (_OLD_RULES,))
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    assert _new_faults_published(invoke, _hours(*refusing), capsys) == 1
+    conn.execute("ALTER TABLE duly_task DROP CONSTRAINT no_flaky")
+    mended = invoke(_hours(*mending))
+    kept = _account(conn)
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    again = _new_faults_published(invoke, _scheduled(4), capsys)
+
+    assert (mended["tasks_created"], mended["faults"]) == (1, [])
+    # At 572b9f2 (reverted): ({'flaky': (the refusing run's clock, its run)},
+    # 0): the alarm silent for a duty mended, dispatched and broken again.
+    assert (kept, again) == ({}, 1)
+
+
+def test_a_refused_duty_a_scoped_run_dispatches_before_the_refusing_backfill_reads_it_is_new_again_when_broken_again(  # noqa: E501 - the behaviour is the name
+    conn: Conn, db_url: str, invoke: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A backfill at 08-25 finds the server refusing flaky's rows. Before it
+    # reads the duty's account for the fault (a statement of its own, after
+    # the refusal), the rule is dropped and an operator's run scoped to the
+    # duty dispatches September: its account moves to 08-25. The backfill
+    # keeps that moved account as the one the server refused, so no run ends
+    # the fault until the account moves again; broken again, the run of
+    # 09-25 finds October refused: a new breakage, counted 0.
+    insert_duties(conn, [duty("good"), duty("flaky", effective_from=date(2026, 1, 1))])
+    invoke(_scheduled(0))
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    failures: list[BaseException] = []
+
+    def page(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return dispatch_page(*args, **kwargs)
+        except psycopg.Error as refused:
+            failures.append(refused)
+            if len(failures) == 2:  # flaky's page alone: its row is read next
+                with psycopg.connect(db_url, autocommit=True) as operator:
+                    operator.execute("ALTER TABLE duly_task DROP CONSTRAINT no_flaky")
+                    scoped = dispatch_recorded(
+                        [operator], RunRequest(now=_at(4), scope=Scope(duty_ids=("flaky",)))
+                    )
+                    assert scoped.report.tasks_created == 1
+            raise
+
+    backfill = RunRequest(now=_at(4), window=Window(date(2026, 1, 1), date(2026, 6, 30)))
+    refusing = dispatch_recorded([conn], backfill, replace(runtime(), dispatch_page=page))
+    assert [each.duty_id for each in refusing.report.faults] == ["flaky"]
+    assert refusing.new_faults == 1
+    invoke(_scheduled(5))
+    after = _account(conn)
+    conn.execute(
+        "ALTER TABLE duly_task ADD CONSTRAINT no_flaky CHECK (subject <> 'Duty flaky') NOT VALID"
+    )
+    again = _new_faults_published(invoke, _scheduled(35), capsys)
+
+    # At 572b9f2 (reverted): the fault kept, and the breakage counted 0.
+    assert (after, again) == ({}, 1)

@@ -9,9 +9,7 @@ many duties are faulted and however often an event is delivered.
 Every run that writes (scheduled or backfill, scoped or not) keeps the
 account for the duties it judged, after its ledger row has ended: it adds a
 row, ``since`` its clock, for each duty it faulted that has none, and removes
-the row of each duty it judged without a fault (docs/contract.md#metrics),
-but not of a duty whose row the server refused while neither a run nor an
-edit has moved its account since: no run tried its rows (migration 0026).
+the row of each duty it judged without a fault (docs/contract.md#metrics).
 A dry run, and a run that failed, leave it as it was. One statement does
 both (statements/faults_record.sql says what "judged" covers).
 """
@@ -41,10 +39,6 @@ class Judged:
     judged every other duty in ``scope`` when ``complete``, else those up to
     its gapless mark ``upto`` (None: none), except the duties ``set_aside``
     (by key where their organisation is known, else every row of the id).
-    ``keeps_accounts``: the run moved the account of each duty whose rows it
-    wrote (a scheduled run at a clock not ahead of the wall clock); only
-    then does a refused duty's account, as it stands, say whether the run
-    tried its rows (migration 0026).
     """
 
     clock: datetime
@@ -53,7 +47,6 @@ class Judged:
     complete: bool
     upto: str | None
     set_aside: Sequence[Fault] = ()
-    keeps_accounts: bool = False
 
 
 def record(conn: Connection, run_id: int, judged: Judged) -> int:
@@ -72,12 +65,7 @@ def record(conn: Connection, run_id: int, judged: Judged) -> int:
         # Clipped as the report clips it, so a row stays small whatever the value it quotes.
         "details": [clip(fault.detail) for fault in judged.faults],
         "complete": judged.complete,
-        "keeps_accounts": judged.keeps_accounts,
         "upto": judged.upto,
-        # A refused duty's account as the run read it (migration 0026).
-        "seen_versions": [None if f.seen is None else f.seen.version for f in judged.faults],
-        "seen_through": [None if f.seen is None else f.seen.through for f in judged.faults],
-        "seen_next_at": [None if f.seen is None else f.seen.next_at for f in judged.faults],
         "set_aside": [each.duty_id for each in judged.set_aside],
         "set_aside_organizations": [each.organization_id for each in judged.set_aside],
     }

@@ -268,18 +268,6 @@ class Account:
 
 
 @dataclass(frozen=True, slots=True)
-class AccountSeen:
-    """A duty's account as a run read it: its edit version, its day and its next instant.
-
-    A run that moves neither, nor edits the duty, tried none of its rows.
-    """
-
-    version: int
-    through: date | None
-    next_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
 class Fault:
     """A duty left without tasks, and why: the one shape of every fault a run reports.
 
@@ -289,15 +277,12 @@ class Fault:
     is the duty's where the run read its row (None: known by id alone, as a
     locked row whose id no unlocked row shares): on a layout keyed by
     ``(organization_id, id)`` an id may repeat across organisations (ADR 0005).
-    ``seen``: for a duty whose row the server refused, its account as the
-    run read it then (the fault account keeps it, migration 0026).
     """
 
     duty_id: str
     reason: str
     detail: str = ""
     organization_id: str | None = None
-    seen: AccountSeen | None = None
 
     def as_json(self) -> dict[str, str]:
         """As a report lists it: each text clipped, the reason as its plain value."""

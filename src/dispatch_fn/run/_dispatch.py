@@ -691,8 +691,7 @@ def _faults(
     """
     faults = [
         *preamble.faults,
-        *(Fault(each.duty_id, FaultReason.INVALID_CADENCE, each.detail, each.organization_id,
-                each.seen)
+        *(Fault(each.duty_id, FaultReason.INVALID_CADENCE, each.detail, each.organization_id)
           for each in refused),
     ]  # fmt: skip
     counts = Counter(preamble.fault_counts)

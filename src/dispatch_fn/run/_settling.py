@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from dispatch_fn.planning import AccountSeen, Fault
+from dispatch_fn.planning import Fault
 
 if TYPE_CHECKING:
     from dispatch_fn.db import PageResult
@@ -601,13 +601,11 @@ def _settle_namesakes(walk: PageShape, record: _Record, span: _Span) -> Steps[_S
         if organization is not None and (organization, duty_id) not in aside
     ]
     alone = _alone(duty_id, failed)
-    rows = {_organization_of(row): row for row in read.rows if row["id"] == duty_id}
     if len(organizations) < 2:
         # Its one row, by key where the read named it: a fault is its
         # organisation's, not that of a namesake the page did not read.
         only = organizations[0] if organizations else None
-        alone = replace(alone, organization_id=only, seen=_seen(alone, rows.get(only)))
-        return _isolate(record, alone, failed)
+        return _isolate(record, replace(alone, organization_id=only), failed)
     for organization in organizations:
         record.held_back = tuple(
             (other, duty_id) for other in organizations if other != organization
@@ -620,27 +618,10 @@ def _settle_namesakes(walk: PageShape, record: _Record, span: _Span) -> Steps[_S
             continue
         stop = yield from _spend(reply)
         alone = _alone(duty_id, reply)
-        alone = replace(
-            alone, organization_id=organization, seen=_seen(alone, rows.get(organization))
-        )
-        stop = stop or _isolate(record, alone, reply)
+        stop = stop or _isolate(record, replace(alone, organization_id=organization), reply)
         if stop is not None:
             return stop
     return None
-
-
-def _seen(alone: SetAside, row: Mapping[str, Any] | None) -> AccountSeen | None:
-    """The account of a duty whose row the server refused, as read after the refusal.
-
-    The refused statement changed nothing, so this is the account the run
-    found; the fault account keeps it, and a later run that moves neither it
-    nor the row tried none of its rows (migration 0026).
-    """
-    if alone.reason is not SetAsideReason.REFUSED or row is None:
-        return None
-    return AccountSeen(
-        int(row["dispatch_version"]), row["dispatch_through"], row["dispatch_next_at"]
-    )
 
 
 def _organization_of(row: Mapping[str, Any]) -> str | None:

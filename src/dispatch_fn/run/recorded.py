@@ -50,9 +50,6 @@ def dispatch_recorded(
         # row: this run judges every account it reads afresh, or, the rules
         # the same, those the previous run set aside while it judged them so.
         wall_clock = runtime.clock()
-        # A manual run at a future clock is never the clock an account
-        # stands at (as the ledger never counts it as the latest clock).
-        keeps_accounts = request.now <= wall_clock
         judged_by = runtime.rules()
         afresh = _rules.afresh(ledger.previous_judgement(conn), judged_by)
         request = replace(request, scope=replace(request.scope, afresh=afresh))
@@ -83,7 +80,9 @@ def dispatch_recorded(
             runtime,
             dispatched_clock=dispatched,
             origin=origin,
-            keeps_accounts=keeps_accounts,
+            # A manual run at a future clock is never the clock an account
+            # stands at (as the ledger never counts it as the latest clock).
+            keeps_accounts=request.now <= wall_clock,
             reads_owed_only=reads_owed_only,
         )
     except RunFailedError as failed:
@@ -108,11 +107,10 @@ def dispatch_recorded(
     # two only leaves them to be counted new once more, never hides one. A
     # continuation already handed on judges the duties past this run's mark
     # only, so the two never remove each other's rows.
-    judged = _fault_judgement(report, keeps_accounts=keeps_accounts)
-    return replace(ended, new_faults=faults.record(conn, run_id, judged))
+    return replace(ended, new_faults=faults.record(conn, run_id, _fault_judgement(report)))
 
 
-def _fault_judgement(report: RunReport, *, keeps_accounts: bool) -> faults.Judged:
+def _fault_judgement(report: RunReport) -> faults.Judged:
     """What the run found of the duties in its scope, as the fault account keeps it."""
     request = report.request
     return faults.Judged(
@@ -123,7 +121,6 @@ def _fault_judgement(report: RunReport, *, keeps_accounts: bool) -> faults.Judge
         upto=report.last_duty_id,
         # Left out of their page (locked, timed out, edited): the run did not judge them.
         set_aside=report.set_aside,
-        keeps_accounts=keeps_accounts and request.window is None,
     )
 
 

@@ -12,13 +12,7 @@
 --   here. One with a row keeps it (ON CONFLICT DO NOTHING), and with it the
 --   clock its fault began at; so does any duty the run did not judge.
 --   A judged duty that is not faulted loses its row: its fault has ended,
---   and if it breaks again, that is a new fault. Not one whose row the
---   server refused, while its account stands as the refusing run read it
---   (%(seen_versions)s, %(seen_through)s, %(seen_next_at)s; migration 0026):
---   no run has tried its rows since, nor has an edit changed it. Only a run
---   that keeps accounts (%(keeps_accounts)s) tells so: a backfill, or a run
---   at a future clock, writes a duty's rows and leaves its account, so it
---   ends the fault of every duty it finds without one.
+--   and if it breaks again, that is a new fault.
 -- A fault's organisation is its duty's, read under the run's scope as every
 -- statement reads duties: on a layout where an id repeats across
 -- organisations (ADR 0005), the one the run named; ids compare in the
@@ -39,13 +33,10 @@ WITH fresher AS (
 ),
 faulted AS (
     SELECT DISTINCT ON (d.organization_id, d.id)
-           d.organization_id, d.id AS duty_id, f.reason, f.detail,
-           f.seen_version, f.seen_through, f.seen_next_at
+           d.organization_id, d.id AS duty_id, f.reason, f.detail
     FROM unnest(%(fault_ids)s::text[], %(reasons)s::text[], %(details)s::text[],
-                %(fault_organizations)s::text[], %(seen_versions)s::bigint[],
-                %(seen_through)s::date[], %(seen_next_at)s::timestamptz[])
-         AS f(duty_id, reason, detail, organization_id, seen_version, seen_through,
-              seen_next_at)
+                %(fault_organizations)s::text[])
+         AS f(duty_id, reason, detail, organization_id)
     JOIN duly_duty d
       ON d.id = f.duty_id AND (f.organization_id IS NULL OR d.organization_id = f.organization_id)
     WHERE duly_in_scope(d.id, d.organization_id, %(organization_id)s::text,
@@ -67,19 +58,10 @@ ended AS (
       AND NOT EXISTS (
           SELECT FROM faulted f
           WHERE f.organization_id = a.organization_id AND f.duty_id = a.duty_id)
-      AND NOT EXISTS (
-          SELECT FROM duly_duty d
-          WHERE %(keeps_accounts)s
-            AND d.organization_id = a.organization_id AND d.id = a.duty_id
-            AND a.duty_version IS NOT NULL
-            AND (d.dispatch_version, d.dispatch_through, d.dispatch_next_at)
-                IS NOT DISTINCT FROM (a.duty_version, a.duty_through, a.duty_next_at))
 ),
 began AS (
-    INSERT INTO duly_dispatch_fault (organization_id, duty_id, reason, detail, since, since_run,
-                                     duty_version, duty_through, duty_next_at)
-    SELECT organization_id, duty_id, reason, detail, %(clock)s, %(run_id)s,
-           seen_version, seen_through, seen_next_at
+    INSERT INTO duly_dispatch_fault (organization_id, duty_id, reason, detail, since, since_run)
+    SELECT organization_id, duty_id, reason, detail, %(clock)s, %(run_id)s
     FROM faulted
     ORDER BY organization_id, duty_id
     ON CONFLICT DO NOTHING
