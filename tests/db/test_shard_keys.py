@@ -316,9 +316,9 @@ def test_the_partitioned_layout_keeps_every_column_check_index_option_and_grant(
         _connect(server_dsn, layouts, PARTITIONED) as partitioned,
     ):
         expected = _shape(plain)
-        # duly_duty's 21 and its account's 9 (migrations 0012, 0014, 0016,
-        # 0017, 0019), duly_task's 13.
-        assert len(expected["columns"]) == 21 + 9 + 13
+        # duly_duty's 21 and its account's 10 (migrations 0012, 0014, 0016,
+        # 0017, 0019, 0026), duly_task's 13.
+        assert len(expected["columns"]) == 21 + 10 + 13
         assert {row[1] for row in expected["triggers"]} == {"duly_duty_account"}
         assert ("duly_duty", ["fillfactor=50"]) in expected["storage"]
         assert _shape(partitioned) == expected

@@ -1372,6 +1372,100 @@ def test_a_move_to_a_zone_whose_day_is_ahead_that_replaces_nothing_owed_is_not_c
     assert moved["changed_while_owed"] == 0
 
 
+_PAUSE = f"UPDATE duly_duty SET status = 'paused' WHERE id = '{LOCKED}'"
+_RESUME = f"UPDATE duly_duty SET status = 'active' WHERE id = '{LOCKED}'"
+_MOVE_AHEAD = f"UPDATE duly_duty SET timezone = '{AHEAD}' WHERE id = '{LOCKED}'"
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [_MOVE_AHEAD],
+        [_PAUSE, _RESUME, _MOVE_AHEAD],
+        [_MOVE_AHEAD, _PAUSE, _RESUME],
+        [_PAUSE, _MOVE_AHEAD, _RESUME],
+    ],
+    ids=["moved", "paused, resumed, moved", "moved, paused, resumed", "paused, moved, resumed"],
+)
+def test_a_pause_and_a_resume_around_a_move_ahead_at_one_clock_lose_no_day(
+    conn: Conn, invoke: Invoke, edits: list[str]
+) -> None:
+    # The runs of the 20th and 21st (01:00 UTC) keep the account on Pago
+    # Pago's 20th. Kiritimati's 21st began at 10:00 UTC on the 20th, before
+    # the clock the edits are placed at: owed, whatever their order.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0)])
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
+    for edit in edits:
+        conn.execute(edit)
+    invoke(clock_event(FIRST + 2 * DAY))
+
+    # Before, paused, moved, resumed: 19, 20, 22 (the pause kept Pago Pago's day).
+    assert task_keys(conn, LOCKED) == ["2026-11-19", "2026-11-20", "2026-11-21", "2026-11-22"]
+
+
+@pytest.mark.parametrize(
+    "edits", [[_MOVE_AHEAD, _PAUSE], [_PAUSE, _MOVE_AHEAD]], ids=["moved, paused", "paused, moved"]
+)
+def test_a_pause_and_a_move_ahead_at_one_clock_owe_the_same_whatever_their_order(
+    conn: Conn, invoke: Invoke, edits: list[str]
+) -> None:
+    # Paused over the run of the 22nd and resumed after it: Kiritimati's
+    # 21st became owed before the pause's clock; the 22nd while paused.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0)])
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
+    for edit in edits:
+        conn.execute(edit)
+    invoke(clock_event(FIRST + 2 * DAY))
+    conn.execute(_RESUME)
+    invoke(clock_event(FIRST + 3 * DAY))
+
+    # Before, paused then moved: 19, 20, 23.
+    assert task_keys(conn, LOCKED) == ["2026-11-19", "2026-11-20", "2026-11-21", "2026-11-23"]
+
+
+def test_a_duty_added_paused_then_moved_ahead_owes_nothing_from_before_its_resume(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Added paused after the run of the 21st, moved to Kiritimati and resumed
+    # at that clock: it was never dispatchable when Kiritimati's 21st began,
+    # and that day is over by the run that reads it.
+    insert_duties(conn, [duty("d2")])
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
+    insert_duties(
+        conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0, status="paused")]
+    )
+    conn.execute(_MOVE_AHEAD)
+    conn.execute(_RESUME)
+    invoke(clock_event(FIRST + 2 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-11-22"]
+
+
+def test_a_pause_before_a_clock_change_keeps_its_own_clock_s_day_in_the_zone_ahead(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Daily runs at 22:30 UTC: 23:30 in Berlin until 03-29, 00:30 the next
+    # day after. Paused after the run of 03-27 (Berlin's 27th then), moved to
+    # Berlin after the run of 03-29 (Berlin's 30th then), resumed: Berlin's
+    # 28th began after the pause, so it is not owed, nor are the 29th and
+    # 30th; the 31st is the period current at the run that reads it.
+    first = datetime(2026, 3, 25, 22, 30, tzinfo=UTC)
+    insert_duties(conn, [duty(LOCKED, frequency="daily", lead_days=0)])
+    for n in range(3):
+        invoke(clock_event(first + n * DAY))
+    conn.execute(_PAUSE)
+    for n in range(3, 5):
+        invoke(clock_event(first + n * DAY))
+    conn.execute(f"UPDATE duly_duty SET timezone = 'Europe/Berlin' WHERE id = '{LOCKED}'")
+    conn.execute(_RESUME)
+    invoke(clock_event(first + 5 * DAY))
+
+    assert task_keys(conn, LOCKED) == ["2026-03-25", "2026-03-26", "2026-03-27", "2026-03-31"]
+
+
 def test_a_change_no_run_kept_is_not_counted_once_a_run_at_a_past_clock_keeps_the_account(
     conn: Conn, invoke: Invoke
 ) -> None:

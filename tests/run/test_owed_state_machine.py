@@ -28,8 +28,10 @@ period engine for keys and due dates only, never the planner:
   at a future clock never counts) in the duty's zone after the edit; with no
   such clock, before every day. A zone edit to a zone whose day there is
   behind the old zone's moves the account's day, and every edit and window
-  day placed after it, back to that day; a change is judged on the old
-  zone's day, never before the account's. An edit
+  day placed after it, back to that day; one to a zone whose day there is
+  ahead moves the pause that bounds the account, if it still stands on its
+  clock's day, to that clock's day in the new zone; a change is judged on
+  the old zone's day, never before the account's. An edit
   placed on day ``s`` takes effect for what becomes owed after ``s``. An
   edit of the effective window places outside the days after the account's
   day (and after the previous window edit's), through ``s``, that the window
@@ -182,6 +184,8 @@ class Edit:
     # days, by the days it owed then (the trigger's dispatch_recast_on); None:
     # no account was kept, judged at the run against the origin.
     recast: bool | None = None
+    # The latest scheduled clock when it was placed (None: no clock).
+    clock: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -199,6 +203,11 @@ class Duty:
     outside: list[tuple[date | None, date]] = field(default_factory=list)
     # The latest window edit's stamp: the window as it stands holds since then.
     window_since: date | None = None
+    # A pause bounds the account (the trigger's dispatch_paused_on), and, when
+    # a pause placed at a clock set it and it still stands on that clock's
+    # day, that pause's index in ``edits`` (its dispatch_paused_at).
+    bounded: bool = False
+    pause_mark: int | None = None
 
     def dispatchable_on(self, day: date) -> bool:
         """Active and approved on ``day``, after every edit placed before it, and not outside."""
@@ -300,6 +309,44 @@ def _move_back(model: Duty, day: date) -> None:
         model.window_since = min(model.window_since, day)
     if model.kept is not None:
         model.kept = min(model.kept, day)
+
+
+def _pause_ahead(model: Duty, old_zone: str) -> None:
+    """A zone edit not moving the account back: a pause still on its clock's day moves there.
+
+    The trigger keeps the clock of the pause that bounds the account and,
+    at a move to a zone whose day is ahead, places it on that clock's day in
+    the new zone (migration 0026).
+    """
+    if model.pause_mark is None:
+        return
+    pause = model.edits[model.pause_mark]
+    if pause.clock is None or pause.stamp is None:
+        return
+    if _local_day(pause.clock, old_zone) != pause.stamp:
+        return
+    ahead = _local_day(pause.clock, model.row["timezone"])
+    if ahead > pause.stamp:
+        moved = replace(pause, stamp=ahead)
+        model.since_kept = [moved if edit is pause else edit for edit in model.since_kept]
+        model.edits[model.pause_mark] = moved
+
+
+def _keep_pause(model: Duty, kept_before: date | None, today: date) -> None:
+    """A run keeps the account: its pause goes, unless edits placed after its today remain.
+
+    One that stays moves to the account's day where that is later, off its
+    clock's day (page_advance.sql): the pause mark no longer says its clock.
+    """
+    if not model.since_kept:
+        model.bounded, model.pause_mark = False, None
+        return
+    if model.pause_mark is None:
+        return
+    stamp = model.edits[model.pause_mark].stamp
+    days = [day for day in (kept_before, today) if day is not None]
+    if stamp is None or any(day > stamp for day in days):
+        model.pause_mark = None
 
 
 def _recast(model: Duty, change: bool, day: date | None) -> bool | None:
@@ -609,6 +656,7 @@ class OwedMachine(RuleBasedStateMachine):
             initially=_is_dispatchable(row),
             kept=stamp,
             fresh=stamp is not None and _is_dispatchable(row),
+            bounded=not _is_dispatchable(row),
         )
         self._log(f"added {duty_id} {cadence} {'active' if active else 'paused'} (stamp {stamp})")
         return duty_id
@@ -644,7 +692,11 @@ class OwedMachine(RuleBasedStateMachine):
                 )
                 model.outside.extend(_outside(window, judged_from, stamp))
                 model.window_since = stamp
+                # The trigger bounds the account at its own day: no clock.
+                model.bounded, model.pause_mark = True, None
             recast = _recast(model, change, old_stamp)
+            if column == "timezone":
+                _pause_ahead(model, old_zone)
         # A change owes as of its day: placed after the window's last day, it
         # owes nothing (migration 0024), and an earlier change's mark stays.
         after_window = (
@@ -660,7 +712,15 @@ class OwedMachine(RuleBasedStateMachine):
             and not after_window,
             change=change,
             recast=recast,
+            clock=self._latest_clock(),
         )
+        if was and not now and not model.bounded:
+            # The first pause since the account was kept bounds it, at its
+            # clock's day (migration 0026).
+            model.bounded = True
+            model.pause_mark = len(model.edits) if edit.clock is not None else None
+        elif now and not was and stamp is None and model.kept is None:
+            model.bounded, model.pause_mark = False, None
         model.edits.append(edit)
         model.since_kept.append(edit)
         model.fresh = model.fresh or edit.fresh
@@ -734,12 +794,14 @@ class OwedMachine(RuleBasedStateMachine):
                 # Edits placed after today (a run at a past clock) are still
                 # to come for the runs after it: a resume there still owes
                 # the period current then.
+                kept_before = model.kept
                 model.kept = today
                 model.since_kept = [
                     edit
                     for edit in model.since_kept
                     if edit.stamp is not None and edit.stamp > today
                 ]
+                _keep_pause(model, kept_before, today)
                 model.fresh = any(edit.fresh for edit in model.since_kept)
         self._ledger.append(
             LedgerRun(clock, counted=not future, rules=self._rules, afresh=set_aside_afresh)
