@@ -1444,6 +1444,28 @@ def test_a_duty_added_paused_then_moved_ahead_owes_nothing_from_before_its_resum
     assert task_keys(conn, LOCKED) == ["2026-11-22"]
 
 
+def test_a_paused_duty_moved_ahead_and_back_owes_no_day_that_began_while_paused(
+    conn: Conn, invoke: Invoke
+) -> None:
+    # Paused after the run of the 21st (01:00 UTC: Pago Pago's 20th), moved
+    # to Kiritimati, two runs, moved back to Pago Pago and resumed after the
+    # run of the 23rd. Pago Pago's 21st began at 11:00 UTC on the 21st, after
+    # the pause's clock: never owed, as without the round trip.
+    insert_duties(conn, [duty(LOCKED, frequency="daily", timezone=BEHIND, lead_days=0)])
+    invoke(clock_event(FIRST))
+    invoke(clock_event(FIRST + DAY))
+    conn.execute(_PAUSE)
+    conn.execute(_MOVE_AHEAD)
+    invoke(clock_event(FIRST + 2 * DAY))
+    invoke(clock_event(FIRST + 3 * DAY))
+    conn.execute(f"UPDATE duly_duty SET timezone = '{BEHIND}' WHERE id = '{LOCKED}'")
+    conn.execute(_RESUME)
+    invoke(clock_event(FIRST + 4 * DAY))
+
+    # At fd481e2: 19, 20, 21, 23 (the pause stayed on Kiritimati's 21st).
+    assert task_keys(conn, LOCKED) == ["2026-11-19", "2026-11-20", "2026-11-23"]
+
+
 def test_a_pause_before_a_clock_change_keeps_its_own_clock_s_day_in_the_zone_ahead(
     conn: Conn, invoke: Invoke
 ) -> None:

@@ -290,15 +290,20 @@ def _outside(
     return days
 
 
-def _move_back(model: Duty, day: date) -> None:
+def _move_back(model: Duty, day: date, old_zone: str) -> None:
     """A zone edit to a zone whose day is behind the account's: the account's days move back.
 
     Every day the account holds is the old zone's day of a clock no later
-    than the latest; in the new zone none is after ``day``.
+    than the latest; in the new zone none is after ``day``. A pause still on
+    its clock's day goes to that clock's day there (migration 0026).
     """
+    exact = _pause_clock_day(model, old_zone)
     moved: dict[int, Edit] = {}
-    for edit in model.edits:
-        moved[id(edit)] = replace(edit, stamp=None if edit.stamp is None else min(edit.stamp, day))
+    for index, edit in enumerate(model.edits):
+        stamp = None if edit.stamp is None else min(edit.stamp, day)
+        if index == model.pause_mark and exact is not None and stamp is not None:
+            stamp = min(stamp, exact)
+        moved[id(edit)] = replace(edit, stamp=stamp)
     model.since_kept = [moved.get(id(edit), edit) for edit in model.since_kept]
     model.edits = [moved[id(edit)] for edit in model.edits]
     model.outside = [
@@ -311,6 +316,16 @@ def _move_back(model: Duty, day: date) -> None:
         model.kept = min(model.kept, day)
 
 
+def _pause_clock_day(model: Duty, old_zone: str) -> date | None:
+    """The pause mark's clock's day in the duty's (new) zone, if it stands on that clock's day."""
+    if model.pause_mark is None:
+        return None
+    pause = model.edits[model.pause_mark]
+    if pause.clock is None or pause.stamp != _local_day(pause.clock, old_zone):
+        return None
+    return _local_day(pause.clock, model.row["timezone"])
+
+
 def _pause_ahead(model: Duty, old_zone: str) -> None:
     """A zone edit not moving the account back: a pause still on its clock's day moves there.
 
@@ -318,18 +333,21 @@ def _pause_ahead(model: Duty, old_zone: str) -> None:
     at a move to a zone whose day is ahead, places it on that clock's day in
     the new zone (migration 0026).
     """
-    if model.pause_mark is None:
+    ahead = _pause_clock_day(model, old_zone)
+    if model.pause_mark is None or ahead is None:
         return
     pause = model.edits[model.pause_mark]
-    if pause.clock is None or pause.stamp is None:
+    if pause.stamp is None or ahead <= pause.stamp:
         return
-    if _local_day(pause.clock, old_zone) != pause.stamp:
-        return
-    ahead = _local_day(pause.clock, model.row["timezone"])
-    if ahead > pause.stamp:
-        moved = replace(pause, stamp=ahead)
-        model.since_kept = [moved if edit is pause else edit for edit in model.since_kept]
-        model.edits[model.pause_mark] = moved
+    # The pause bounds what the account owed: every day through its clock's
+    # day in the new zone. Edits after it came at its clock or later, so
+    # none is before that day there either (the spans keep their days).
+    moved: dict[int, Edit] = {}
+    for index in range(model.pause_mark, len(model.edits)):
+        edit = model.edits[index]
+        if edit.stamp is not None and edit.stamp < ahead:
+            moved[id(edit)] = model.edits[index] = replace(edit, stamp=ahead)
+    model.since_kept = [moved.get(id(edit), edit) for edit in model.since_kept]
 
 
 def _keep_pause(model: Duty, kept_before: date | None, today: date) -> None:
@@ -578,6 +596,15 @@ class OwedMachine(RuleBasedStateMachine):
         day = None if days is None else self._next.date() + timedelta(days=days)
         self._edit(duty_id, bound, day)
 
+    @rule(duty_id=duties, zone=st.sampled_from(ZONES), resume=st.booleans())
+    def move_while_paused(self, duty_id: str, zone: str, resume: bool) -> None:
+        # A pause, then a move (to a zone whose day may be ahead), between
+        # two runs: the pause keeps its clock (migration 0026).
+        self._edit(duty_id, "status", "paused")
+        self._edit(duty_id, "timezone", zone)
+        if resume:
+            self._edit(duty_id, "status", "active")
+
     @rule(duty_id=duties, zone=st.sampled_from(ZONES))
     def fix_zone(self, duty_id: str, zone: str) -> None:
         if self._model[duty_id].row["timezone"] == NO_ZONE:
@@ -683,7 +710,7 @@ class OwedMachine(RuleBasedStateMachine):
         judged = max((day for day in (old_stamp, model.kept) if day is not None), default=None)
         if stamp is not None and judged is not None and stamp < judged:
             recast = _recast(model, change, judged)
-            _move_back(model, stamp)
+            _move_back(model, stamp, old_zone)
         else:
             if column in ("effective_from", "effective_to") and stamp is not None:
                 judged_from = max(

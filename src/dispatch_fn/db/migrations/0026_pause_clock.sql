@@ -14,12 +14,14 @@
 -- moved, then paused, it did.
 --
 -- The trigger now keeps the clock of a pause it places
--- (dispatch_paused_at), and a move to a zone ahead places the pause on that
--- clock's day in the new zone. Only the trigger reads it, at a zone edit: no
--- page reads it. A pause of a duty added not owing, or one a window edit
+-- (dispatch_paused_at). A move to a zone ahead places the pause on that
+-- clock's day in the new zone, and so does a move behind (not on the latest
+-- clock's day there, an upper bound: a paused duty moved ahead and back owed
+-- a day that began while paused). Only the trigger reads it, at a zone edit:
+-- no page reads it. A pause of a duty added not owing, or one a window edit
 -- placed at the account's day, has no clock and stays where it is, as does
--- one a later edit or run moved off its clock's day (a move to a zone
--- behind, a run at a past clock keeping it). Rejected: moving the pause by
+-- one a run at a past clock kept and moved off its clock's day; so do the
+-- spans' bounds, which keep no clock. Rejected: moving the pause by
 -- as many days as the new zone's day of the latest clock is ahead (undone
 -- before it landed): a duty added paused then moved owed a day from before
 -- its addition, and a pause made before a clock change, moved after it,
@@ -212,6 +214,13 @@ BEGIN
         -- clock placed, which counts for every run, stays.)
         through := CASE WHEN through > latest_day THEN latest_day ELSE through END;
         paused := CASE WHEN paused > latest_day THEN latest_day ELSE paused END;
+        -- A pause still on its clock's day goes to that clock's day in the
+        -- new zone: exact, where the latest clock's is an upper bound (a
+        -- pause a move ahead placed on a later day comes back).
+        IF NOT rewritten AND OLD.dispatch_paused_at IS NOT NULL
+           AND duly_local_day(OLD.dispatch_paused_at, OLD.timezone) = OLD.dispatch_paused_on THEN
+            paused := least(paused, duly_local_day(OLD.dispatch_paused_at, NEW.timezone));
+        END IF;
         spans := nullif(
             (SELECT range_agg(daterange(
                         CASE WHEN lower(r) > latest_day + 1 THEN latest_day + 1 ELSE lower(r) END,
