@@ -506,10 +506,10 @@ def test_a_refused_duty_a_run_dispatches_on_its_account_s_day_is_new_again_when_
     # at 08-21, its next instant 08-25. Its August task deleted, new rules
     # (a tzdata release): the next run judges it afresh and the server
     # refuses its row. Mended, a run on the account's day (08-21) owes it
-    # that judgement still and re-creates August: the account's day stays
-    # 08-21 and its next instant comes back to 08-25, so the account reads
-    # as the refusing run read it and the fault stays on account. Broken
-    # again, the run of 08-25 finds September refused: a new breakage.
+    # that judgement still and re-creates August, writing the account back
+    # as it stood (its day 08-21, its next instant 08-25): the fault ends
+    # all the same. Broken again, the run of 08-25 finds September refused:
+    # a new breakage.
     insert_duties(conn, [duty("good"), duty("flaky")])
     invoke(_scheduled(0))
     conn.execute("DELETE FROM duly_task WHERE duty_id = 'flaky'")
@@ -535,13 +535,11 @@ def test_a_refused_duty_a_run_dispatches_on_its_account_s_day_is_new_again_when_
 def test_a_refused_duty_a_scoped_run_dispatches_before_the_refusing_backfill_reads_it_is_new_again_when_broken_again(  # noqa: E501 - the behaviour is the name
     conn: Conn, db_url: str, invoke: Invoke, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A backfill at 08-25 finds the server refusing flaky's rows. Before it
-    # reads the duty's account for the fault (a statement of its own, after
-    # the refusal), the rule is dropped and an operator's run scoped to the
-    # duty dispatches September: its account moves to 08-25. The backfill
-    # keeps that moved account as the one the server refused, so no run ends
-    # the fault until the account moves again; broken again, the run of
-    # 09-25 finds October refused: a new breakage, counted 0.
+    # A backfill at 08-25 finds the server refusing flaky's rows. Before the
+    # backfill ends, the rule is dropped and an operator's run scoped to the
+    # duty dispatches September. The next day's run finds the duty without
+    # a fault and ends it; broken again, the run of 09-25 finds October
+    # refused: a new breakage.
     insert_duties(conn, [duty("good"), duty("flaky", effective_from=date(2026, 1, 1))])
     invoke(_scheduled(0))
     conn.execute(
